@@ -1,0 +1,138 @@
+//! Events, deliveries and the output records of the engine.
+//!
+//! SPEC "Events and deliveries": an event is `{id, key, timestamp, value}`; its
+//! identity is `(key, timestamp, value)`; a delivery is `(partition, offset,
+//! event)`. An omitted offset is append mode: the delivery takes the next
+//! offset of its partition.
+//!
+//! The wire shapes (field names and their order) are those of API.md, so the
+//! same types serialize the HTTP responses. Window bounds and sums are `i128`:
+//! they are derived exactly and may leave the `i64` range.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// One event as producers send it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Event {
+    /// Global identifier (non-empty); equal ids must carry equal identities.
+    #[serde(deserialize_with = "non_empty_string")]
+    pub id: String,
+    /// Grouping key (any string, including the empty one).
+    pub key: String,
+    /// Event time.
+    pub timestamp: i64,
+    /// The aggregated value.
+    pub value: i64,
+}
+
+/// One event at one offset of one partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Delivery {
+    /// Partition name; must be one of the pipeline's.
+    pub partition: String,
+    /// Offset in the partition; `None` is append mode (next offset). On the
+    /// wire the field is omitted for append mode (`null` is rejected).
+    #[serde(
+        default,
+        deserialize_with = "present_i64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub offset: Option<i64>,
+    /// The event.
+    pub event: Event,
+}
+
+fn non_empty_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.is_empty() {
+        return Err(serde::de::Error::custom("event id must be a non-empty string"));
+    }
+    Ok(s)
+}
+
+fn present_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    i64::deserialize(d).map(Some)
+}
+
+/// The address of a bucket: `(window, key, start, end)`. Addresses are ordered
+/// by window name, then key (byte order), then start, then end.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Address {
+    /// Window name.
+    pub window: Arc<str>,
+    /// Key.
+    pub key: Arc<str>,
+    /// Inclusive start.
+    pub start: i128,
+    /// Exclusive end.
+    pub end: i128,
+}
+
+/// A bucket's aggregate as a result row (`Result` in SPEC.md and API.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WindowResult {
+    /// Window name.
+    pub window: Arc<str>,
+    /// Key.
+    pub key: Arc<str>,
+    /// Inclusive start.
+    pub start: i128,
+    /// Exclusive end.
+    pub end: i128,
+    /// Number of unique events in the bucket (>= 1).
+    pub count: u64,
+    /// Exact sum of their values.
+    pub sum: i128,
+    /// Smallest value.
+    pub min: i64,
+    /// Largest value.
+    pub max: i64,
+}
+
+impl WindowResult {
+    /// The address of this row.
+    pub fn address(&self) -> Address {
+        Address {
+            window: self.window.clone(),
+            key: self.key.clone(),
+            start: self.start,
+            end: self.end,
+        }
+    }
+}
+
+/// The operation of a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeOp {
+    /// A previously emitted row is withdrawn (carries that exact row).
+    Retract,
+    /// A row is emitted (new or corrected).
+    Upsert,
+}
+
+/// One entry of the changelog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    /// Global sequence, from 1, one per change, for the life of the processor.
+    pub seq: u64,
+    /// Retract or upsert.
+    pub op: ChangeOp,
+    /// The row.
+    pub result: WindowResult,
+}
+
+/// One record of the late side output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LateRecord {
+    /// Position in the late output, from 1.
+    pub seq: u64,
+    /// The late event.
+    pub event: Event,
+    /// The global watermark it was late against.
+    pub watermark: i64,
+}
