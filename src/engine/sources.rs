@@ -76,7 +76,7 @@ impl<T> Chunked<T> {
     /// Appends.
     #[inline]
     pub fn push(&mut self, x: T) {
-        if self.len % CHUNK == 0 {
+        if self.len.is_multiple_of(CHUNK) {
             self.chunks.push(Vec::with_capacity(CHUNK));
         }
         self.chunks.last_mut().expect("a chunk with room").push(x);
