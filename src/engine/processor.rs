@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use super::changelog::{address_cmp, row, Changelog, Touches};
+use super::changelog::{address_cmp, row, sort_by_address, Changelog, Touches};
 use super::checkpoint;
 use super::hash::StrIndex;
 use super::keys::KeyTable;
@@ -123,7 +123,7 @@ impl Processor {
             touches,
             &self.live,
             self.clock.global,
-            &self.keys,
+            &mut self.keys,
             &self.names,
             out,
         );
@@ -226,7 +226,7 @@ impl Processor {
             let mut finalized = self
                 .live
                 .finalize_below(w as i128 - self.pipeline.lateness() as i128);
-            finalized.sort_unstable_by(|a, b| address_cmp(&self.keys, a, b));
+            sort_by_address(&mut self.keys, &mut finalized, |b| b);
             out.finalized = finalized.iter().map(|b| self.address(b)).collect();
         }
         out
