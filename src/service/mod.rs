@@ -314,6 +314,11 @@ impl Service {
                 g.logged as f64,
             ),
             (
+                "streamforge_waiters",
+                "Open long polls and change streams waiting for new output.",
+                self.heads.receiver_count() as f64,
+            ),
+            (
                 "streamforge_ready",
                 "1 when the processor matches the store.",
                 f64::from(u8::from(self.is_ready())),
