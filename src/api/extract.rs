@@ -44,15 +44,16 @@ pub fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 /// `Content-Type: application/x-ndjson`.
 pub fn deliveries(body: &[u8], ndjson: bool) -> Result<Deliveries, ApiError> {
     let items = if ndjson {
-        let mut lines: Vec<&[u8]> = body.split(|b| *b == b'\n').collect();
-        if lines.last().is_some_and(|l| l.is_empty()) {
-            lines.pop();
-        }
-        let mut items = Vec::with_capacity(lines.len());
-        for (i, line) in lines.into_iter().enumerate() {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
+        // Blank lines (including a final newline) separate nothing and are
+        // skipped; `index` counts deliveries, not lines.
+        let mut items = Vec::new();
+        for (n, line) in body.split(|b| *b == b'\n').enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let i = items.len();
             let d = serde_json::from_slice::<Delivery>(line)
-                .map_err(|e| ApiError::bad_request(format!("line {}: {e}", i + 1)).at(Some(i)))?;
+                .map_err(|e| ApiError::bad_request(format!("line {}: {e}", n + 1)).at(Some(i)))?;
             items.push(d);
         }
         items
@@ -193,7 +194,7 @@ mod tests {
         let nd = b"{\"partition\":\"p0\",\"event\":{\"id\":\"a\",\"key\":\"k\",\"timestamp\":1,\"value\":1}}\n{\"partition\":\"p0\",\"x\":1}";
         let e = deliveries(nd, true).unwrap_err();
         assert_eq!(e.index, Some(1));
-        let ok = deliveries(&nd[..nd.len() - 20], true).unwrap();
+        let ok = deliveries(&nd[..=nd.iter().position(|b| *b == b'\n').unwrap()], true).unwrap();
         assert!(ok.batch && ok.items.len() == 1 && ok.items[0].offset.is_none());
     }
 
