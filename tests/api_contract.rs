@@ -149,7 +149,10 @@ fn every_route_answers_in_api_shapes() {
     assert!(bytes
         .body
         .starts_with(r#"{"format":"streamforge-checkpoint","sha256":""#));
-    assert_eq!(cv["sha256"].as_str().unwrap().len(), 64);
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes.body.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(cv["sha256"], hex, "sha256 of the served bytes");
     let list = s.get("/checkpoints");
     let lv = list.json();
     assert_eq!(lv["checkpoints"][0]["id"], 1);
@@ -649,6 +652,27 @@ fn sse_resumes_from_last_event_id_without_gap_or_repeat() {
     assert!(none.is_empty());
     assert!(t.elapsed() < DEADLINE);
     assert_eq!(restorer.join().unwrap(), 200);
+
+    // Reconnecting beyond the head continues from the head.
+    let resp = s
+        .client
+        .get(s.url("/changes/stream"))
+        .bearer_auth("t0k")
+        .header("Last-Event-ID", (head2 + 100).to_string())
+        .send()
+        .unwrap();
+    let st = s.get("/status").json();
+    let w = st["watermark"].as_i64().unwrap();
+    let off = st["partitions"]["p0"]["offset"].as_i64().unwrap() + 1;
+    s.ok("/events", &ev("p0", off, "after-restore", "zz", w + 1, 1));
+    for p in ["p0", "p1", "p2", "p3"] {
+        s.ok(
+            "/watermarks",
+            &format!(r#"{{"partition":"{p}","watermark":{}}}"#, w + 100_000),
+        );
+    }
+    let got = read_sse(resp, |_| true);
+    assert_eq!(got[0].0, head2 + 1, "{got:?}");
 }
 
 #[test]
