@@ -114,11 +114,11 @@ fn build(state: StateDoc<'_>, target: Option<&Pipeline>) -> Result<Processor, St
     for (name, events) in sources.0 {
         let i = p.pipeline.partition_index(&name).expect("checked name");
         for (offset, e) in events.into_iter().enumerate() {
-            src.restore_push(i, &to_event(e), &mut keys)
+            src.restore_push(i, to_event(e), &mut keys)
                 .map_err(|m| format!("sources[{name:?}][{offset}]: {m}"))?;
         }
     }
-    let max_ts = src.events().iter().map(|e| e.timestamp).max();
+    let max_ts = src.events().map(|e| e.timestamp).max();
     if max_ts != clock.max_timestamp {
         return Err(format!(
             "clock.max_timestamp is {:?} but the largest delivered unique timestamp is {:?}",
