@@ -236,6 +236,8 @@ fn percent_decode(s: &str) -> Vec<u8> {
     out
 }
 
+// Request latency for /metrics: the api's one monotonic clock read.
+#[allow(clippy::disallowed_methods)]
 async fn observe(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let route = req
         .extensions()
