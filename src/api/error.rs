@@ -21,8 +21,6 @@ pub enum Code {
     Unauthorized,
     /// 404: unknown route or checkpoint id.
     NotFound,
-    /// 405: the route exists but not with this method.
-    MethodNotAllowed,
     /// 409: SPEC offset rules.
     OffsetConflict,
     /// 409: an event id known with another identity.
@@ -46,7 +44,6 @@ impl Code {
             Code::BadRequest => StatusCode::BAD_REQUEST,
             Code::Unauthorized => StatusCode::UNAUTHORIZED,
             Code::NotFound => StatusCode::NOT_FOUND,
-            Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Code::OffsetConflict | Code::IdentityConflict => StatusCode::CONFLICT,
             Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Code::UnknownPartition | Code::InvalidCheckpoint | Code::InvalidRequest => {
@@ -62,7 +59,6 @@ impl Code {
             Code::BadRequest => "bad_request",
             Code::Unauthorized => "unauthorized",
             Code::NotFound => "not_found",
-            Code::MethodNotAllowed => "method_not_allowed",
             Code::OffsetConflict => "offset_conflict",
             Code::IdentityConflict => "identity_conflict",
             Code::PayloadTooLarge => "payload_too_large",
@@ -79,7 +75,6 @@ impl Code {
             Code::BadRequest => "Bad Request",
             Code::Unauthorized => "Unauthorized",
             Code::NotFound => "Not Found",
-            Code::MethodNotAllowed => "Method Not Allowed",
             Code::OffsetConflict | Code::IdentityConflict => "Conflict",
             Code::PayloadTooLarge => "Payload Too Large",
             Code::UnknownPartition | Code::InvalidCheckpoint | Code::InvalidRequest => {
