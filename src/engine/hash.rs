@@ -143,6 +143,37 @@ impl StrIndex {
         }
     }
 
+    /// Like [`StrIndex::find`], but on a miss returns the empty slot where
+    /// the string would go, for [`StrIndex::insert_vacant`].
+    #[inline]
+    pub fn probe<'a>(&self, h: u32, s: &str, get: impl Fn(u32) -> &'a str) -> Result<u32, usize> {
+        let mask = self.mask();
+        let mut i = h as usize & mask;
+        loop {
+            let slot = self.slots[i];
+            if slot == EMPTY {
+                return Err(i);
+            }
+            if (slot >> 32) as u32 == h && get(slot as u32) == s {
+                return Ok(slot as u32);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Inserts at the vacant slot a [`StrIndex::probe`] just returned (no
+    /// change in between).
+    #[inline]
+    pub fn insert_vacant(&mut self, vacant: usize, h: u32, pos: u32) {
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            self.grow();
+            self.place(h, pos);
+        } else {
+            self.slots[vacant] = ((h as u64) << 32) | pos as u64;
+        }
+        self.len += 1;
+    }
+
     /// Records that the string with hash `h` lives at `pos` (the caller
     /// checked it is absent).
     #[inline]

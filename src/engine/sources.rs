@@ -231,8 +231,9 @@ impl Sources {
                 consumed + 1
             )));
         }
-        match self.find_hashed(hash, id) {
-            Some(no) => {
+        let events = &self.events;
+        match self.index.probe(hash, id, |p| &events.get(p as usize).id) {
+            Ok(no) => {
                 if same(self.event(no), keys) {
                     self.history[partition].push(no);
                     Ok(Resolved::Duplicate)
@@ -242,12 +243,18 @@ impl Sources {
                     )))
                 }
             }
-            None => {
+            Err(vacant) => {
                 let no = self.events.len() as EventNo;
                 let key = keys.intern(delivery.key());
                 let (timestamp, value) = (delivery.timestamp(), delivery.value());
                 let id = delivery.take_id();
-                self.push_unique(hash, id, key, timestamp, value);
+                self.events.push(EventRec {
+                    id,
+                    key,
+                    timestamp,
+                    value,
+                });
+                self.index.insert_vacant(vacant, hash, no);
                 self.history[partition].push(no);
                 Ok(Resolved::Unique(no))
             }
