@@ -172,6 +172,8 @@ impl AlignedBuckets {
     }
 }
 
+// One value per window of the pipeline: the size difference is irrelevant.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 enum WindowIndex {
     Aligned {
