@@ -159,7 +159,7 @@ impl Browser {
                     "--disable-dev-shm-usage",
                     "--hide-scrollbars",
                     "--force-device-scale-factor=1",
-                    "--window-size=1440,960",
+                    "--window-size=1440,1080",
                     format!("--user-data-dir={}", data_dir.display()),
                 ]
             }
@@ -173,14 +173,14 @@ impl Browser {
     }
 
     fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let rb = self.http.request(method.clone(), format!("{}{path}", self.url));
+        let rb = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.url));
         let rb = match body {
             Some(b) => rb.json(&b),
             None => rb,
         };
-        let r = rb
-            .send()
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let r = rb.send().unwrap_or_else(|e| panic!("{method} {path}: {e}"));
         let status = r.status();
         let v: Value = r.json().expect("WebDriver answers JSON");
         assert!(status.is_success(), "{method} {path}: {status} {v}");
@@ -397,10 +397,11 @@ fn dashboard_in_headless_chromium() {
     );
     browser.wait("status and the late event", |b| {
         b.text("#s-watermark") == "40000"
-            && b.text("#partitions tr[data-partition=p0] [data-col=offset]") == "7"
+            && b.text("#partitions tr[data-partition=p0] [data-col=offset]") == "6"
             && b.text("#partitions tr[data-partition=p1] [data-col=progress]") == "40000"
             && b.text("#s-late") == "1"
-            && b.text("#late tbody tr[data-id=late-1]").contains("sensor-a")
+            && b.text("#late tbody tr[data-id=late-1]")
+                .contains("sensor-a")
     });
 
     // Key filter and sorting.
@@ -418,10 +419,22 @@ fn dashboard_in_headless_chromium() {
     let sums: Vec<i64> = browser
         .rows()
         .iter()
-        .map(|r| r.split(" s=").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap())
+        .map(|r| {
+            r.split(" s=")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
         .collect();
     assert!(sums.len() > 10, "{sums:?}");
-    assert!(sums.windows(2).all(|w| w[0] >= w[1]), "sum descending: {sums:?}");
+    assert!(
+        sums.windows(2).all(|w| w[0] >= w[1]),
+        "sum descending: {sums:?}"
+    );
     browser.click("#results th[data-col=window]");
 
     // The chart of the clicked row's window and key: one point per start.
@@ -434,10 +447,7 @@ fn dashboard_in_headless_chromium() {
 
     // A late correction within the lateness: the row is retracted (struck
     // through) and upserted with the new aggregate.
-    s.ok(
-        "/events",
-        &batch(&[("p0", 7, "a9", "sensor-a", 30500, -4)]),
-    );
+    s.ok("/events", &batch(&[("p0", 7, "a9", "sensor-a", 30500, -4)]));
     browser.wait_rows(
         "the correction",
         &[
@@ -452,10 +462,7 @@ fn dashboard_in_headless_chromium() {
     });
 
     // A bridging event: two sessions are replaced by one.
-    s.ok(
-        "/events",
-        &batch(&[("p0", 8, "a10", "sensor-a", 35000, 2)]),
-    );
+    s.ok("/events", &batch(&[("p0", 8, "a10", "sensor-a", 35000, 2)]));
     browser.wait_rows(
         "the session merge",
         &[
