@@ -5,6 +5,8 @@
 //!   call inside `spawn_blocking` (the service takes a std mutex and may wait
 //!   for an fsync).
 //! - `stream`: `GET /changes/stream` (server-sent events).
+//! - `dashboard`: `GET /`, the live dashboard page (public; the data it
+//!   reads is not).
 //! - [`extract`]: body and query parsing (deliveries, NDJSON, pages).
 //! - [`dto`]: response bodies in API.md field order.
 //! - [`error`]: [`ApiError`] and the status ↔ `code` table.
@@ -12,6 +14,7 @@
 //! This module never touches SQLite or engine internals: it calls the
 //! service and converts the engine's types.
 
+mod dashboard;
 pub mod dto;
 pub mod error;
 pub mod extract;
@@ -85,6 +88,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/openapi.yaml"),
     ("get", "/healthz"),
     ("get", "/readyz"),
+    ("get", "/"),
 ];
 
 /// Builds the application.
@@ -123,6 +127,7 @@ pub fn router(
         .route("/openapi.yaml", get(routes::get_openapi))
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
+        .route("/", get(dashboard::get_dashboard))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
@@ -161,9 +166,10 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
     )
 }
 
-/// Routes open without a token.
+/// Routes open without a token (`/` is the dashboard page, which asks for
+/// the token itself).
 fn is_public(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/openapi.yaml")
+    matches!(path, "/" | "/healthz" | "/readyz" | "/openapi.yaml")
 }
 
 /// Constant-time comparison of the presented token.

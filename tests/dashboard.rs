@@ -1,0 +1,533 @@
+//! The dashboard at `GET /`, end to end in headless Chromium.
+//!
+//! The browser is driven over WebDriver (`chromedriver`, Debian's
+//! `chromium-driver`) with the blocking reqwest client the other
+//! real-process tests use: a dozen JSON commands, no extra crate. The
+//! page's state is read back from the DOM as text lines such as
+//! `tumbling_10s sensor-a [30000,40000) c=3 s=15 revisable`, polled until a
+//! condition holds or the deadline passes (no fixed sleeps).
+//!
+//! The test skips, saying so on stderr, only when `chromium` or
+//! `chromedriver` is not installed; `.ci/run` installs both. The screenshot
+//! goes to `target/dashboard.png` (and to `docs/dashboard.png` with
+//! `STREAMFORGE_UPDATE_SCREENSHOT=1`).
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+/// Windows, sessions and a lateness that keeps recent windows correctable.
+const PIPELINE: &str = r#"{
+  "partitions": ["p0", "p1"],
+  "windows": {
+    "tumbling_10s": {"kind": "fixed", "size": 10000},
+    "session_3s": {"kind": "session", "gap": 3000}
+  },
+  "lateness": 10000
+}"#;
+
+const TOKEN: &str = "dash-secret";
+
+/// The key under which WebDriver returns an element reference.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// The result table as text lines (live and struck-through rows).
+const ROWS_JS: &str = r#"
+return [...document.querySelectorAll('#results tbody tr[data-state]')].map(tr => {
+  const c = (n) => tr.querySelector('[data-col=' + n + ']').textContent;
+  return `${tr.dataset.window} ${tr.dataset.key} [${tr.dataset.start},${tr.dataset.end}) c=${c('count')} s=${c('sum')} ${tr.dataset.state}`;
+});"#;
+
+fn find_program(name: &str, env: &str) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(env) {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// `target/`, next to the binary under test.
+fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_streamforge"))
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf()
+}
+
+/// Standard base64 (WebDriver screenshots), without a crate for it.
+fn base64_decode(s: &str) -> Vec<u8> {
+    let val = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => u32::from(c - b'A'),
+            b'a'..=b'z' => u32::from(c - b'a') + 26,
+            b'0'..=b'9' => u32::from(c - b'0') + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        }
+    };
+    let digits: Vec<u8> = s
+        .bytes()
+        .filter(|c| !c.is_ascii_whitespace() && *c != b'=')
+        .collect();
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    for chunk in digits.chunks(4) {
+        let mut n = 0u32;
+        for (i, c) in chunk.iter().enumerate() {
+            n |= val(*c) << (18 - 6 * i);
+        }
+        let bytes = n.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    out
+}
+
+/// A chromedriver process with one headless Chromium session.
+struct Browser {
+    driver: Option<Child>,
+    url: String,
+    session: String,
+    http: Client,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    /// `None` when Chromium or chromedriver is not installed.
+    fn start() -> Option<Browser> {
+        let chromium = find_program("chromium", "STREAMFORGE_CHROMIUM")?;
+        let chromedriver = find_program("chromedriver", "STREAMFORGE_CHROMEDRIVER")?;
+        let profile = tempdir();
+        let port = free_port();
+        let driver = Command::new(&chromedriver)
+            .arg(format!("--port={port}"))
+            .arg(format!(
+                "--log-path={}",
+                profile.path().join("chromedriver.log").display()
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn chromedriver");
+        let http = Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .expect("client");
+        let mut b = Browser {
+            driver: Some(driver),
+            url: format!("http://127.0.0.1:{port}"),
+            session: String::new(),
+            http,
+            _profile: profile,
+        };
+        wait_until("chromedriver ready", DEADLINE, || {
+            let r = b.http.get(format!("{}/status", b.url)).send().ok()?;
+            let v: Value = r.json().ok()?;
+            v["value"]["ready"].as_bool().filter(|r| *r)
+        });
+        let data_dir = b._profile.path().join("profile");
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium.to_string_lossy(),
+                "args": [
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--disable-dev-shm-usage",
+                    "--hide-scrollbars",
+                    "--force-device-scale-factor=1",
+                    "--window-size=1440,1080",
+                    format!("--user-data-dir={}", data_dir.display()),
+                ]
+            }
+        }}});
+        let v = b.send(reqwest::Method::POST, "/session", Some(caps));
+        b.session = v["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {v}"))
+            .to_string();
+        Some(b)
+    }
+
+    fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let rb = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.url));
+        let rb = match body {
+            Some(b) => rb.json(&b),
+            None => rb,
+        };
+        let r = rb.send().unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let status = r.status();
+        let v: Value = r.json().expect("WebDriver answers JSON");
+        assert!(status.is_success(), "{method} {path}: {status} {v}");
+        v["value"].clone()
+    }
+
+    fn cmd(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        let path = format!("/session/{}{path}", self.session);
+        self.send(method, &path, Some(body))
+    }
+
+    fn goto(&self, url: &str) {
+        self.cmd(reqwest::Method::POST, "/url", json!({ "url": url }));
+    }
+
+    fn eval(&self, script: &str) -> Value {
+        self.cmd(
+            reqwest::Method::POST,
+            "/execute/sync",
+            json!({"script": script, "args": []}),
+        )
+    }
+
+    fn find(&self, css: &str) -> String {
+        let v = self.cmd(
+            reqwest::Method::POST,
+            "/element",
+            json!({"using": "css selector", "value": css}),
+        );
+        v[ELEMENT].as_str().expect("element id").to_string()
+    }
+
+    fn click(&self, css: &str) {
+        let id = self.find(css);
+        self.cmd(
+            reqwest::Method::POST,
+            &format!("/element/{id}/click"),
+            json!({}),
+        );
+    }
+
+    fn type_into(&self, css: &str, text: &str) {
+        let id = self.find(css);
+        self.cmd(
+            reqwest::Method::POST,
+            &format!("/element/{id}/value"),
+            json!({ "text": text }),
+        );
+    }
+
+    fn screenshot(&self) -> Vec<u8> {
+        let path = format!("/session/{}/screenshot", self.session);
+        let v = self.send(reqwest::Method::GET, &path, None);
+        base64_decode(v.as_str().expect("base64 PNG"))
+    }
+
+    /// The result table, one text line per row.
+    fn rows(&self) -> Vec<String> {
+        serde_json::from_value(self.eval(ROWS_JS)).expect("rows")
+    }
+
+    /// Polls `cond` over the page until it holds; on timeout saves a
+    /// screenshot and fails with the table as it was.
+    fn wait(&self, what: &str, mut cond: impl FnMut(&Browser) -> bool) {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            if cond(self) {
+                return;
+            }
+            if Instant::now() > end {
+                let png = target_dir().join("dashboard-failure.png");
+                let _ = std::fs::write(&png, self.screenshot());
+                let conn = self.eval("return document.getElementById('conn').textContent");
+                panic!(
+                    "timed out waiting for {what}\nconnection: {conn}\nrows:\n{}\n(screenshot: {})",
+                    self.rows().join("\n"),
+                    png.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(40));
+        }
+    }
+
+    /// Waits until every line of `want` is in the table.
+    fn wait_rows(&self, what: &str, want: &[&str]) {
+        self.wait(what, |b| {
+            let rows = b.rows();
+            want.iter().all(|w| rows.iter().any(|r| r == w))
+        });
+    }
+
+    /// Answers the token dialog and waits for the live stream.
+    fn log_in(&self) {
+        self.wait("the token dialog", |b| {
+            b.eval("return document.getElementById('auth').open") == json!(true)
+        });
+        self.type_into("#token", TOKEN);
+        self.click("#auth-submit");
+        self.wait("the live stream", |b| {
+            b.eval("return document.getElementById('conn').dataset.state") == json!("live")
+        });
+    }
+
+    fn text(&self, css: &str) -> String {
+        let v = self.eval(&format!(
+            "const e = document.querySelector({}); return e ? e.textContent : null",
+            json!(css)
+        ));
+        v.as_str().unwrap_or_default().to_string()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let _ = self
+                .http
+                .delete(format!("{}/session/{}", self.url, self.session))
+                .send();
+        }
+        if let Some(mut c) = self.driver.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A JSON array of deliveries, each `(partition, offset, id, key, ts, value)`.
+fn batch(items: &[(&str, i64, &str, &str, i64, i64)]) -> String {
+    let parts: Vec<String> = items
+        .iter()
+        .map(|(p, o, id, k, ts, v)| delivery(p, Some(*o), id, k, *ts, *v))
+        .collect();
+    format!("[{}]", parts.join(","))
+}
+
+#[test]
+fn dashboard_in_headless_chromium() {
+    let Some(browser) = Browser::start() else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED dashboard_in_headless_chromium: `chromium` and `chromedriver` must be on \
+             PATH (Debian: apt-get install -y chromium chromium-driver; .ci/run installs them)"
+        );
+        return;
+    };
+    let dir = tempdir();
+    let pipeline = dir.path().join("pipeline.json");
+    std::fs::write(&pipeline, PIPELINE).unwrap();
+    let pipeline = pipeline.to_str().unwrap();
+    // A second server only serves the page, to test `?server=` (CORS).
+    let page = start(&dir.path().join("page.db"), &[]);
+    let s = start(
+        &dir.path().join("data.db"),
+        &[
+            "--pipeline",
+            pipeline,
+            "--token",
+            TOKEN,
+            "--cors-origin",
+            &page.base,
+        ],
+    );
+
+    // The page is public; it asks for the token, keeps it for the tab.
+    browser.goto(&format!("{}/", s.base));
+    browser.log_in();
+    assert_eq!(
+        browser.eval(&format!(
+            "return sessionStorage.getItem({})",
+            json!(format!("streamforge.token {}", s.base))
+        )),
+        json!(TOKEN)
+    );
+
+    // Events on both partitions, a watermark at 40 000, then one late event.
+    s.ok(
+        "/events",
+        &batch(&[
+            ("p0", 0, "a1", "sensor-a", 1000, 4),
+            ("p0", 1, "a2", "sensor-a", 6000, 6),
+            ("p0", 2, "a3", "sensor-a", 14000, 9),
+            ("p0", 3, "a4", "sensor-a", 23000, 5),
+            ("p0", 4, "a5", "sensor-a", 31000, 5),
+            ("p0", 5, "a6", "sensor-a", 33000, 7),
+            ("p0", 6, "a7", "sensor-a", 37000, 3),
+            ("p1", 0, "b1", "sensor-b", 2000, 10),
+            ("p1", 1, "b2", "sensor-b", 12000, -2),
+            ("p1", 2, "b3", "sensor-b", 26000, 4),
+            ("p1", 3, "b4", "sensor-b", 35000, 1),
+            ("p1", 4, "a8", "sensor-a", 44000, 8),
+        ]),
+    );
+    s.ok("/watermarks", r#"{"partition":"p0","watermark":40000}"#);
+    s.ok("/watermarks", r#"{"partition":"p1","watermark":40000}"#);
+    s.ok(
+        "/events",
+        &batch(&[("p1", 5, "late-1", "sensor-a", 500, 1)]),
+    );
+    browser.wait_rows(
+        "the first results",
+        &[
+            "tumbling_10s sensor-a [0,10000) c=2 s=10 final",
+            "tumbling_10s sensor-a [20000,30000) c=1 s=5 revisable",
+            "tumbling_10s sensor-a [30000,40000) c=3 s=15 revisable",
+            "session_3s sensor-a [31000,36000) c=2 s=12 revisable",
+            "session_3s sensor-a [37000,40000) c=1 s=3 revisable",
+            "tumbling_10s sensor-b [10000,20000) c=1 s=-2 final",
+        ],
+    );
+    assert!(
+        !browser.rows().iter().any(|r| r.contains("[40000,50000)")),
+        "a window is shown before the watermark passed its end"
+    );
+    browser.wait("status and the late event", |b| {
+        b.text("#s-watermark") == "40000"
+            && b.text("#partitions tr[data-partition=p0] [data-col=offset]") == "6"
+            && b.text("#partitions tr[data-partition=p1] [data-col=progress]") == "40000"
+            && b.text("#s-late") == "1"
+            && b.text("#late tbody tr[data-id=late-1]")
+                .contains("sensor-a")
+    });
+
+    // Key filter and sorting.
+    browser.type_into("#f-key", "sensor-b");
+    browser.wait("the key filter", |b| {
+        let rows = b.rows();
+        !rows.is_empty() && rows.iter().all(|r| r.contains(" sensor-b "))
+    });
+    browser.eval(
+        "const f = document.getElementById('f-key'); f.value = '';
+         f.dispatchEvent(new Event('input')); return null",
+    );
+    browser.click("#results th[data-col=sum]");
+    browser.click("#results th[data-col=sum]");
+    let sums: Vec<i64> = browser
+        .rows()
+        .iter()
+        .map(|r| {
+            r.split(" s=")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert!(sums.len() > 10, "{sums:?}");
+    assert!(
+        sums.windows(2).all(|w| w[0] >= w[1]),
+        "sum descending: {sums:?}"
+    );
+    browser.click("#results th[data-col=window]");
+
+    // The chart of the clicked row's window and key: one point per start.
+    browser.click("#results tr[data-window=tumbling_10s][data-key=sensor-a][data-start='30000']");
+    let chart_js = "return [...document.querySelectorAll('#chart circle.sum')]
+        .map(c => c.dataset.start + ':' + c.dataset.sum).join(' ')";
+    browser.wait("the chart", |b| {
+        b.eval(chart_js) == json!("0:10 10000:9 20000:5 30000:15")
+    });
+
+    // A late correction within the lateness: the row is retracted (struck
+    // through) and upserted with the new aggregate.
+    s.ok("/events", &batch(&[("p0", 7, "a9", "sensor-a", 30500, -4)]));
+    browser.wait_rows(
+        "the correction",
+        &[
+            "tumbling_10s sensor-a [30000,40000) c=3 s=15 retracted",
+            "tumbling_10s sensor-a [30000,40000) c=4 s=11 revisable",
+            "session_3s sensor-a [31000,36000) c=2 s=12 retracted",
+            "session_3s sensor-a [30500,36000) c=3 s=8 revisable",
+        ],
+    );
+    browser.wait("the corrected chart", |b| {
+        b.eval(chart_js) == json!("0:10 10000:9 20000:5 30000:11")
+    });
+
+    // A bridging event: two sessions are replaced by one.
+    s.ok("/events", &batch(&[("p0", 8, "a10", "sensor-a", 35000, 2)]));
+    browser.wait_rows(
+        "the session merge",
+        &[
+            "session_3s sensor-a [30500,36000) c=3 s=8 retracted",
+            "session_3s sensor-a [37000,40000) c=1 s=3 retracted",
+            "session_3s sensor-a [30500,40000) c=5 s=13 revisable",
+            "tumbling_10s sensor-a [30000,40000) c=5 s=13 revisable",
+        ],
+    );
+    let png = browser.screenshot();
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    let out = target_dir().join("dashboard.png");
+    std::fs::write(&out, &png).unwrap();
+    if std::env::var_os("STREAMFORGE_UPDATE_SCREENSHOT").is_some() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dashboard.png");
+        std::fs::write(docs, &png).unwrap();
+    }
+    let _ = writeln!(std::io::stderr(), "screenshot: {}", out.display());
+
+    // The struck-through rows go away; one session remains.
+    browser.wait("the retracted rows to go", |b| {
+        let rows = b.rows();
+        !rows.iter().any(|r| r.ends_with("retracted"))
+            && rows
+                .iter()
+                .filter(|r| r.starts_with("session_3s sensor-a [3"))
+                .count()
+                == 1
+    });
+
+    // The same view from another origin (`?server=`, CORS): a new tab
+    // origin asks for the token again and replays the changelog quietly.
+    browser.goto(&format!("{}/?server={}", page.base, s.base));
+    browser.log_in();
+    browser.wait_rows(
+        "the replayed results",
+        &[
+            "session_3s sensor-a [30500,40000) c=5 s=13 revisable",
+            "tumbling_10s sensor-a [30000,40000) c=5 s=13 revisable",
+            "tumbling_10s sensor-a [0,10000) c=2 s=10 final",
+        ],
+    );
+    assert!(
+        !browser.rows().iter().any(|r| r.ends_with("retracted")),
+        "a replay shows no retractions"
+    );
+    assert_eq!(browser.text("#s-watermark"), "40000");
+}
+
+#[test]
+fn dashboard_page_is_public_and_self_contained() {
+    let dir = tempdir();
+    let s = start(&dir.path().join("db"), &["--token", TOKEN]);
+    let anon = Client::new();
+    let r = anon.get(s.url("/")).send().unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "text/html; charset=utf-8");
+    assert!(r.headers().contains_key("content-security-policy"));
+    let html = r.text().unwrap();
+    assert!(html.starts_with("<!doctype html>"));
+    // No external resources: everything is inline.
+    for bad in ["<script src", "<link rel=\"stylesheet\"", "@import", "cdn"] {
+        assert!(!html.contains(bad), "the page references {bad}");
+    }
+    // The data routes still need the token.
+    assert_eq!(anon.get(s.url("/status")).send().unwrap().status(), 401);
+    assert_eq!(anon.get(s.url("/index.html")).send().unwrap().status(), 401);
+}
