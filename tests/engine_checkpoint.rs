@@ -459,3 +459,21 @@ fn restored_ready_rows_that_were_not_visible_are_upserted_next() {
     );
     assert_eq!(q.results(None, None), p.results(None, None));
 }
+
+/// Bounds at the ends of i128 (which no i64 input can produce) are rejected
+/// instead of overflowing later arithmetic.
+#[test]
+fn extreme_i128_bounds_are_rejected_without_overflow() {
+    let cp = String::from_utf8(scenario().checkpoint()).unwrap();
+    let env: Value = serde_json::from_str(&cp).unwrap();
+    let state = serde_json::to_string(&env["state"]).unwrap();
+    let row = r#"{"count":1,"end":170141183460469231731687303715884105727,"key":"zz","max":1,"min":1,"start":-170141183460469231731687303715884105728,"sum":1,"window":"f"}"#;
+    let state = state.replacen(r#""windows":["#, &format!(r#""windows":[{row},"#), 1);
+    let state = state.replacen(r#""key":"zz""#, r#""key":"""#, 1);
+    let envelope = format!(
+        r#"{{"format":"streamforge-checkpoint","sha256":"{}","state":{state},"version":1}}"#,
+        hex(state.as_bytes())
+    );
+    let m = rejected(envelope.as_bytes());
+    assert!(m.contains("out of range"), "{m}");
+}

@@ -255,6 +255,15 @@ fn bucket_of(
         .iter()
         .position(|n| **n == *r.window)
         .ok_or_else(|| format!("{what}: unknown window {:?}", r.window))?;
+    // Bounds derived from i64 inputs stay within about ±2^65; anything far
+    // outside cannot be a window and would make later arithmetic overflow.
+    const LIMIT: i128 = 1 << 100;
+    if !(-LIMIT..=LIMIT).contains(&r.start) || !(-LIMIT..=LIMIT).contains(&r.end) {
+        return Err(format!(
+            "{what}: window alignment: bounds [{}, {}) are out of range",
+            r.start, r.end
+        ));
+    }
     let agg = Agg {
         count: r.count,
         sum: r.sum,
