@@ -22,7 +22,7 @@ use streamforge::engine::{
 
 /// `(window, key, start, end)`; tuple order = SPEC address order (String
 /// compares bytes, which is code point order for UTF-8).
-pub type Addr = (String, String, i128, i128);
+pub type Addr = (Arc<str>, Arc<str>, i128, i128);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Agg {
@@ -75,8 +75,8 @@ pub struct Model {
 
 fn row(a: &Addr, g: &Agg) -> WindowResult {
     WindowResult {
-        window: Arc::from(a.0.as_str()),
-        key: Arc::from(a.1.as_str()),
+        window: a.0.clone(),
+        key: a.1.clone(),
         start: a.2,
         end: a.3,
         count: g.count,
@@ -88,8 +88,8 @@ fn row(a: &Addr, g: &Agg) -> WindowResult {
 
 fn address(a: &Addr) -> Address {
     Address {
-        window: Arc::from(a.0.as_str()),
-        key: Arc::from(a.1.as_str()),
+        window: a.0.clone(),
+        key: a.1.clone(),
         start: a.2,
         end: a.3,
     }
@@ -315,7 +315,9 @@ impl Model {
     }
 
     pub fn ingest(&mut self, batch: &[Delivery]) -> Result<IngestOutcome, BatchRejection> {
-        let backup = self.clone();
+        // A rejected delivery changes nothing by itself (ingest_one checks
+        // before it mutates), so only a longer batch needs the backup copy.
+        let backup = if batch.len() > 1 { Some(self.clone()) } else { None };
         let mut out = IngestOutcome::default();
         for (i, d) in batch.iter().enumerate() {
             match self.ingest_one(d) {
@@ -324,7 +326,9 @@ impl Model {
                     out.late.extend(late);
                 }
                 Err(rejection) => {
-                    *self = backup;
+                    if let Some(b) = backup {
+                        *self = b;
+                    }
                     return Err(BatchRejection { index: i, rejection });
                 }
             }
@@ -405,7 +409,7 @@ impl Model {
     pub fn results(&self, window: Option<&str>, key: Option<&str>) -> Vec<WindowResult> {
         self.visible
             .iter()
-            .filter(|(a, _)| window.map_or(true, |w| a.0 == w) && key.map_or(true, |k| a.1 == k))
+            .filter(|(a, _)| window.map_or(true, |w| &*a.0 == w) && key.map_or(true, |k| &*a.1 == k))
             .map(|(a, g)| row(a, g))
             .collect()
     }
