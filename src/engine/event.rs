@@ -49,7 +49,9 @@ pub struct Delivery {
 fn non_empty_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let s = String::deserialize(d)?;
     if s.is_empty() {
-        return Err(serde::de::Error::custom("event id must be a non-empty string"));
+        return Err(serde::de::Error::custom(
+            "event id must be a non-empty string",
+        ));
     }
     Ok(s)
 }

@@ -71,3 +71,15 @@ pub struct PartitionStatus {
 
 mod processor;
 pub use processor::Processor;
+
+mod aggregate;
+mod changelog;
+mod checkpoint;
+mod hash;
+mod keys;
+mod late;
+mod live;
+mod num;
+mod sources;
+mod watermark;
+mod window;

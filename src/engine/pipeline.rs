@@ -139,7 +139,9 @@ impl Pipeline {
             }
         }
         if lateness < 0 {
-            return Err(PipelineError(format!("lateness must be >= 0, got {lateness}")));
+            return Err(PipelineError(format!(
+                "lateness must be >= 0, got {lateness}"
+            )));
         }
         Ok(Pipeline {
             partitions: sorted,
@@ -210,18 +212,54 @@ mod tests {
     #[test]
     fn invalid_pipelines_are_rejected_with_reason() {
         let cases: &[(&str, &str)] = &[
-            (r#"{"partitions":[],"windows":{"w":{"kind":"fixed","size":1}},"lateness":0}"#, "non-empty"),
-            (r#"{"partitions":["a","a"],"windows":{"w":{"kind":"fixed","size":1}},"lateness":0}"#, "duplicate partition"),
-            (r#"{"partitions":[""],"windows":{"w":{"kind":"fixed","size":1}},"lateness":0}"#, "non-empty"),
-            (r#"{"partitions":["a"],"windows":{},"lateness":0}"#, "non-empty map"),
-            (r#"{"partitions":["a"],"windows":{"w":{"kind":"fixed","size":0}},"lateness":0}"#, "size must be > 0"),
-            (r#"{"partitions":["a"],"windows":{"w":{"kind":"sliding","size":10,"step":0}},"lateness":0}"#, "step must be > 0"),
-            (r#"{"partitions":["a"],"windows":{"w":{"kind":"sliding","size":10001,"step":1}},"lateness":0}"#, "10001 windows"),
-            (r#"{"partitions":["a"],"windows":{"w":{"kind":"session","gap":-1}},"lateness":0}"#, "gap must be > 0"),
-            (r#"{"partitions":["a"],"windows":{"w":{"kind":"fixed","size":1}},"lateness":-1}"#, "lateness"),
-            (r#"{"partitions":["a"],"windows":{"w":{"kind":"fixed","size":1},"w":{"kind":"fixed","size":2}},"lateness":0}"#, "duplicate key"),
-            (r#"{"partitions":["a"],"windows":{"w":{"kind":"fixed","size":1}},"lateness":0,"x":1}"#, "unknown field"),
-            (r#"{"partitions":["a"],"windows":{"w":{"kind":"hopping","size":1}},"lateness":0}"#, "unknown variant"),
+            (
+                r#"{"partitions":[],"windows":{"w":{"kind":"fixed","size":1}},"lateness":0}"#,
+                "non-empty",
+            ),
+            (
+                r#"{"partitions":["a","a"],"windows":{"w":{"kind":"fixed","size":1}},"lateness":0}"#,
+                "duplicate partition",
+            ),
+            (
+                r#"{"partitions":[""],"windows":{"w":{"kind":"fixed","size":1}},"lateness":0}"#,
+                "non-empty",
+            ),
+            (
+                r#"{"partitions":["a"],"windows":{},"lateness":0}"#,
+                "non-empty map",
+            ),
+            (
+                r#"{"partitions":["a"],"windows":{"w":{"kind":"fixed","size":0}},"lateness":0}"#,
+                "size must be > 0",
+            ),
+            (
+                r#"{"partitions":["a"],"windows":{"w":{"kind":"sliding","size":10,"step":0}},"lateness":0}"#,
+                "step must be > 0",
+            ),
+            (
+                r#"{"partitions":["a"],"windows":{"w":{"kind":"sliding","size":10001,"step":1}},"lateness":0}"#,
+                "10001 windows",
+            ),
+            (
+                r#"{"partitions":["a"],"windows":{"w":{"kind":"session","gap":-1}},"lateness":0}"#,
+                "gap must be > 0",
+            ),
+            (
+                r#"{"partitions":["a"],"windows":{"w":{"kind":"fixed","size":1}},"lateness":-1}"#,
+                "lateness",
+            ),
+            (
+                r#"{"partitions":["a"],"windows":{"w":{"kind":"fixed","size":1},"w":{"kind":"fixed","size":2}},"lateness":0}"#,
+                "duplicate key",
+            ),
+            (
+                r#"{"partitions":["a"],"windows":{"w":{"kind":"fixed","size":1}},"lateness":0,"x":1}"#,
+                "unknown field",
+            ),
+            (
+                r#"{"partitions":["a"],"windows":{"w":{"kind":"hopping","size":1}},"lateness":0}"#,
+                "unknown variant",
+            ),
         ];
         for (doc, needle) in cases {
             let err = Pipeline::from_json(doc.as_bytes()).unwrap_err().to_string();

@@ -1,16 +1,57 @@
 //! The `Processor` façade: one pipeline's complete state and its verbs.
+//!
+//! Each verb validates everything that can fail first and only then mutates,
+//! so a rejection changes nothing (a batch resolves offsets and identities
+//! tentatively and rolls back on the first failure). The mutation that follows
+//! cannot fail: window arithmetic is exact in i128.
+
+use std::sync::Arc;
+
+use super::changelog::{address_cmp, row, Changelog, Touches};
+use super::checkpoint;
+use super::keys::KeyTable;
+use super::late::LateOutput;
+use super::live::{BucketRef, LiveIndex, WinNo};
+use super::sources::{Resolved, Sources};
+use super::watermark::Clock;
+use super::window::{aligned_start, sliding_starts};
 use super::*;
 
 /// The complete state of one pipeline. See the module docs of [`crate::engine`].
 #[derive(Debug, Clone)]
 pub struct Processor {
-    pipeline: Pipeline,
+    pub(super) pipeline: Pipeline,
+    pub(super) names: Vec<Arc<str>>,
+    pub(super) defs: Vec<WindowDef>,
+    pub(super) keys: KeyTable,
+    pub(super) sources: Sources,
+    pub(super) clock: Clock,
+    pub(super) live: LiveIndex,
+    pub(super) changelog: Changelog,
+    pub(super) late: LateOutput,
 }
 
 impl Processor {
     /// A fresh processor: every partition at consumed offset -1, no watermark.
     pub fn new(pipeline: Pipeline) -> Processor {
-        Processor { pipeline }
+        let names = pipeline
+            .windows()
+            .keys()
+            .map(|n| Arc::from(n.as_str()))
+            .collect();
+        let defs: Vec<WindowDef> = pipeline.windows().values().copied().collect();
+        let parts = pipeline.partitions().len();
+        Processor {
+            live: LiveIndex::new(&defs),
+            names,
+            defs,
+            keys: KeyTable::default(),
+            sources: Sources::new(parts),
+            clock: Clock::new(parts),
+            changelog: Changelog::default(),
+            late: LateOutput::default(),
+            pipeline,
+        }
     }
 
     /// The pipeline.
@@ -18,79 +59,277 @@ impl Processor {
         &self.pipeline
     }
 
+    fn partition(&self, name: &str) -> Result<usize, Rejection> {
+        self.pipeline
+            .partition_index(name)
+            .ok_or_else(|| Rejection::UnknownPartition(format!("unknown partition {name:?}")))
+    }
+
     /// Ingests a batch atomically, with exactly the effect of separate calls.
     /// On error nothing is applied and the index names the first bad delivery.
     /// An empty batch succeeds with no effect (the API rejects it earlier).
     pub fn ingest(&mut self, deliveries: Vec<Delivery>) -> Result<IngestOutcome, BatchRejection> {
-        let _ = deliveries;
-        todo!()
+        let mark = self.sources.mark();
+        let mut resolved = Vec::with_capacity(deliveries.len());
+        for (index, d) in deliveries.iter().enumerate() {
+            let r = self
+                .partition(&d.partition)
+                .and_then(|p| Ok((p, self.sources.resolve(p, d, &mut self.keys)?)));
+            match r {
+                Ok(x) => resolved.push(x),
+                Err(rejection) => {
+                    self.sources.rollback(mark);
+                    return Err(BatchRejection { index, rejection });
+                }
+            }
+        }
+        let mut out = IngestOutcome::default();
+        let mut touched = vec![false; self.pipeline.partitions().len()];
+        for (p, r) in resolved {
+            touched[p] = true;
+            match r {
+                Resolved::Redelivery => {}
+                Resolved::Duplicate => self.reconcile(Touches::default(), &mut out.changes),
+                Resolved::Unique(no) => self.apply_unique(no, &mut out),
+            }
+        }
+        out.watermark = self.clock.global;
+        out.offsets = touched
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| **t)
+            .map(|(p, _)| {
+                (
+                    self.pipeline.partitions()[p].clone(),
+                    self.sources.consumed(p),
+                )
+            })
+            .collect();
+        Ok(out)
+    }
+
+    fn reconcile(&mut self, touches: Touches, out: &mut Vec<Change>) {
+        self.changelog.reconcile(
+            touches,
+            &self.live,
+            self.clock.global,
+            &self.keys,
+            &self.names,
+            out,
+        );
+    }
+
+    /// Applies a unique event: late output, window updates, reconciliation.
+    fn apply_unique(&mut self, no: super::sources::EventNo, out: &mut IngestOutcome) {
+        let rec = self.sources.event(no);
+        let (key, ts, value) = (rec.key, rec.timestamp, rec.value);
+        self.clock.observe(ts);
+        let w = self.clock.global;
+        let late = self.clock.is_late(ts, self.pipeline.lateness());
+        if late {
+            let watermark = w.expect("late implies a watermark");
+            let seq = self.late.push(no, watermark);
+            out.late.push(LateRecord {
+                seq,
+                event: self.sources.to_event(no, &self.keys),
+                watermark,
+            });
+        }
+        let ready = |end: i128| w.is_some_and(|w| end <= w as i128);
+        let mut touches = Touches::default();
+        let Processor {
+            defs,
+            live,
+            changelog,
+            clock,
+            ..
+        } = self;
+        for (i, def) in defs.iter().enumerate() {
+            let window = i as WinNo;
+            let mut add_aligned = |start: i128| {
+                let b = live.aligned_ref(window, key, start);
+                if ready(b.end) {
+                    touches.push(b, changelog.visible_before(live, w, &b));
+                }
+                live.add_aligned(window, key, start, value);
+            };
+            match *def {
+                WindowDef::Fixed { size } if !late => add_aligned(aligned_start(ts, size)),
+                WindowDef::Sliding { size, step } if !late => {
+                    for start in sliding_starts(ts, size, step) {
+                        add_aligned(start);
+                    }
+                }
+                WindowDef::StreamTime { size } => {
+                    add_aligned(aligned_start(clock.stream_time(), size))
+                }
+                WindowDef::Session { gap } if !late => {
+                    let merged = live.add_session(window, key, ts, gap, value, |b, agg| {
+                        if ready(b.end) {
+                            touches.note(b, changelog.is_visible(&b).then_some(*agg));
+                        }
+                    });
+                    if ready(merged.end) {
+                        touches.note(merged, None);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.reconcile(touches, &mut out.changes);
     }
 
     /// `advance(partition, w)`.
     pub fn advance(&mut self, partition: &str, watermark: i64) -> Result<TickOutcome, Rejection> {
-        let _ = (partition, watermark);
-        todo!()
+        let p = self.partition(partition)?;
+        let before = self.clock.global;
+        self.clock.advance(p, watermark);
+        Ok(self.tick(before))
     }
 
     /// `mark_idle(partition)`.
     pub fn mark_idle(&mut self, partition: &str) -> Result<TickOutcome, Rejection> {
-        let _ = partition;
-        todo!()
+        let p = self.partition(partition)?;
+        let before = self.clock.global;
+        self.clock.mark_idle(p);
+        Ok(self.tick(before))
+    }
+
+    /// After a watermark call: upsert the newly ready buckets, then finalize.
+    fn tick(&mut self, before: Option<i64>) -> TickOutcome {
+        let after = self.clock.global;
+        let mut out = TickOutcome {
+            watermark: after,
+            ..TickOutcome::default()
+        };
+        let mut touches = Touches::default();
+        if let Some(w) = after {
+            if before != after {
+                self.live
+                    .for_each_ending_in(before.map(|b| b as i128), w as i128, |b| {
+                        touches.push(b, None)
+                    });
+            }
+        }
+        self.reconcile(touches, &mut out.changes);
+        if let Some(w) = after {
+            let mut finalized = self
+                .live
+                .finalize_below(w as i128 - self.pipeline.lateness() as i128);
+            finalized.sort_unstable_by(|a, b| address_cmp(&self.keys, a, b));
+            out.finalized = finalized.iter().map(|b| self.address(b)).collect();
+        }
+        out
+    }
+
+    fn address(&self, b: &BucketRef) -> Address {
+        Address {
+            window: self.names[b.window as usize].clone(),
+            key: self.keys.name(b.key).clone(),
+            start: b.start,
+            end: b.end,
+        }
     }
 
     /// The global watermark.
     pub fn watermark(&self) -> Option<i64> {
-        todo!()
+        self.clock.global
     }
 
     /// The last change sequence emitted (0 before any).
     pub fn sequence(&self) -> u64 {
-        todo!()
+        self.changelog.sequence()
     }
 
     /// Number of late records so far.
     pub fn late_len(&self) -> u64 {
-        todo!()
+        self.late.len()
     }
 
     /// Number of live buckets.
     pub fn live_buckets(&self) -> usize {
-        todo!()
+        self.live.len()
     }
 
     /// Every partition's state, sorted by name.
     pub fn partitions(&self) -> Vec<PartitionStatus> {
-        todo!()
+        self.pipeline
+            .partitions()
+            .iter()
+            .enumerate()
+            .map(|(p, name)| PartitionStatus {
+                name: name.clone(),
+                offset: self.sources.consumed(p),
+                progress: self.clock.progress[p],
+                idle: self.clock.idle[p],
+            })
+            .collect()
     }
 
     /// The visible rows in address order, optionally filtered.
     pub fn results(&self, window: Option<&str>, key: Option<&str>) -> Vec<WindowResult> {
-        let _ = (window, key);
-        todo!()
+        let Some(w) = self.clock.global else {
+            return Vec::new();
+        };
+        let window = match window {
+            Some(name) => match self.names.iter().position(|n| **n == *name) {
+                Some(i) => Some(i as WinNo),
+                None => return Vec::new(),
+            },
+            None => None,
+        };
+        let key = match key {
+            Some(k) => match self.keys.get(k) {
+                Some(id) => Some(id),
+                None => return Vec::new(),
+            },
+            None => None,
+        };
+        let mut rows = Vec::new();
+        self.live.for_each_ending_in(None, w as i128, |b| {
+            if window.is_none_or(|x| x == b.window)
+                && key.is_none_or(|k| k == b.key)
+                && self.changelog.is_visible(&b)
+            {
+                rows.push(b);
+            }
+        });
+        rows.sort_unstable_by(|a, b| address_cmp(&self.keys, a, b));
+        rows.iter()
+            .filter_map(|b| Some(row(&self.names, &self.keys, b, self.live.get(b)?)))
+            .collect()
     }
 
     /// Late records with `seq > after`, at most `limit`.
     pub fn late(&self, after: u64, limit: usize) -> Vec<LateRecord> {
-        let _ = (after, limit);
-        todo!()
+        let records = self.late.records();
+        let from = (after.min(records.len() as u64)) as usize;
+        records[from..]
+            .iter()
+            .take(limit)
+            .enumerate()
+            .map(|(i, &(no, watermark))| LateRecord {
+                seq: (from + i + 1) as u64,
+                event: self.sources.to_event(no, &self.keys),
+                watermark,
+            })
+            .collect()
     }
 
     /// The canonical version-1 checkpoint envelope of the current state.
     pub fn checkpoint(&self) -> Vec<u8> {
-        todo!()
+        checkpoint::take(self)
     }
 
     /// Restores a checkpoint envelope for `pipeline` (which must be equivalent
     /// to the checkpoint's). Returns a new, independent processor.
     pub fn restore(envelope: &[u8], pipeline: &Pipeline) -> Result<Processor, Rejection> {
-        let _ = (envelope, pipeline);
-        todo!()
+        checkpoint::restore(envelope, Some(pipeline)).map_err(Rejection::InvalidCheckpoint)
     }
 
     /// Restores a checkpoint envelope on its own embedded pipeline (used to
     /// verify a checkpoint file offline).
     pub fn from_checkpoint(envelope: &[u8]) -> Result<Processor, Rejection> {
-        let _ = envelope;
-        todo!()
+        checkpoint::restore(envelope, None).map_err(Rejection::InvalidCheckpoint)
     }
 }

@@ -1,0 +1,232 @@
+//! The changelog: visible rows, reconciliation and the global sequence.
+//!
+//! SPEC "Output: the changelog": after every successful ingest, advance and
+//! mark_idle, the ready view (live buckets with `end <= W`) is reconciled
+//! against the visible rows: every visible address whose row is missing from
+//! the ready view or differs is retracted with its exact previous row; every
+//! ready row that is not visible or differs is upserted. All retractions come
+//! first, in address order, then all upserts, in address order; `seq` grows by
+//! one per change for the life of the processor.
+//!
+//! Incrementality: after every reconciliation the visible rows are exactly
+//! the ready live buckets, so they are not stored twice. A call records the
+//! buckets it touches (with their visible row *before* the change) in a
+//! [`Touches`] set, plus the buckets that became ready; only those are
+//! reconciled. The one exception is a restored checkpoint whose ready buckets
+//! are not all visible: those wait in `pending` and join the next
+//! reconciliation.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use super::aggregate::Agg;
+use super::event::{Change, ChangeOp, WindowResult};
+use super::hash::FxBuild;
+use super::keys::KeyTable;
+use super::live::{BucketRef, LiveIndex};
+
+/// The buckets a call touched, each with its visible row before the call.
+#[derive(Debug, Default)]
+pub struct Touches {
+    list: Vec<(BucketRef, Option<Agg>)>,
+}
+
+impl Touches {
+    /// Notes a bucket with its visible aggregate before the call; the first
+    /// note of an address wins (it saw the state before the call).
+    #[inline]
+    pub fn note(&mut self, b: BucketRef, old: Option<Agg>) {
+        if !self.list.iter().any(|(x, _)| *x == b) {
+            self.list.push((b, old));
+        }
+    }
+
+    /// Adds a bucket known not to be noted yet.
+    #[inline]
+    pub fn push(&mut self, b: BucketRef, old: Option<Agg>) {
+        self.list.push((b, old));
+    }
+
+    /// Whether nothing was touched.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
+/// Orders interned addresses as SPEC does: window name (window numbers follow
+/// name order), key bytes, start, end.
+pub fn address_cmp(keys: &KeyTable, a: &BucketRef, b: &BucketRef) -> Ordering {
+    a.window
+        .cmp(&b.window)
+        .then_with(|| {
+            if a.key == b.key {
+                Ordering::Equal
+            } else {
+                keys.name(a.key).as_bytes().cmp(keys.name(b.key).as_bytes())
+            }
+        })
+        .then(a.start.cmp(&b.start))
+        .then(a.end.cmp(&b.end))
+}
+
+/// Builds a result row.
+pub fn row(names: &[Arc<str>], keys: &KeyTable, b: &BucketRef, agg: &Agg) -> WindowResult {
+    WindowResult {
+        window: names[b.window as usize].clone(),
+        key: keys.name(b.key).clone(),
+        start: b.start,
+        end: b.end,
+        count: agg.count,
+        sum: agg.sum,
+        min: agg.min,
+        max: agg.max,
+    }
+}
+
+/// The output sequence and the restored-but-not-yet-visible ready buckets.
+#[derive(Debug, Clone, Default)]
+pub struct Changelog {
+    sequence: u64,
+    pending: std::collections::HashSet<BucketRef, FxBuild>,
+}
+
+impl Changelog {
+    /// The last `seq` emitted (0 before any).
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// Whether a ready bucket is visible (it is unless restored as pending).
+    #[inline]
+    pub fn is_visible(&self, b: &BucketRef) -> bool {
+        self.pending.is_empty() || !self.pending.contains(b)
+    }
+
+    /// The visible row of `b` before the current call, given `W`.
+    #[inline]
+    pub fn visible_before(
+        &self,
+        live: &LiveIndex,
+        watermark: Option<i64>,
+        b: &BucketRef,
+    ) -> Option<Agg> {
+        let w = watermark? as i128;
+        if b.end <= w && self.is_visible(b) {
+            live.get(b).copied()
+        } else {
+            None
+        }
+    }
+
+    /// Reconciles the touched buckets against the current ready view and
+    /// returns the changes in SPEC order.
+    pub fn reconcile(
+        &mut self,
+        mut touches: Touches,
+        live: &LiveIndex,
+        watermark: Option<i64>,
+        keys: &KeyTable,
+        names: &[Arc<str>],
+        out: &mut Vec<Change>,
+    ) {
+        if !self.pending.is_empty() {
+            // Restored ready rows that were never visible join this call.
+            let seen: std::collections::HashSet<BucketRef, FxBuild> =
+                touches.list.iter().map(|(b, _)| *b).collect();
+            let mut pending: Vec<BucketRef> =
+                std::mem::take(&mut self.pending).into_iter().collect();
+            pending.retain(|b| !seen.contains(b));
+            touches.list.extend(pending.into_iter().map(|b| (b, None)));
+        }
+        if touches.is_empty() {
+            return;
+        }
+        let w = watermark.map(|w| w as i128);
+        let mut retracts: Vec<(BucketRef, Agg)> = Vec::new();
+        let mut upserts: Vec<(BucketRef, Agg)> = Vec::new();
+        for (b, old) in touches.list {
+            let new = match w {
+                Some(w) if b.end <= w => live.get(&b).copied(),
+                _ => None,
+            };
+            if old == new {
+                continue;
+            }
+            if let Some(old) = old {
+                retracts.push((b, old));
+            }
+            if let Some(new) = new {
+                upserts.push((b, new));
+            }
+        }
+        retracts.sort_unstable_by(|a, b| address_cmp(keys, &a.0, &b.0));
+        upserts.sort_unstable_by(|a, b| address_cmp(keys, &a.0, &b.0));
+        out.reserve(retracts.len() + upserts.len());
+        for (op, list) in [(ChangeOp::Retract, retracts), (ChangeOp::Upsert, upserts)] {
+            for (b, agg) in list {
+                self.sequence += 1;
+                out.push(Change {
+                    seq: self.sequence,
+                    op,
+                    result: row(names, keys, &b, &agg),
+                });
+            }
+        }
+    }
+
+    /// Restore: the changelog from its checkpoint part. `visible` must be in
+    /// strictly increasing address order (checked by the caller), each an
+    /// exact live bucket with `end <= W`; every other ready live bucket
+    /// becomes pending. `sequence >= visible.len()`.
+    pub fn restore(
+        sequence: u64,
+        visible: &[(BucketRef, Agg)],
+        live: &LiveIndex,
+        watermark: Option<i64>,
+    ) -> Result<Changelog, String> {
+        if (visible.len() as u64) > sequence {
+            return Err(format!(
+                "changelog.sequence {sequence} is below the number of visible rows {}",
+                visible.len()
+            ));
+        }
+        let mut visible_set =
+            std::collections::HashSet::with_capacity_and_hasher(visible.len(), FxBuild::default());
+        for (b, agg) in visible {
+            let Some(w) = watermark else {
+                return Err("changelog.visible has rows but there is no global watermark".into());
+            };
+            if b.end > w as i128 {
+                return Err(format!(
+                    "visible row [{}, {}) is not ready: end > watermark {w}",
+                    b.start, b.end
+                ));
+            }
+            match live.get(b) {
+                Some(live_agg) if live_agg == agg => {}
+                Some(_) => {
+                    return Err(format!(
+                        "visible row [{}, {}) differs from its live bucket",
+                        b.start, b.end
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "visible row [{}, {}) is not a live bucket",
+                        b.start, b.end
+                    ))
+                }
+            }
+            visible_set.insert(*b);
+        }
+        let mut pending = std::collections::HashSet::default();
+        if let Some(w) = watermark {
+            live.for_each_ending_in(None, w as i128, |b| {
+                if !visible_set.contains(&b) {
+                    pending.insert(b);
+                }
+            });
+        }
+        Ok(Changelog { sequence, pending })
+    }
+}

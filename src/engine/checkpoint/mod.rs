@@ -1,0 +1,155 @@
+//! Checkpoints: the canonical version-1 envelope and strict restore.
+//!
+//! SPEC "Checkpoints": a checkpoint is the canonical JSON of
+//! `{"format": "streamforge-checkpoint", "version": 1, "sha256": H, "state": S}`
+//! with `H` the lowercase hex SHA-256 of the canonical bytes of `S`. It is
+//! deterministic (sorted keys and names, address order; no hash-map order
+//! leaks), independent of later mutation (it is a byte string), and restore
+//! verifies the checksum against the canonical bytes of the *parsed* state,
+//! so insignificant whitespace does not matter. Restore then validates every
+//! rule SPEC lists (see [`restore`]) and names what is wrong.
+
+mod canonical;
+mod restore;
+mod state;
+
+use std::borrow::Cow;
+
+use sha2::{Digest, Sha256};
+
+use super::changelog::address_cmp;
+use super::json::UniqueMap;
+use super::live::BucketRef;
+use super::processor::Processor;
+use state::{
+    write_event, write_result, ChangelogDoc, ClockDoc, Part, PartitionClockDoc, PipelineDoc,
+    StateDoc,
+};
+
+pub use restore::restore;
+
+/// Lowercase hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut s = String::with_capacity(64);
+    for b in digest {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 0xf) as usize] as char);
+    }
+    s
+}
+
+/// Writes rows (address order) for the given buckets of `p`.
+fn write_live_rows(p: &Processor, rows: &[BucketRef], buf: &mut Vec<u8>) {
+    buf.push(b'[');
+    for (i, b) in rows.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        let agg = p.live.get(b).expect("listed bucket is live");
+        write_result(
+            buf,
+            &p.names[b.window as usize],
+            p.keys.name(b.key),
+            b.start,
+            b.end,
+            agg.count,
+            agg.sum,
+            agg.min,
+            agg.max,
+        );
+    }
+    buf.push(b']');
+}
+
+/// The canonical envelope of the processor's current state.
+pub fn take(p: &Processor) -> Vec<u8> {
+    let mut all: Vec<BucketRef> = Vec::with_capacity(p.live.len());
+    p.live.buckets(|b, _| all.push(b));
+    all.sort_unstable_by(|a, b| address_cmp(&p.keys, a, b));
+    let w = p.clock.global.map(|w| w as i128);
+    let visible: Vec<BucketRef> = all
+        .iter()
+        .filter(|b| w.is_some_and(|w| b.end <= w) && p.changelog.is_visible(b))
+        .copied()
+        .collect();
+    let partitions = p.pipeline.partitions();
+    let doc = StateDoc {
+        pipeline: PipelineDoc {
+            lateness: p.pipeline.lateness(),
+            partitions: partitions.to_vec(),
+            windows: UniqueMap(
+                p.pipeline
+                    .windows()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect(),
+            ),
+        },
+        clock: ClockDoc {
+            max_timestamp: p.clock.max_timestamp,
+            partitions: UniqueMap(
+                partitions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, name)| {
+                        (
+                            name.clone(),
+                            PartitionClockDoc {
+                                idle: p.clock.idle[i],
+                                progress: p.clock.progress[i],
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+            watermark: p.clock.global,
+        },
+        sources: Part::Live(Box::new(move |buf: &mut Vec<u8>| {
+            buf.push(b'{');
+            for (i, name) in partitions.iter().enumerate() {
+                if i > 0 {
+                    buf.push(b',');
+                }
+                canonical::key(buf, name);
+                buf.push(b'[');
+                for (j, &no) in p.sources.history(i).iter().enumerate() {
+                    if j > 0 {
+                        buf.push(b',');
+                    }
+                    let e = p.sources.event(no);
+                    write_event(buf, &e.id, p.keys.name(e.key), e.timestamp, e.value);
+                }
+                buf.push(b']');
+            }
+            buf.push(b'}');
+        })),
+        windows: Part::Live(Box::new(|buf: &mut Vec<u8>| write_live_rows(p, &all, buf))),
+        changelog: ChangelogDoc {
+            sequence: p.changelog.sequence(),
+            visible: Part::Live(Box::new(|buf: &mut Vec<u8>| {
+                write_live_rows(p, &visible, buf)
+            })),
+        },
+        late: p
+            .late
+            .records()
+            .iter()
+            .map(|&(no, w)| {
+                let e = p.sources.event(no);
+                (
+                    (
+                        Cow::Borrowed(&*e.id),
+                        Cow::Borrowed(&**p.keys.name(e.key)),
+                        e.timestamp,
+                        e.value,
+                    ),
+                    w,
+                )
+            })
+            .collect(),
+    };
+    let bytes = doc.canonical();
+    state::envelope(&bytes, &sha256_hex(&bytes))
+}

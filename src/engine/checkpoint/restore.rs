@@ -1,0 +1,352 @@
+//! Strict restore: parse, verify, validate every SPEC rule, build.
+//!
+//! Rules (SPEC "Checkpoints"), each with its own message:
+//! - envelope: JSON with exactly `format`, `version`, `sha256`, `state`; the
+//!   format name; `version` the integer 1; the checksum over the canonical
+//!   bytes of the parsed state;
+//! - shapes and record types (strict parsing, see `state`);
+//! - pipeline: valid, and equivalent to the target's (any declaration order);
+//! - partition names: `clock.partitions` and `sources` name exactly the
+//!   pipeline's partitions;
+//! - offsets 0..c all present (a list cannot have holes) and identities: every
+//!   id has one identity across all its deliveries, ids non-empty;
+//! - `clock.max_timestamp` is the maximum over delivered unique events;
+//! - clock bounds: when the candidate rule yields a value, a global watermark
+//!   exists and is >= it; a global watermark exists only if some partition has
+//!   reported and never exceeds the largest reported progress;
+//! - live index (`windows`): strictly increasing address order (so no
+//!   duplicates), known window names, aggregate bounds, alignment for fixed,
+//!   sliding and stream-time windows, session width in `gap..=count*gap`, no two
+//!   sessions of a window and key that intersect or touch, and no bucket with
+//!   `W > end + lateness`;
+//! - changelog: strictly increasing order, every visible row an exact live
+//!   bucket with `end <= W`, `sequence >=` the number of visible rows;
+//! - late: every record is a delivered event with a watermark `<= W`.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use super::sha256_hex;
+use super::state::{EnvelopeDoc, EventDoc, Part, ResultDoc, StateDoc};
+use crate::engine::aggregate::Agg;
+use crate::engine::changelog::Changelog;
+use crate::engine::event::Event;
+use crate::engine::keys::KeyTable;
+use crate::engine::late::LateOutput;
+use crate::engine::live::{BucketRef, LiveIndex, WinNo};
+use crate::engine::num::is_multiple;
+use crate::engine::processor::Processor;
+use crate::engine::sources::Sources;
+use crate::engine::watermark::Clock;
+use crate::engine::{Pipeline, WindowDef};
+
+/// Restores an envelope; with `target`, its pipeline must be equivalent.
+pub fn restore(envelope: &[u8], target: Option<&Pipeline>) -> Result<Processor, String> {
+    let doc: EnvelopeDoc<'_> = serde_json::from_slice(envelope)
+        .map_err(|e| format!("malformed checkpoint envelope: {e}"))?;
+    if doc.format != "streamforge-checkpoint" {
+        return Err(format!("unknown checkpoint format {:?}", doc.format));
+    }
+    if doc.version != 1 {
+        return Err(format!(
+            "unsupported checkpoint version {} (only 1 is known)",
+            doc.version
+        ));
+    }
+    let actual = sha256_hex(&doc.state.canonical());
+    if actual != doc.sha256 {
+        return Err(format!(
+            "checksum mismatch: envelope says {:?}, state hashes to {actual}",
+            doc.sha256
+        ));
+    }
+    build(doc.state, target)
+}
+
+fn build(state: StateDoc<'_>, target: Option<&Pipeline>) -> Result<Processor, String> {
+    let pl = state.pipeline;
+    let pipeline = Pipeline::new(pl.partitions, pl.windows.0, pl.lateness)
+        .map_err(|e| format!("state.pipeline: {}", e.0))?;
+    if let Some(target) = target {
+        if !pipeline.equivalent(target) {
+            return Err(format!(
+                "incompatible pipeline: checkpoint has {pipeline}, this service runs {target}"
+            ));
+        }
+    }
+    let mut p = Processor::new(pipeline);
+    let parts = p.pipeline.partitions().to_vec();
+
+    // Clock: exactly the pipeline's partitions.
+    let mut clock = Clock::new(parts.len());
+    same_names(
+        "clock.partitions",
+        &parts,
+        state.clock.partitions.0.iter().map(|(k, _)| k),
+    )?;
+    for (name, pc) in &state.clock.partitions.0 {
+        let i = p.pipeline.partition_index(name).expect("checked name");
+        clock.progress[i] = pc.progress;
+        clock.idle[i] = pc.idle;
+    }
+    clock.global = state.clock.watermark;
+    clock.max_timestamp = state.clock.max_timestamp;
+    check_clock(&clock)?;
+
+    // Sources and identities.
+    let Part::Parsed(sources) = state.sources else {
+        unreachable!("parsed documents hold parsed parts")
+    };
+    same_names("sources", &parts, sources.0.iter().map(|(k, _)| k))?;
+    let mut keys = KeyTable::default();
+    let mut src = Sources::new(parts.len());
+    for (name, events) in sources.0 {
+        let i = p.pipeline.partition_index(&name).expect("checked name");
+        for (offset, e) in events.into_iter().enumerate() {
+            src.restore_push(i, &to_event(e), &mut keys)
+                .map_err(|m| format!("sources[{name:?}][{offset}]: {m}"))?;
+        }
+    }
+    let max_ts = src.events().iter().map(|e| e.timestamp).max();
+    if max_ts != clock.max_timestamp {
+        return Err(format!(
+            "clock.max_timestamp is {:?} but the largest delivered unique timestamp is {:?}",
+            clock.max_timestamp, max_ts
+        ));
+    }
+
+    // Operator states.
+    let Part::Parsed(windows) = state.windows else {
+        unreachable!("parsed documents hold parsed parts")
+    };
+    let live = live_from_doc(&windows, &p.pipeline, &p.names, &mut keys, clock.global)?;
+    let Part::Parsed(visible) = state.changelog.visible else {
+        unreachable!("parsed documents hold parsed parts")
+    };
+    let changelog = changelog_from_doc(
+        state.changelog.sequence,
+        &visible,
+        &p.names,
+        &mut keys,
+        &live,
+        clock.global,
+    )?;
+
+    // Late output.
+    let mut late = LateOutput::default();
+    for (i, (e, w)) in state.late.into_iter().enumerate() {
+        let ev = to_event(e);
+        let no = src
+            .find(&ev.id)
+            .filter(|&no| {
+                let r = src.event(no);
+                r.timestamp == ev.timestamp && r.value == ev.value && **keys.name(r.key) == *ev.key
+            })
+            .ok_or_else(|| format!("late[{i}]: event {:?} is not a delivered event", ev.id))?;
+        match clock.global {
+            Some(g) if w <= g => {}
+            Some(g) => {
+                return Err(format!(
+                    "late[{i}]: watermark {w} exceeds the global watermark {g}"
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "late[{i}]: a late record needs a global watermark, and there is none"
+                ))
+            }
+        }
+        late.push(no, w);
+    }
+
+    p.keys = keys;
+    p.sources = src;
+    p.clock = clock;
+    p.live = live;
+    p.changelog = changelog;
+    p.late = late;
+    Ok(p)
+}
+
+fn to_event((id, key, timestamp, value): EventDoc<'_>) -> Event {
+    Event {
+        id: id.into_owned(),
+        key: key.into_owned(),
+        timestamp,
+        value,
+    }
+}
+
+fn same_names<'a>(
+    what: &str,
+    parts: &[String],
+    names: impl Iterator<Item = &'a String>,
+) -> Result<(), String> {
+    let mut got: Vec<&String> = names.collect();
+    got.sort();
+    if got.len() != parts.len() || got.iter().zip(parts).any(|(a, b)| *a != b) {
+        return Err(format!(
+            "{what} must name exactly the pipeline's partitions {parts:?}, got {got:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// SPEC clock bounds.
+fn check_clock(clock: &Clock) -> Result<(), String> {
+    if let Some(c) = clock.candidate() {
+        match clock.global {
+            Some(w) if w >= c => {}
+            Some(w) => {
+                return Err(format!(
+                    "clock.watermark {w} is below the minimum progress {c} of the active partitions"
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "clock.watermark is null but every active partition has reported (minimum progress {c})"
+                ))
+            }
+        }
+    }
+    if let Some(w) = clock.global {
+        match clock.progress.iter().flatten().max() {
+            None => {
+                return Err("clock.watermark is set but no partition has reported progress".into())
+            }
+            Some(&max) if w > max => {
+                return Err(format!(
+                    "clock.watermark {w} exceeds the largest reported progress {max}"
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn doc_cmp(a: &ResultDoc<'_>, b: &ResultDoc<'_>) -> Ordering {
+    (a.window.as_bytes(), a.key.as_bytes(), a.start, a.end).cmp(&(
+        b.window.as_bytes(),
+        b.key.as_bytes(),
+        b.start,
+        b.end,
+    ))
+}
+
+fn bucket_of(
+    r: &ResultDoc<'_>,
+    names: &[Arc<str>],
+    keys: &mut KeyTable,
+    what: &str,
+) -> Result<(BucketRef, Agg), String> {
+    let window = names
+        .iter()
+        .position(|n| **n == *r.window)
+        .ok_or_else(|| format!("{what}: unknown window {:?}", r.window))?;
+    let agg = Agg {
+        count: r.count,
+        sum: r.sum,
+        min: r.min,
+        max: r.max,
+    };
+    let b = BucketRef {
+        window: window as WinNo,
+        key: keys.intern(&r.key),
+        start: r.start,
+        end: r.end,
+    };
+    Ok((b, agg))
+}
+
+fn check_order(rows: &[ResultDoc<'_>], what: &str) -> Result<(), String> {
+    for (i, pair) in rows.windows(2).enumerate() {
+        if doc_cmp(&pair[0], &pair[1]) != Ordering::Less {
+            return Err(format!(
+                "{what}[{}] is not after {what}[{i}]: rows must be in strictly increasing address order (no duplicates)",
+                i + 1
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Restores the live window index from the `windows` part of a checkpoint.
+pub fn live_from_doc(
+    rows: &[ResultDoc<'_>],
+    pipeline: &Pipeline,
+    names: &[Arc<str>],
+    keys: &mut KeyTable,
+    watermark: Option<i64>,
+) -> Result<LiveIndex, String> {
+    check_order(rows, "windows")?;
+    let defs: Vec<WindowDef> = pipeline.windows().values().copied().collect();
+    let mut live = LiveIndex::new(&defs);
+    let lateness = pipeline.lateness() as i128;
+    for (i, r) in rows.iter().enumerate() {
+        let what = format!("windows[{i}]");
+        let (b, agg) = bucket_of(r, names, keys, &what)?;
+        agg.check_bounds()
+            .map_err(|m| format!("{what}: aggregate bounds: {m}"))?;
+        let width = r.end - r.start;
+        match defs[b.window as usize] {
+            WindowDef::Fixed { size } | WindowDef::StreamTime { size } => {
+                if !is_multiple(r.start, size as i128) || width != size as i128 {
+                    return Err(format!(
+                        "{what}: window alignment: [{}, {}) is not a window of size {size}",
+                        r.start, r.end
+                    ));
+                }
+            }
+            WindowDef::Sliding { size, step } => {
+                if !is_multiple(r.start, step as i128) || width != size as i128 {
+                    return Err(format!(
+                        "{what}: window alignment: [{}, {}) is not a window of size {size} starting at a multiple of {step}",
+                        r.start, r.end
+                    ));
+                }
+            }
+            WindowDef::Session { gap } => {
+                let gap = gap as i128;
+                if width < gap || width > (r.count as i128).saturating_mul(gap) {
+                    return Err(format!(
+                        "{what}: session bounds: width {width} must be between gap {gap} and count*gap"
+                    ));
+                }
+            }
+        }
+        if let Some(w) = watermark {
+            if (w as i128) > r.end + lateness {
+                return Err(format!(
+                    "{what}: bucket [{}, {}) should have been finalized (watermark {w} > end + lateness)",
+                    r.start, r.end
+                ));
+            }
+        }
+        live.insert_restored(b, agg)
+            .map_err(|m| format!("{what}: session bounds: {m}"))?;
+    }
+    Ok(live)
+}
+
+/// Restores the changelog from its part of a checkpoint, against the live index.
+pub fn changelog_from_doc(
+    sequence: u64,
+    rows: &[ResultDoc<'_>],
+    names: &[Arc<str>],
+    keys: &mut KeyTable,
+    live: &LiveIndex,
+    watermark: Option<i64>,
+) -> Result<Changelog, String> {
+    check_order(rows, "changelog.visible")?;
+    let mut visible = Vec::with_capacity(rows.len());
+    for (i, r) in rows.iter().enumerate() {
+        visible.push(bucket_of(
+            r,
+            names,
+            keys,
+            &format!("changelog.visible[{i}]"),
+        )?);
+    }
+    Changelog::restore(sequence, &visible, live, watermark).map_err(|m| format!("changelog: {m}"))
+}

@@ -1,0 +1,338 @@
+//! The checkpoint document (SPEC "Checkpoint format (version 1)") as typed
+//! structs, and its canonical writer.
+//!
+//! Parsing is strict: unknown or missing keys, duplicate keys, floats or
+//! booleans where integers belong are all errors (serde's derive rejects
+//! unknown and duplicate fields; [`UniqueMap`] rejects duplicate map keys;
+//! `required` makes nullable fields mandatory). Writing is canonical: keys in
+//! code-point order, no whitespace. Taking a checkpoint writes the large parts
+//! (sources, windows, visible rows) straight from the processor ([`Part::Live`])
+//! instead of copying them into documents first.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Deserializer};
+
+use super::canonical::{int, key, opt_int, string};
+use crate::engine::json::UniqueMap;
+use crate::engine::WindowDef;
+
+/// `[id, key, timestamp, value]`.
+pub type EventDoc<'a> = (Cow<'a, str>, Cow<'a, str>, i64, i64);
+
+/// The envelope.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvelopeDoc<'a> {
+    /// Must be `streamforge-checkpoint`.
+    pub format: String,
+    /// Lowercase hex SHA-256 of the canonical state bytes.
+    pub sha256: String,
+    /// The state.
+    #[serde(borrow)]
+    pub state: StateDoc<'a>,
+    /// Must be the integer 1.
+    pub version: u64,
+}
+
+/// The state `S`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateDoc<'a> {
+    /// The pipeline (partitions in any order when parsed).
+    pub pipeline: PipelineDoc,
+    /// Watermark state and stream time.
+    pub clock: ClockDoc,
+    /// Delivered events per partition.
+    #[serde(borrow, deserialize_with = "parsed")]
+    pub sources: Part<'a, UniqueMap<Vec<EventDoc<'a>>>>,
+    /// The live index, in address order.
+    #[serde(borrow, deserialize_with = "parsed")]
+    pub windows: Part<'a, Vec<ResultDoc<'a>>>,
+    /// Sequence and visible rows.
+    #[serde(borrow)]
+    pub changelog: ChangelogDoc<'a>,
+    /// Late records.
+    #[serde(borrow)]
+    pub late: Vec<(EventDoc<'a>, i64)>,
+}
+
+/// A part of the state: parsed from a document, or written from live state.
+pub enum Part<'a, T> {
+    /// Parsed.
+    Parsed(T),
+    /// To be written by this function.
+    Live(Box<dyn Fn(&mut Vec<u8>) + 'a>),
+}
+
+fn parsed<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Part<'de, T>, D::Error> {
+    T::deserialize(d).map(Part::Parsed)
+}
+
+fn required<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    Option::<i64>::deserialize(d)
+}
+
+/// `{"lateness", "partitions", "windows"}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineDoc {
+    /// Lateness.
+    pub lateness: i64,
+    /// Partition names.
+    pub partitions: Vec<String>,
+    /// Window definitions by name.
+    pub windows: UniqueMap<WindowDef>,
+}
+
+/// `{"max_timestamp", "partitions", "watermark"}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClockDoc {
+    /// Largest unique timestamp.
+    #[serde(deserialize_with = "required")]
+    pub max_timestamp: Option<i64>,
+    /// Per-partition progress and idleness.
+    pub partitions: UniqueMap<PartitionClockDoc>,
+    /// Global watermark.
+    #[serde(deserialize_with = "required")]
+    pub watermark: Option<i64>,
+}
+
+/// `{"idle", "progress"}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionClockDoc {
+    /// Idle flag.
+    pub idle: bool,
+    /// Reported progress.
+    #[serde(deserialize_with = "required")]
+    pub progress: Option<i64>,
+}
+
+/// A Result object.
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ResultDoc<'a> {
+    /// Count.
+    pub count: u64,
+    /// End.
+    pub end: i128,
+    /// Key.
+    #[serde(borrow)]
+    pub key: Cow<'a, str>,
+    /// Max.
+    pub max: i64,
+    /// Min.
+    pub min: i64,
+    /// Start.
+    pub start: i128,
+    /// Sum.
+    pub sum: i128,
+    /// Window name.
+    #[serde(borrow)]
+    pub window: Cow<'a, str>,
+}
+
+/// `{"sequence", "visible"}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangelogDoc<'a> {
+    /// Last emitted seq.
+    pub sequence: u64,
+    /// Visible rows, in address order.
+    #[serde(borrow, deserialize_with = "parsed")]
+    pub visible: Part<'a, Vec<ResultDoc<'a>>>,
+}
+
+/// Writes `[id,key,timestamp,value]`.
+pub fn write_event(buf: &mut Vec<u8>, id: &str, k: &str, ts: i64, value: i64) {
+    buf.push(b'[');
+    string(buf, id);
+    buf.push(b',');
+    string(buf, k);
+    buf.push(b',');
+    int(buf, ts);
+    buf.push(b',');
+    int(buf, value);
+    buf.push(b']');
+}
+
+/// Writes a Result object with sorted keys.
+#[allow(clippy::too_many_arguments)]
+pub fn write_result(
+    buf: &mut Vec<u8>,
+    window: &str,
+    k: &str,
+    start: i128,
+    end: i128,
+    count: u64,
+    sum: i128,
+    min: i64,
+    max: i64,
+) {
+    buf.extend_from_slice(b"{\"count\":");
+    int(buf, count);
+    buf.extend_from_slice(b",\"end\":");
+    int(buf, end);
+    buf.extend_from_slice(b",\"key\":");
+    string(buf, k);
+    buf.extend_from_slice(b",\"max\":");
+    int(buf, max);
+    buf.extend_from_slice(b",\"min\":");
+    int(buf, min);
+    buf.extend_from_slice(b",\"start\":");
+    int(buf, start);
+    buf.extend_from_slice(b",\"sum\":");
+    int(buf, sum);
+    buf.extend_from_slice(b",\"window\":");
+    string(buf, window);
+    buf.push(b'}');
+}
+
+fn write_rows(buf: &mut Vec<u8>, rows: &Part<'_, Vec<ResultDoc<'_>>>) {
+    match rows {
+        Part::Live(f) => f(buf),
+        Part::Parsed(rows) => {
+            buf.push(b'[');
+            for (i, r) in rows.iter().enumerate() {
+                if i > 0 {
+                    buf.push(b',');
+                }
+                write_result(
+                    buf, &r.window, &r.key, r.start, r.end, r.count, r.sum, r.min, r.max,
+                );
+            }
+            buf.push(b']');
+        }
+    }
+}
+
+fn write_window_def(buf: &mut Vec<u8>, def: &WindowDef) {
+    match *def {
+        WindowDef::Fixed { size } => {
+            buf.extend_from_slice(b"{\"kind\":\"fixed\",\"size\":");
+            int(buf, size);
+        }
+        WindowDef::Sliding { size, step } => {
+            buf.extend_from_slice(b"{\"kind\":\"sliding\",\"size\":");
+            int(buf, size);
+            buf.extend_from_slice(b",\"step\":");
+            int(buf, step);
+        }
+        WindowDef::Session { gap } => {
+            buf.extend_from_slice(b"{\"gap\":");
+            int(buf, gap);
+            buf.extend_from_slice(b",\"kind\":\"session\"");
+        }
+        WindowDef::StreamTime { size } => {
+            buf.extend_from_slice(b"{\"kind\":\"stream_time\",\"size\":");
+            int(buf, size);
+        }
+    }
+    buf.push(b'}');
+}
+
+/// Sorted view of a name map (keys compare by code point = byte order).
+fn sorted<V>(map: &UniqueMap<V>) -> Vec<&(String, V)> {
+    let mut v: Vec<&(String, V)> = map.0.iter().collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+impl StateDoc<'_> {
+    /// The canonical bytes of this state.
+    pub fn canonical(&self) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(1 << 12);
+        let b = &mut buf;
+        b.extend_from_slice(b"{\"changelog\":{\"sequence\":");
+        int(b, self.changelog.sequence);
+        b.extend_from_slice(b",\"visible\":");
+        write_rows(b, &self.changelog.visible);
+        b.extend_from_slice(b"},\"clock\":{\"max_timestamp\":");
+        opt_int(b, self.clock.max_timestamp);
+        b.extend_from_slice(b",\"partitions\":{");
+        for (i, (name, p)) in sorted(&self.clock.partitions).into_iter().enumerate() {
+            if i > 0 {
+                b.push(b',');
+            }
+            key(b, name);
+            b.extend_from_slice(if p.idle {
+                b"{\"idle\":true,\"progress\":"
+            } else {
+                b"{\"idle\":false,\"progress\":"
+            });
+            opt_int(b, p.progress);
+            b.push(b'}');
+        }
+        b.extend_from_slice(b"},\"watermark\":");
+        opt_int(b, self.clock.watermark);
+        b.extend_from_slice(b"},\"late\":[");
+        for (i, ((id, k, ts, v), w)) in self.late.iter().enumerate() {
+            if i > 0 {
+                b.push(b',');
+            }
+            b.push(b'[');
+            write_event(b, id, k, *ts, *v);
+            b.push(b',');
+            int(b, *w);
+            b.push(b']');
+        }
+        b.extend_from_slice(b"],\"pipeline\":{\"lateness\":");
+        int(b, self.pipeline.lateness);
+        b.extend_from_slice(b",\"partitions\":[");
+        let mut parts: Vec<&String> = self.pipeline.partitions.iter().collect();
+        parts.sort();
+        for (i, p) in parts.into_iter().enumerate() {
+            if i > 0 {
+                b.push(b',');
+            }
+            string(b, p);
+        }
+        b.extend_from_slice(b"],\"windows\":{");
+        for (i, (name, def)) in sorted(&self.pipeline.windows).into_iter().enumerate() {
+            if i > 0 {
+                b.push(b',');
+            }
+            key(b, name);
+            write_window_def(b, def);
+        }
+        b.extend_from_slice(b"}},\"sources\":");
+        match &self.sources {
+            Part::Live(f) => f(b),
+            Part::Parsed(map) => {
+                b.push(b'{');
+                for (i, (name, events)) in sorted(map).into_iter().enumerate() {
+                    if i > 0 {
+                        b.push(b',');
+                    }
+                    key(b, name);
+                    b.push(b'[');
+                    for (j, (id, k, ts, v)) in events.iter().enumerate() {
+                        if j > 0 {
+                            b.push(b',');
+                        }
+                        write_event(b, id, k, *ts, *v);
+                    }
+                    b.push(b']');
+                }
+                b.push(b'}');
+            }
+        }
+        b.extend_from_slice(b",\"windows\":");
+        write_rows(b, &self.windows);
+        b.push(b'}');
+        buf
+    }
+}
+
+/// The envelope around canonical state bytes.
+pub fn envelope(state: &[u8], sha256_hex: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(state.len() + 128);
+    out.extend_from_slice(b"{\"format\":\"streamforge-checkpoint\",\"sha256\":\"");
+    out.extend_from_slice(sha256_hex.as_bytes());
+    out.extend_from_slice(b"\",\"state\":");
+    out.extend_from_slice(state);
+    out.extend_from_slice(b",\"version\":1}");
+    out
+}

@@ -1,0 +1,245 @@
+//! Deterministic fast hashing and a string index without duplicate storage.
+//!
+//! The engine hashes interned integers and event ids on its hot path. std's
+//! SipHash is DoS-resistant but several times slower; this FxHash-style hasher
+//! with a final avalanche is deterministic (no randomness in the engine) and
+//! fast. Iteration order of hash maps never reaches an output.
+
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// FxHash-style hasher (rustc's) with a final avalanche step.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher {
+    hash: u64,
+}
+
+const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(SEED);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes([
+                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+            ]));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut buf = [0u8; 8];
+            buf[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(buf) ^ ((rest.len() as u64) << 59));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_u16(&mut self, i: u16) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    #[inline]
+    fn write_u128(&mut self, i: u128) {
+        self.add(i as u64);
+        self.add((i >> 64) as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        let mut h = self.hash;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h
+    }
+}
+
+/// Build-hasher for std maps.
+pub type FxBuild = BuildHasherDefault<FxHasher>;
+/// A std `HashMap` with [`FxHasher`].
+pub type FxMap<K, V> = std::collections::HashMap<K, V, FxBuild>;
+
+/// Hash of a string.
+#[inline]
+pub fn hash_str(s: &str) -> u64 {
+    let mut h = FxHasher::default();
+    h.write(s.as_bytes());
+    h.finish()
+}
+
+const EMPTY: u64 = u64::MAX;
+
+/// An open-addressing (linear probing) index from strings to positions in an
+/// external vector that owns the strings, so each string is stored once. Each
+/// slot packs 32 bits of hash with a 32-bit position.
+#[derive(Debug, Clone)]
+pub struct StrIndex {
+    slots: Vec<u64>,
+    len: usize,
+}
+
+impl Default for StrIndex {
+    fn default() -> Self {
+        StrIndex {
+            slots: vec![EMPTY; 16],
+            len: 0,
+        }
+    }
+}
+
+impl StrIndex {
+    #[inline]
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    /// The position of `s`, given `get(pos)` yields the string at a position.
+    #[inline]
+    pub fn find<'a>(&self, s: &str, get: impl Fn(u32) -> &'a str) -> Option<u32> {
+        let h = (hash_str(s) >> 32) as u32;
+        let mask = self.mask();
+        let mut i = h as usize & mask;
+        loop {
+            let slot = self.slots[i];
+            if slot == EMPTY {
+                return None;
+            }
+            if (slot >> 32) as u32 == h && get(slot as u32) == s {
+                return Some(slot as u32);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Records that `s` lives at `pos` (the caller checked it is absent).
+    pub fn insert<'a>(&mut self, s: &str, pos: u32, get: impl Fn(u32) -> &'a str) {
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            self.grow(&get);
+        }
+        let h = (hash_str(s) >> 32) as u32;
+        self.place(h, pos);
+        self.len += 1;
+    }
+
+    fn place(&mut self, h: u32, pos: u32) {
+        let mask = self.mask();
+        let mut i = h as usize & mask;
+        while self.slots[i] != EMPTY {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = ((h as u64) << 32) | pos as u64;
+    }
+
+    fn grow<'a>(&mut self, _get: &impl Fn(u32) -> &'a str) {
+        let doubled = vec![EMPTY; self.slots.len() * 2];
+        let old = std::mem::replace(&mut self.slots, doubled);
+        for slot in old.into_iter().filter(|&s| s != EMPTY) {
+            self.place((slot >> 32) as u32, slot as u32);
+        }
+    }
+
+    /// Removes the entry for `s` at `pos` (backward-shift deletion).
+    pub fn remove(&mut self, s: &str, pos: u32) {
+        let h = (hash_str(s) >> 32) as u32;
+        let mask = self.mask();
+        let mut i = h as usize & mask;
+        loop {
+            let slot = self.slots[i];
+            if slot == EMPTY {
+                return;
+            }
+            if slot as u32 == pos {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let slot = self.slots[j];
+            if slot == EMPTY {
+                break;
+            }
+            let home = (slot >> 32) as usize & mask;
+            // Move the entry at j back to i unless its home lies cyclically in (i, j].
+            let between = if i <= j {
+                i < home && home <= j
+            } else {
+                i < home || home <= j
+            };
+            if !between {
+                self.slots[i] = slot;
+                i = j;
+            }
+        }
+        self.slots[i] = EMPTY;
+        self.len -= 1;
+    }
+
+    /// Number of entries.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn str_index_inserts_finds_and_removes() {
+        let mut store: Vec<String> = Vec::new();
+        let mut idx = StrIndex::default();
+        for i in 0..5000 {
+            let s = format!("e{i}");
+            assert!(idx.find(&s, |p| store[p as usize].as_str()).is_none());
+            store.push(s.clone());
+            let st = &store;
+            idx.insert(&s, i, |p| st[p as usize].as_str());
+        }
+        for i in 0..5000u32 {
+            assert_eq!(
+                idx.find(&format!("e{i}"), |p| store[p as usize].as_str()),
+                Some(i)
+            );
+        }
+        // remove the last 2500 (rollback order) and every key must still resolve
+        for i in (2500..5000u32).rev() {
+            idx.remove(&store[i as usize].clone(), i);
+            store.pop();
+        }
+        assert_eq!(idx.len(), 2500);
+        for i in 0..2500u32 {
+            assert_eq!(
+                idx.find(&format!("e{i}"), |p| store[p as usize].as_str()),
+                Some(i)
+            );
+        }
+        for i in 2500..5000u32 {
+            assert_eq!(
+                idx.find(&format!("e{i}"), |p| store[p as usize].as_str()),
+                None
+            );
+        }
+    }
+}
