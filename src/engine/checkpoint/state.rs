@@ -57,12 +57,15 @@ pub struct StateDoc<'a> {
     pub late: Vec<(EventDoc<'a>, i64)>,
 }
 
+/// Writes a part of the state straight from live processor state.
+pub type LiveWriter<'a> = Box<dyn Fn(&mut Vec<u8>) + 'a>;
+
 /// A part of the state: parsed from a document, or written from live state.
 pub enum Part<'a, T> {
     /// Parsed.
     Parsed(T),
     /// To be written by this function.
-    Live(Box<dyn Fn(&mut Vec<u8>) + 'a>),
+    Live(LiveWriter<'a>),
 }
 
 fn parsed<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Part<'de, T>, D::Error> {
@@ -243,6 +246,13 @@ fn sorted<V>(map: &UniqueMap<V>) -> Vec<&(String, V)> {
 impl StateDoc<'_> {
     /// The canonical bytes of this state.
     pub fn canonical(&self) -> Vec<u8> {
+        self.canonical_with(true)
+    }
+
+    /// The canonical bytes, with the pipeline's partition list sorted or (for
+    /// checksums written over a document that keeps its declared order) as
+    /// parsed.
+    pub fn canonical_with(&self, sort_partitions: bool) -> Vec<u8> {
         let mut buf = Vec::with_capacity(1 << 12);
         let b = &mut buf;
         b.extend_from_slice(b"{\"changelog\":{\"sequence\":");
@@ -282,7 +292,9 @@ impl StateDoc<'_> {
         int(b, self.pipeline.lateness);
         b.extend_from_slice(b",\"partitions\":[");
         let mut parts: Vec<&String> = self.pipeline.partitions.iter().collect();
-        parts.sort();
+        if sort_partitions {
+            parts.sort();
+        }
         for (i, p) in parts.into_iter().enumerate() {
             if i > 0 {
                 b.push(b',');
