@@ -75,8 +75,8 @@ enum Op {
     /// Checkpoint the engine, restore it into a fresh processor, continue on
     /// the restored one. `own` = restore on the embedded pipeline.
     Restore { own: bool },
-    /// Compare every query and the checkpoint bytes.
-    Query { window: Option<String>, key: Option<String>, after: u64, limit: usize },
+    /// Compare every query and (if `ckpt`) the checkpoint bytes.
+    Query { window: Option<String>, key: Option<String>, after: u64, limit: usize, ckpt: bool },
 }
 
 #[derive(Clone, Debug)]
@@ -368,7 +368,7 @@ impl Gen {
                 Op::Advance(p, w)
             }
             80..=86 => Op::MarkIdle(self.partition(m)),
-            87..=91 => Op::Restore { own: self.rng.pct(30) },
+            87..=90 => Op::Restore { own: self.rng.pct(30) },
             _ => {
                 let window = if self.rng.pct(40) {
                     Some(self.rng.pick(&m.windows.keys().cloned().collect::<Vec<_>>()).clone())
@@ -378,9 +378,56 @@ impl Gen {
                 let key = if self.rng.pct(30) { Some(self.rng.pick(&self.keys).clone()) } else { None };
                 let after = self.rng.below(m.late.len() as u64 + 2);
                 let limit = self.rng.below(5) as usize;
-                Op::Query { window, key, after, limit }
+                Op::Query { window, key, after, limit, ckpt: self.rng.pct(35) }
             }
         }
+    }
+}
+
+// ----------------------------------------------------------------------
+// Coverage counters (what the model saw), printed at the end of the run.
+
+use std::sync::atomic::AtomicU64;
+
+static STATS: [AtomicU64; 14] = [const { AtomicU64::new(0) }; 14];
+const STAT_NAMES: [&str; 14] = [
+    "ingest ok", "unknown_partition", "offset_conflict", "identity_conflict",
+    "batch rejected at index > 0", "late records", "retracts", "upserts", "finalized",
+    "restores", "checkpoints compared", "tick ok", "tick rejected", "max live buckets",
+];
+
+fn stat(i: usize, n: u64) {
+    STATS[i].fetch_add(n, Ordering::Relaxed);
+}
+
+fn record_ingest(r: &Result<streamforge::engine::IngestOutcome, streamforge::engine::BatchRejection>) {
+    match r {
+        Ok(o) => {
+            stat(0, 1);
+            stat(5, o.late.len() as u64);
+            for c in &o.changes {
+                stat(if c.op == streamforge::engine::ChangeOp::Retract { 6 } else { 7 }, 1);
+            }
+        }
+        Err(e) => {
+            stat(match e.rejection.code() { "unknown_partition" => 1, "offset_conflict" => 2, _ => 3 }, 1);
+            if e.index > 0 {
+                stat(4, 1);
+            }
+        }
+    }
+}
+
+fn record_tick(r: &Result<streamforge::engine::TickOutcome, streamforge::engine::Rejection>) {
+    match r {
+        Ok(o) => {
+            stat(11, 1);
+            stat(8, o.finalized.len() as u64);
+            for c in &o.changes {
+                stat(if c.op == streamforge::engine::ChangeOp::Retract { 6 } else { 7 }, 1);
+            }
+        }
+        Err(_) => stat(12, 1),
     }
 }
 
@@ -392,7 +439,18 @@ struct Mismatch {
     what: String,
 }
 
+/// The first differing byte, with context. Envelopes are compared past their
+/// digests when the digests alone differ (the state diff is what helps).
 fn first_diff(a: &[u8], b: &[u8]) -> String {
+    const HASH: std::ops::Range<usize> = 45..109;
+    if a.len() > HASH.end && b.len() > HASH.end && a[..HASH.start] == b[..HASH.start] && a[HASH] != b[HASH] {
+        let rest = first_diff_raw(&a[HASH.end..], &b[HASH.end..]);
+        return format!("digests differ; after the digest: {rest}");
+    }
+    first_diff_raw(a, b)
+}
+
+fn first_diff_raw(a: &[u8], b: &[u8]) -> String {
     let i = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
     let lo = i.saturating_sub(80);
     format!(
@@ -419,6 +477,7 @@ fn compare_queries(
     eng: &Processor,
     model: &Model,
     q: Option<(&Option<String>, &Option<String>, u64, usize)>,
+    ckpt: bool,
 ) -> Result<(), Mismatch> {
     check!(i, "results(None, None)", eng.results(None, None), model.results(None, None));
     check!(i, "partitions()", eng.partitions(), model.partitions());
@@ -432,15 +491,34 @@ fn compare_queries(
         );
         check!(i, format!("late({after}, {limit})"), eng.late(after, limit), model.late(after, limit));
     }
-    let ec = eng.checkpoint();
-    let mc = model.checkpoint();
+    if ckpt {
+        compare_checkpoint(i, &eng.checkpoint(), model, true)?;
+    }
+    Ok(())
+}
+
+/// Byte-for-byte envelope comparison. With `hash == false` the model takes
+/// the engine's digest instead of hashing (used right before a restore, which
+/// verifies the digest against the canonical state bytes anyway).
+fn compare_checkpoint(i: usize, ec: &[u8], model: &Model, hash: bool) -> Result<(), Mismatch> {
+    const PREFIX: &[u8] = b"{\"format\":\"streamforge-checkpoint\",\"sha256\":\"";
+    let engine_hex = ec
+        .strip_prefix(PREFIX)
+        .and_then(|r| r.get(..64))
+        .filter(|h| h.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)))
+        .map(|h| std::str::from_utf8(h).unwrap());
+    let mc = match engine_hex {
+        Some(h) if !hash => model.checkpoint_with_hash(Some(h)),
+        _ => model.checkpoint(),
+    };
+    stat(10, 1);
     if ec != mc {
         return Err(Mismatch {
             op_index: i,
             what: format!(
                 "checkpoint bytes differ; {}\n  engine full: {}\n  model full:  {}",
-                first_diff(&ec, &mc),
-                String::from_utf8_lossy(&ec),
+                first_diff(ec, &mc),
+                String::from_utf8_lossy(ec),
                 String::from_utf8_lossy(&mc)
             ),
         });
@@ -448,11 +526,32 @@ fn compare_queries(
     Ok(())
 }
 
+/// One op on both sides; on a mismatch the report also says whether (and
+/// where) the two checkpoints differ at that point.
 fn step(i: usize, op: &Op, setup: &Setup, eng: &mut Processor, model: &mut Model) -> Result<(), Mismatch> {
+    step_inner(i, op, setup, eng, model).map_err(|mut m| {
+        let ec = catch_unwind(AssertUnwindSafe(|| eng.checkpoint()));
+        match ec {
+            Ok(ec) => {
+                let mc = model.checkpoint();
+                if ec == mc {
+                    m.what.push_str("\n  (checkpoints after the op are identical)");
+                } else {
+                    let _ = write!(m.what, "\n  checkpoints after the op differ; {}", first_diff(&ec, &mc));
+                }
+            }
+            Err(_) => m.what.push_str("\n  (engine checkpoint panicked)"),
+        }
+        m
+    })
+}
+
+fn step_inner(i: usize, op: &Op, setup: &Setup, eng: &mut Processor, model: &mut Model) -> Result<(), Mismatch> {
     match op {
         Op::Ingest(batch) => {
             let e = eng.ingest(batch.clone());
             let m = model.ingest(batch);
+            record_ingest(&m);
             match (&e, &m) {
                 (Ok(a), Ok(b)) => check!(i, "ingest outcome", a, b),
                 (Err(a), Err(b)) => {
@@ -464,6 +563,7 @@ fn step(i: usize, op: &Op, setup: &Setup, eng: &mut Processor, model: &mut Model
         Op::Advance(p, w) => {
             let e = eng.advance(p, *w);
             let m = model.advance(p, *w);
+            record_tick(&m);
             match (&e, &m) {
                 (Ok(a), Ok(b)) => check!(i, "advance outcome", a, b),
                 (Err(a), Err(b)) => check!(i, "advance rejection code", a.code(), b.code()),
@@ -473,6 +573,7 @@ fn step(i: usize, op: &Op, setup: &Setup, eng: &mut Processor, model: &mut Model
         Op::MarkIdle(p) => {
             let e = eng.mark_idle(p);
             let m = model.mark_idle(p);
+            record_tick(&m);
             match (&e, &m) {
                 (Ok(a), Ok(b)) => check!(i, "mark_idle outcome", a, b),
                 (Err(a), Err(b)) => check!(i, "mark_idle rejection code", a.code(), b.code()),
@@ -480,8 +581,10 @@ fn step(i: usize, op: &Op, setup: &Setup, eng: &mut Processor, model: &mut Model
             }
         }
         Op::Restore { own } => {
-            compare_queries(i, eng, model, None)?;
+            compare_queries(i, eng, model, None, false)?;
             let bytes = eng.checkpoint();
+            compare_checkpoint(i, &bytes, model, false)?;
+            stat(9, 1);
             let restored = if *own {
                 Processor::from_checkpoint(&bytes)
             } else {
@@ -506,16 +609,17 @@ fn step(i: usize, op: &Op, setup: &Setup, eng: &mut Processor, model: &mut Model
                     what: format!("checkpoint after restore differs; {}", first_diff(&again, &bytes)),
                 });
             }
-            compare_queries(i, eng, model, None)?;
+            compare_queries(i, eng, model, None, false)?;
         }
-        Op::Query { window, key, after, limit } => {
-            compare_queries(i, eng, model, Some((window, key, *after, *limit)))?;
+        Op::Query { window, key, after, limit, ckpt } => {
+            compare_queries(i, eng, model, Some((window, key, *after, *limit)), *ckpt)?;
         }
     }
     check!(i, "watermark()", eng.watermark(), model.watermark());
     check!(i, "sequence()", eng.sequence(), model.sequence());
     check!(i, "late_len()", eng.late_len(), model.late_len());
     check!(i, "live_buckets()", eng.live_buckets(), model.live_buckets());
+    STATS[13].fetch_max(model.live_buckets() as u64, Ordering::Relaxed);
     Ok(())
 }
 
@@ -530,7 +634,7 @@ fn replay(setup: &Setup, ops: &[Op]) -> Result<(), Mismatch> {
             step(i, op, setup, &mut eng, &mut model)?;
         }
         cur.set(ops.len());
-        compare_queries(ops.len(), &eng, &model, None)
+        compare_queries(ops.len(), &eng, &model, None, true)
     }));
     match r {
         Ok(x) => x,
@@ -564,7 +668,7 @@ fn run_seed(seed: u64) -> (Setup, Vec<Op>, Option<Mismatch>) {
             step(i, &op, &setup, &mut eng, &mut model)?;
         }
         cur.set(nops);
-        compare_queries(nops, &eng, &model, None)
+        compare_queries(nops, &eng, &model, None, true)
     }));
     let mismatch = match r {
         Ok(Ok(())) => None,
@@ -720,6 +824,9 @@ fn engine_matches_naive_reference_model() {
         h.join().expect("worker thread");
     }
     let failures = failures.lock().unwrap();
+    let stats: Vec<String> =
+        STAT_NAMES.iter().zip(&STATS).map(|(n, v)| format!("{n}={}", v.load(Ordering::Relaxed))).collect();
+    eprintln!("engine_model coverage: {}", stats.join(", "));
     eprintln!(
         "engine_model: {} sequences from seed {seed0}, {} ops, {} threads, {:.1?}, {} failing",
         n.min(next.load(Ordering::Relaxed) as u64),
@@ -817,3 +924,4 @@ fn model_only_timing() {
     }
     eprintln!("model only: {n} sequences in {:.1?} ({bytes} checkpoint bytes)", t.elapsed());
 }
+
