@@ -3,7 +3,9 @@
 //!
 //! `MODEL_SEQUENCES=N` (default 20000) and `MODEL_SEED=S` (default 1) choose
 //! how many sequences run and the first seed; sequence `i` uses seed `S + i`.
-//! `MODEL_THREADS=T` overrides the number of worker threads.
+//! `MODEL_THREADS=T` overrides the number of worker threads, `MODEL_MAX_OPS=K`
+//! the longest sequence (default 60 ops; sequences have 20..=K ops) and
+//! `MODEL_MAX_FAILURES=F` how many failing seeds are reported (default 5).
 //! On a mismatch the test prints the seed, the pipeline, the op index, the op,
 //! both outputs, and a greedily shrunk op list that still fails.
 
@@ -134,7 +136,10 @@ fn gen_def(rng: &mut Rng, kind: u64) -> WindowDef {
     match kind {
         0 => WindowDef::Fixed { size: gen_size(rng, 8) },
         1 => {
-            if rng.pct(85) {
+            if rng.pct(5) {
+                // many overlapping windows per event
+                WindowDef::Sliding { size: rng.range(20, 60), step: rng.range(1, 3) }
+            } else if rng.pct(85) {
                 let step = rng.range(1, 6);
                 let mut size = rng.range(1, 12);
                 if size % step == 0 && rng.pct(70) {
@@ -212,13 +217,14 @@ impl Gen {
     }
 
     fn ts(&mut self, m: &Model) -> i64 {
-        match self.rng.below(20) {
-            0 => *self.rng.pick(EXTREMES),
-            1..=8 if m.watermark.is_some() => {
+        match self.rng.below(40) {
+            0 | 1 => *self.rng.pick(EXTREMES),
+            2 => self.rng.next() as i64,
+            3..=18 if m.watermark.is_some() => {
                 let l = m.lateness.min(10);
                 sat(m.watermark.unwrap(), self.rng.range(-l - 4, 6))
             }
-            9..=11 if m.max_ts.is_some() => sat(m.max_ts.unwrap(), self.rng.range(-4, 4)),
+            9..=14 if m.max_ts.is_some() => sat(m.max_ts.unwrap(), self.rng.range(-4, 4)),
             _ => sat(self.base, self.rng.range(-self.spread, self.spread)),
         }
     }
@@ -655,7 +661,8 @@ fn panic_msg(p: &Box<dyn std::any::Any + Send>) -> String {
 /// Generates and runs one sequence. Returns the ops and the mismatch, if any.
 fn run_seed(seed: u64) -> (Setup, Vec<Op>, Option<Mismatch>) {
     let (mut gen, setup) = Gen::new(seed);
-    let nops = gen.rng.range(20, 60) as usize;
+    let max_ops = env_u64("MODEL_MAX_OPS", 60).max(20) as i64;
+    let nops = gen.rng.range(20, max_ops) as usize;
     let mut ops = Vec::with_capacity(nops);
     let cur = std::cell::Cell::new(0usize);
     let mut model = setup.model();
