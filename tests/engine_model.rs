@@ -352,7 +352,7 @@ impl Gen {
                 } else {
                     // later deliveries are generated against the state the
                     // earlier ones leave
-                    let mut scratch = m.clone();
+                    let mut scratch = m.sources_only();
                     for i in 0..n {
                         let d = if bad_at == Some(i) { self.bad_delivery(&scratch) } else { self.delivery(&scratch) };
                         let _ = scratch.ingest(std::slice::from_ref(&d));
