@@ -3,15 +3,28 @@
 //!
 //! # Layout
 //! Data flows one way:
-//! HTTP request → [`api`] (parse and validate DTOs, map errors to
-//! problem+json) → [`service`] (take the lock, apply, persist, notify) →
-//! [`engine`] (pure: no tokio, axum, rusqlite or I/O) → changes → [`store`] /
-//! response.
+//! HTTP request → [`api`] (parse and validate DTOs, auth, limits, map errors
+//! to problem+json) → [`service`] (take the lock, apply, persist, notify) →
+//! [`engine`] (pure: no tokio, axum, rusqlite or I/O) and [`store`] (one
+//! SQLite transaction per acknowledged call) → outcome → response.
 //!
 //! - [`engine`]: the processing contract of SPEC.md; depends on std, serde,
 //!   serde_json and sha2 only (`tests/purity.rs` checks it).
+//! - [`store`]: the only module that imports `rusqlite`: migrations, the
+//!   command log, changelog and late pages, checkpoints, the recovery base.
+//! - [`service`]: the single write path (std `Mutex` over the processor and
+//!   the writing connection; `tokio::sync::watch` for waiters), recovery,
+//!   metrics. No HTTP.
+//! - [`api`]: axum routes of API.md, auth, CORS, body limit, problem+json.
+//! - [`server`]: binds, recovers, serves, drains on shutdown, final
+//!   checkpoint. [`config`]: the `serve` flags and the embedded pipeline.
 //!
-//! The dependency rule: a module may use the ones to its right in the line
-//! above, never the ones to its left.
+//! The dependency rule: a module may use the ones after it in the line
+//! above (api → service → engine/store), never the ones before it.
 
+pub mod api;
+pub mod config;
 pub mod engine;
+pub mod server;
+pub mod service;
+pub mod store;

@@ -1,6 +1,82 @@
-//! The `streamforge` binary: `serve` and the client subcommands.
+//! The `streamforge` binary: `serve` and (later) the client subcommands.
 
-fn main() {
-    eprintln!("streamforge: the service arrives with the next change");
-    std::process::exit(2);
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use streamforge::config::ServeArgs;
+use streamforge::server::{self, Config};
+
+/// Exact, continuously corrected event-time windowed aggregates over HTTP.
+#[derive(Debug, Parser)]
+#[command(name = "streamforge", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP service.
+    Serve(ServeArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("streamforge: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = Config::from_args(&args).map_err(anyhow::Error::msg)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&args.addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.addr))?;
+        let addr = listener.local_addr()?;
+        println!("listening on {addr}");
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        server::run(listener, config, shutdown_signal()).await?;
+        Ok(())
+    })
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
 }

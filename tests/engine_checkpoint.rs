@@ -21,12 +21,19 @@ fn scenario() -> Processor {
     .unwrap();
     p.advance("p0", 20).unwrap();
     p.advance("p1", 11).unwrap();
-    p.ingest(vec![d("p0", 2, "late", "k", 2, 1), d("p0", 3, "e", "k", 14, 2)]).unwrap();
+    p.ingest(vec![
+        d("p0", 2, "late", "k", 2, 1),
+        d("p0", 3, "e", "k", 14, 2),
+    ])
+    .unwrap();
     p
 }
 
 fn hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Applies `f` to the parsed state, then re-wraps it with a correct checksum.
@@ -40,7 +47,10 @@ fn mutate(cp: &[u8], f: impl FnOnce(&mut Value)) -> Vec<u8> {
 
 fn rejected(bytes: &[u8]) -> String {
     match Processor::restore(bytes, &pipeline(PIPELINE)) {
-        Ok(_) => panic!("restore accepted an invalid checkpoint: {}", String::from_utf8_lossy(bytes)),
+        Ok(_) => panic!(
+            "restore accepted an invalid checkpoint: {}",
+            String::from_utf8_lossy(bytes)
+        ),
         Err(e) => {
             assert_eq!(e.code(), "invalid_checkpoint");
             assert!(!e.detail().is_empty());
@@ -60,7 +70,10 @@ fn envelope_is_canonical_and_checksummed() {
     assert_eq!(env["sha256"], json!(hex(&state)));
     assert_eq!(env["format"], json!("streamforge-checkpoint"));
     assert_eq!(env["version"], json!(1));
-    assert_eq!(env["state"]["sources"]["p1"][0], json!(["c", "j\n\"", 4, 7]));
+    assert_eq!(
+        env["state"]["sources"]["p1"][0],
+        json!(["c", "j\n\"", 4, 7])
+    );
     assert_eq!(env["state"]["late"], json!([[["late", "k", 2, 1], 11]]));
     assert_eq!(
         env["state"]["clock"],
@@ -85,13 +98,21 @@ fn equal_state_gives_identical_bytes_whatever_the_order() {
         a.ingest(vec![x.clone()]).unwrap();
     }
     // other interleaving, as one batch
-    b.ingest(vec![deliveries[2].clone(), deliveries[0].clone(), deliveries[3].clone(), deliveries[1].clone()])
-        .unwrap();
+    b.ingest(vec![
+        deliveries[2].clone(),
+        deliveries[0].clone(),
+        deliveries[3].clone(),
+        deliveries[1].clone(),
+    ])
+    .unwrap();
     a.advance("p0", 10).unwrap();
     a.advance("p1", 10).unwrap();
     b.advance("p1", 10).unwrap();
     b.advance("p0", 10).unwrap();
-    assert_eq!(String::from_utf8(a.checkpoint()).unwrap(), String::from_utf8(b.checkpoint()).unwrap());
+    assert_eq!(
+        String::from_utf8(a.checkpoint()).unwrap(),
+        String::from_utf8(b.checkpoint()).unwrap()
+    );
 }
 
 #[test]
@@ -109,7 +130,11 @@ fn a_checkpoint_does_not_change_when_the_processor_moves_on() {
 fn restore_continues_exactly_like_the_original() {
     let mut p = scenario();
     let mut q = Processor::restore(&p.checkpoint(), p.pipeline()).unwrap();
-    let ops = [d("p0", 4, "n1", "k", 16, 3), d("p1", 2, "n2", "k", 21, 4), d("p0", 5, "n3", "k", 3, 9)];
+    let ops = [
+        d("p0", 4, "n1", "k", 16, 3),
+        d("p1", 2, "n2", "k", 21, 4),
+        d("p0", 5, "n3", "k", 3, 9),
+    ];
     for x in ops {
         assert_eq!(p.ingest(vec![x.clone()]), q.ingest(vec![x]));
     }
@@ -129,7 +154,10 @@ fn restore_accepts_whitespace_and_reordered_pipelines() {
     // partition list in any order; target pipeline declared in another order
     let unsorted = mutate(&cp, |s| s["pipeline"]["partitions"] = json!(["p1", "p0"]));
     let other = Pipeline::from_json(br#"{"partitions":["p1","p0"],"lateness":5,"windows":{"st":{"kind":"stream_time","size":10},"s":{"kind":"session","gap":5},"h":{"kind":"sliding","size":10,"step":5},"f":{"kind":"fixed","size":10}}}"#).unwrap();
-    assert_eq!(Processor::restore(&unsorted, &other).unwrap().checkpoint(), cp);
+    assert_eq!(
+        Processor::restore(&unsorted, &other).unwrap().checkpoint(),
+        cp
+    );
 }
 
 #[test]
@@ -158,7 +186,10 @@ fn broken_envelopes_are_rejected() {
     let mut env: Value = serde_json::from_slice(&cp).unwrap();
     env["extra"] = json!(1);
     assert!(rejected(&serde_json::to_vec(&env).unwrap()).contains("unknown field"));
-    let other = Pipeline::from_json(br#"{"partitions":["p0","p1"],"windows":{"f":{"kind":"fixed","size":10}},"lateness":5}"#).unwrap();
+    let other = Pipeline::from_json(
+        br#"{"partitions":["p0","p1"],"windows":{"f":{"kind":"fixed","size":10}},"lateness":5}"#,
+    )
+    .unwrap();
     let e = Processor::restore(&cp, &other).unwrap_err();
     assert!(e.detail().contains("incompatible pipeline"), "{e}");
     assert_eq!(p.checkpoint(), cp, "the source processor is untouched");
@@ -169,7 +200,11 @@ fn duplicate_keys_are_rejected() {
     let cp = String::from_utf8(scenario().checkpoint()).unwrap();
     // duplicate a partition in clock.partitions, keeping the checksum honest is
     // impossible for a duplicate, so both checks must name the problem
-    let dup = cp.replacen(r#""partitions":{"p0":"#, r#""partitions":{"p1":{"idle":false,"progress":11},"p0":"#, 1);
+    let dup = cp.replacen(
+        r#""partitions":{"p0":"#,
+        r#""partitions":{"p1":{"idle":false,"progress":11},"p0":"#,
+        1,
+    );
     assert!(rejected(dup.as_bytes()).contains("duplicate"));
 }
 
@@ -189,85 +224,207 @@ fn every_restore_rule_names_what_is_wrong() {
     type Edit = Box<dyn FnOnce(&mut Value)>;
     let cases: Vec<(&str, Edit)> = vec![
         ("unknown field", Box::new(|s| s["clock"]["x"] = json!(1))),
-        ("missing field", Box::new(|s| { s["clock"].as_object_mut().unwrap().remove("watermark"); })),
-        ("invalid type", Box::new(|s| s["changelog"]["sequence"] = json!(1.5))),
-        ("invalid type", Box::new(|s| s["clock"]["watermark"] = json!(true))),
-        ("state.pipeline", Box::new(|s| s["pipeline"]["lateness"] = json!(-1))),
-        ("clock.partitions must name", Box::new(|s| { s["clock"]["partitions"].as_object_mut().unwrap().remove("p1"); })),
-        ("sources must name", Box::new(|s| { s["sources"]["p9"] = json!([]); })),
-        ("two different identities", Box::new(|s| s["sources"]["p1"][1] = json!(["a", "k", 1, 6]))),
+        (
+            "missing field",
+            Box::new(|s| {
+                s["clock"].as_object_mut().unwrap().remove("watermark");
+            }),
+        ),
+        (
+            "invalid type",
+            Box::new(|s| s["changelog"]["sequence"] = json!(1.5)),
+        ),
+        (
+            "invalid type",
+            Box::new(|s| s["clock"]["watermark"] = json!(true)),
+        ),
+        (
+            "state.pipeline",
+            Box::new(|s| s["pipeline"]["lateness"] = json!(-1)),
+        ),
+        (
+            "clock.partitions must name",
+            Box::new(|s| {
+                s["clock"]["partitions"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("p1");
+            }),
+        ),
+        (
+            "sources must name",
+            Box::new(|s| {
+                s["sources"]["p9"] = json!([]);
+            }),
+        ),
+        (
+            "two different identities",
+            Box::new(|s| s["sources"]["p1"][1] = json!(["a", "k", 1, 6])),
+        ),
         ("empty", Box::new(|s| s["sources"]["p1"][0][0] = json!(""))),
-        ("clock.max_timestamp", Box::new(|s| s["clock"]["max_timestamp"] = json!(99))),
-        ("below the minimum progress", Box::new(|s| s["clock"]["watermark"] = json!(10))),
-        ("clock.watermark is null", Box::new(|s| s["clock"]["watermark"] = Value::Null)),
-        ("exceeds the largest reported progress", Box::new(|s| {
-            s["clock"]["partitions"]["p0"]["idle"] = json!(true);
-            s["clock"]["partitions"]["p1"]["idle"] = json!(true);
-            s["clock"]["watermark"] = json!(21);
-        })),
-        ("no partition has reported", Box::new(|s| {
-            s["clock"]["partitions"]["p0"] = json!({"idle": true, "progress": null});
-            s["clock"]["partitions"]["p1"] = json!({"idle": true, "progress": null});
-        })),
-        ("count 0 must be >= 1", Box::new(move |s| s["windows"][fixed0]["count"] = json!(0))),
-        ("min", Box::new(move |s| { s["windows"][fixed0]["min"] = json!(100); })),
-        ("sum", Box::new(move |s| s["windows"][fixed0]["sum"] = json!(1000))),
-        ("single-event", Box::new(|s| {
-            // scenario's stream-time bucket [10,20) holds one event
-            let w = s["windows"].as_array_mut().unwrap();
-            let i = w.iter().position(|r| r["window"] == json!("st") && r["count"] == json!(1)).unwrap();
-            w[i]["max"] = json!(50);
-            w[i]["sum"] = json!(50);
-        })),
-        ("window alignment", Box::new(move |s| { s["windows"][fixed0]["end"] = json!(11); })),
-        ("window alignment", Box::new(|s| {
-            let w = s["windows"].as_array_mut().unwrap();
-            let i = w.iter().position(|r| r["window"] == json!("h")).unwrap();
-            w[i]["start"] = json!(w[i]["start"].as_i64().unwrap() + 1);
-            w[i]["end"] = json!(w[i]["end"].as_i64().unwrap() + 1);
-        })),
-        ("session bounds", Box::new(|s| {
-            let w = s["windows"].as_array_mut().unwrap();
-            let i = w.iter().position(|r| r["window"] == json!("s")).unwrap();
-            w[i]["end"] = json!(w[i]["start"].as_i64().unwrap() + 4);
-        })),
-        ("intersect or touch", Box::new(|s| {
-            let w = s["windows"].as_array_mut().unwrap();
-            w.push(json!({"count":1,"end":105,"key":"zz","max":1,"min":1,"start":100,"sum":1,"window":"s"}));
-            w.push(json!({"count":1,"end":110,"key":"zz","max":1,"min":1,"start":105,"sum":1,"window":"s"}));
-            w.sort_by(|a, b| (a["window"].as_str(), a["key"].as_str(), a["start"].as_i64()).cmp(&(b["window"].as_str(), b["key"].as_str(), b["start"].as_i64())));
-        })),
-        ("should have been finalized", Box::new(|s| {
-            let w = s["windows"].as_array_mut().unwrap();
-            w.insert(0, json!({"count":1,"end":0,"key":"a","max":1,"min":1,"start":-10,"sum":1,"window":"f"}));
-        })),
-        ("strictly increasing", Box::new(move |s| {
-            let w = s["windows"].as_array_mut().unwrap();
-            let r = w[fixed0].clone();
-            w.insert(fixed0, r);
-        })),
-        ("strictly increasing", Box::new(|s| s["windows"].as_array_mut().unwrap().reverse())),
-        ("unknown window", Box::new(|s| {
-            s["windows"].as_array_mut().unwrap().push(json!({"count":1,"end":10,"key":"k","max":1,"min":1,"start":0,"sum":1,"window":"zzz"}));
-        })),
-        ("not a live bucket", Box::new(|s| {
-            s["changelog"]["visible"].as_array_mut().unwrap().insert(0, json!({"count":1,"end":10,"key":"a","max":1,"min":1,"start":0,"sum":1,"window":"f"}));
-        })),
-        ("differs", Box::new(|s| {
-            let v = s["changelog"]["visible"].as_array_mut().unwrap();
-            v[0]["count"] = json!(v[0]["count"].as_u64().unwrap() + 1);
-            v[0]["sum"] = json!(v[0]["sum"].as_i64().unwrap() + v[0]["max"].as_i64().unwrap());
-        })),
-        ("not ready", Box::new(|s| {
-            let w = s["windows"].as_array().unwrap().clone();
-            let r = w.iter().find(|r| r["end"].as_i64().unwrap() > 11).unwrap().clone();
-            let v = s["changelog"]["visible"].as_array_mut().unwrap();
-            v.push(r);
-            v.sort_by(|a, b| (a["window"].as_str(), a["key"].as_str(), a["start"].as_i64()).cmp(&(b["window"].as_str(), b["key"].as_str(), b["start"].as_i64())));
-        })),
-        ("sequence", Box::new(|s| s["changelog"]["sequence"] = json!(0))),
-        ("not a delivered event", Box::new(|s| s["late"][0][0] = json!(["late", "k", 2, 2]))),
-        ("exceeds the global watermark", Box::new(|s| s["late"][0][1] = json!(12))),
+        (
+            "clock.max_timestamp",
+            Box::new(|s| s["clock"]["max_timestamp"] = json!(99)),
+        ),
+        (
+            "below the minimum progress",
+            Box::new(|s| s["clock"]["watermark"] = json!(10)),
+        ),
+        (
+            "clock.watermark is null",
+            Box::new(|s| s["clock"]["watermark"] = Value::Null),
+        ),
+        (
+            "exceeds the largest reported progress",
+            Box::new(|s| {
+                s["clock"]["partitions"]["p0"]["idle"] = json!(true);
+                s["clock"]["partitions"]["p1"]["idle"] = json!(true);
+                s["clock"]["watermark"] = json!(21);
+            }),
+        ),
+        (
+            "no partition has reported",
+            Box::new(|s| {
+                s["clock"]["partitions"]["p0"] = json!({"idle": true, "progress": null});
+                s["clock"]["partitions"]["p1"] = json!({"idle": true, "progress": null});
+            }),
+        ),
+        (
+            "count 0 must be >= 1",
+            Box::new(move |s| s["windows"][fixed0]["count"] = json!(0)),
+        ),
+        (
+            "min",
+            Box::new(move |s| {
+                s["windows"][fixed0]["min"] = json!(100);
+            }),
+        ),
+        (
+            "sum",
+            Box::new(move |s| s["windows"][fixed0]["sum"] = json!(1000)),
+        ),
+        (
+            "single-event",
+            Box::new(|s| {
+                // scenario's stream-time bucket [10,20) holds one event
+                let w = s["windows"].as_array_mut().unwrap();
+                let i = w
+                    .iter()
+                    .position(|r| r["window"] == json!("st") && r["count"] == json!(1))
+                    .unwrap();
+                w[i]["max"] = json!(50);
+                w[i]["sum"] = json!(50);
+            }),
+        ),
+        (
+            "window alignment",
+            Box::new(move |s| {
+                s["windows"][fixed0]["end"] = json!(11);
+            }),
+        ),
+        (
+            "window alignment",
+            Box::new(|s| {
+                let w = s["windows"].as_array_mut().unwrap();
+                let i = w.iter().position(|r| r["window"] == json!("h")).unwrap();
+                w[i]["start"] = json!(w[i]["start"].as_i64().unwrap() + 1);
+                w[i]["end"] = json!(w[i]["end"].as_i64().unwrap() + 1);
+            }),
+        ),
+        (
+            "session bounds",
+            Box::new(|s| {
+                let w = s["windows"].as_array_mut().unwrap();
+                let i = w.iter().position(|r| r["window"] == json!("s")).unwrap();
+                w[i]["end"] = json!(w[i]["start"].as_i64().unwrap() + 4);
+            }),
+        ),
+        (
+            "intersect or touch",
+            Box::new(|s| {
+                let w = s["windows"].as_array_mut().unwrap();
+                w.push(json!({"count":1,"end":105,"key":"zz","max":1,"min":1,"start":100,"sum":1,"window":"s"}));
+                w.push(json!({"count":1,"end":110,"key":"zz","max":1,"min":1,"start":105,"sum":1,"window":"s"}));
+                w.sort_by(|a, b| {
+                    (a["window"].as_str(), a["key"].as_str(), a["start"].as_i64()).cmp(&(
+                        b["window"].as_str(),
+                        b["key"].as_str(),
+                        b["start"].as_i64(),
+                    ))
+                });
+            }),
+        ),
+        (
+            "should have been finalized",
+            Box::new(|s| {
+                let w = s["windows"].as_array_mut().unwrap();
+                w.insert(0, json!({"count":1,"end":0,"key":"a","max":1,"min":1,"start":-10,"sum":1,"window":"f"}));
+            }),
+        ),
+        (
+            "strictly increasing",
+            Box::new(move |s| {
+                let w = s["windows"].as_array_mut().unwrap();
+                let r = w[fixed0].clone();
+                w.insert(fixed0, r);
+            }),
+        ),
+        (
+            "strictly increasing",
+            Box::new(|s| s["windows"].as_array_mut().unwrap().reverse()),
+        ),
+        (
+            "unknown window",
+            Box::new(|s| {
+                s["windows"].as_array_mut().unwrap().push(json!({"count":1,"end":10,"key":"k","max":1,"min":1,"start":0,"sum":1,"window":"zzz"}));
+            }),
+        ),
+        (
+            "not a live bucket",
+            Box::new(|s| {
+                s["changelog"]["visible"].as_array_mut().unwrap().insert(0, json!({"count":1,"end":10,"key":"a","max":1,"min":1,"start":0,"sum":1,"window":"f"}));
+            }),
+        ),
+        (
+            "differs",
+            Box::new(|s| {
+                let v = s["changelog"]["visible"].as_array_mut().unwrap();
+                v[0]["count"] = json!(v[0]["count"].as_u64().unwrap() + 1);
+                v[0]["sum"] = json!(v[0]["sum"].as_i64().unwrap() + v[0]["max"].as_i64().unwrap());
+            }),
+        ),
+        (
+            "not ready",
+            Box::new(|s| {
+                let w = s["windows"].as_array().unwrap().clone();
+                let r = w
+                    .iter()
+                    .find(|r| r["end"].as_i64().unwrap() > 11)
+                    .unwrap()
+                    .clone();
+                let v = s["changelog"]["visible"].as_array_mut().unwrap();
+                v.push(r);
+                v.sort_by(|a, b| {
+                    (a["window"].as_str(), a["key"].as_str(), a["start"].as_i64()).cmp(&(
+                        b["window"].as_str(),
+                        b["key"].as_str(),
+                        b["start"].as_i64(),
+                    ))
+                });
+            }),
+        ),
+        (
+            "sequence",
+            Box::new(|s| s["changelog"]["sequence"] = json!(0)),
+        ),
+        (
+            "not a delivered event",
+            Box::new(|s| s["late"][0][0] = json!(["late", "k", 2, 2])),
+        ),
+        (
+            "exceeds the global watermark",
+            Box::new(|s| s["late"][0][1] = json!(12)),
+        ),
     ];
     for (needle, f) in cases {
         let mut st = state.clone();
@@ -289,7 +446,16 @@ fn restored_ready_rows_that_were_not_visible_are_upserted_next() {
     let mut q = Processor::restore(&bytes, p.pipeline()).unwrap();
     let before = q.results(None, None).len();
     assert_eq!(before + 1, p.results(None, None).len());
-    let out = q.ingest(vec![d("p0", 4, "dup", "k", 100, 1), d("p0", 5, "dup", "k", 100, 1)]).unwrap();
-    assert_eq!(out.changes.len(), 1, "the hidden row is upserted by the next reconciliation");
+    let out = q
+        .ingest(vec![
+            d("p0", 4, "dup", "k", 100, 1),
+            d("p0", 5, "dup", "k", 100, 1),
+        ])
+        .unwrap();
+    assert_eq!(
+        out.changes.len(),
+        1,
+        "the hidden row is upserted by the next reconciliation"
+    );
     assert_eq!(q.results(None, None), p.results(None, None));
 }

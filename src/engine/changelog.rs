@@ -69,6 +69,23 @@ pub fn address_cmp(keys: &KeyTable, a: &BucketRef, b: &BucketRef) -> Ordering {
         .then(a.end.cmp(&b.end))
 }
 
+/// Sorts items by their address in SPEC order, through key ranks when
+/// those are valid (no string comparisons), else by comparing key bytes.
+pub fn sort_by_address<T>(keys: &mut KeyTable, items: &mut [T], addr: impl Fn(&T) -> &BucketRef) {
+    if items.len() < 2 {
+        return;
+    }
+    if keys.prepare_ranks(items.len()) {
+        let keys = &*keys;
+        items.sort_unstable_by_key(|x| {
+            let b = addr(x);
+            (b.window, keys.rank(b.key), b.start, b.end)
+        });
+    } else {
+        items.sort_unstable_by(|x, y| address_cmp(keys, addr(x), addr(y)));
+    }
+}
+
 /// Builds a result row.
 pub fn row(names: &[Arc<str>], keys: &KeyTable, b: &BucketRef, agg: &Agg) -> WindowResult {
     WindowResult {
@@ -125,7 +142,7 @@ impl Changelog {
         mut touches: Touches,
         live: &LiveIndex,
         watermark: Option<i64>,
-        keys: &KeyTable,
+        keys: &mut KeyTable,
         names: &[Arc<str>],
         out: &mut Vec<Change>,
     ) {
@@ -159,8 +176,8 @@ impl Changelog {
                 upserts.push((b, new));
             }
         }
-        retracts.sort_unstable_by(|a, b| address_cmp(keys, &a.0, &b.0));
-        upserts.sort_unstable_by(|a, b| address_cmp(keys, &a.0, &b.0));
+        sort_by_address(keys, &mut retracts, |x| &x.0);
+        sort_by_address(keys, &mut upserts, |x| &x.0);
         out.reserve(retracts.len() + upserts.len());
         for (op, list) in [(ChangeOp::Retract, retracts), (ChangeOp::Upsert, upserts)] {
             for (b, agg) in list {

@@ -9,6 +9,7 @@
 //! same types serialize the HTTP responses. Window bounds and sums are `i128`:
 //! they are derived exactly and may leave the `i64` range.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -44,6 +45,117 @@ pub struct Delivery {
     pub offset: Option<i64>,
     /// The event.
     pub event: Event,
+}
+
+/// A delivery parsed without copying its strings out of the request body
+/// (they are borrowed wherever the JSON has no escapes). Same wire shape and
+/// validation as [`Delivery`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryRef<'a> {
+    /// Partition name.
+    #[serde(borrow)]
+    pub partition: Cow<'a, str>,
+    /// Offset; `None` is append mode.
+    #[serde(default, deserialize_with = "present_i64")]
+    pub offset: Option<i64>,
+    /// The event.
+    #[serde(borrow)]
+    pub event: EventRef<'a>,
+}
+
+/// An event borrowing its strings; see [`DeliveryRef`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventRef<'a> {
+    /// Event id (non-empty).
+    #[serde(borrow, deserialize_with = "non_empty_cow")]
+    pub id: Cow<'a, str>,
+    /// Key.
+    #[serde(borrow)]
+    pub key: Cow<'a, str>,
+    /// Event time.
+    pub timestamp: i64,
+    /// Value.
+    pub value: i64,
+}
+
+fn non_empty_cow<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Cow<'a, str>, D::Error> {
+    let s: Cow<'a, str> = Cow::deserialize(d)?;
+    if s.is_empty() {
+        return Err(serde::de::Error::custom(
+            "event id must be a non-empty string",
+        ));
+    }
+    Ok(s)
+}
+
+/// What the engine reads from a delivery, owned or borrowed.
+pub trait DeliveryInput {
+    /// Partition name.
+    fn partition(&self) -> &str;
+    /// Offset, `None` for append mode.
+    fn offset(&self) -> Option<i64>;
+    /// Event id.
+    fn id(&self) -> &str;
+    /// Key.
+    fn key(&self) -> &str;
+    /// Timestamp.
+    fn timestamp(&self) -> i64;
+    /// Value.
+    fn value(&self) -> i64;
+    /// Moves the id out (it becomes the stored id of a unique event).
+    fn take_id(&mut self) -> Box<str>;
+}
+
+impl DeliveryInput for Delivery {
+    fn partition(&self) -> &str {
+        &self.partition
+    }
+    fn offset(&self) -> Option<i64> {
+        self.offset
+    }
+    fn id(&self) -> &str {
+        &self.event.id
+    }
+    fn key(&self) -> &str {
+        &self.event.key
+    }
+    fn timestamp(&self) -> i64 {
+        self.event.timestamp
+    }
+    fn value(&self) -> i64 {
+        self.event.value
+    }
+    fn take_id(&mut self) -> Box<str> {
+        std::mem::take(&mut self.event.id).into_boxed_str()
+    }
+}
+
+impl DeliveryInput for DeliveryRef<'_> {
+    fn partition(&self) -> &str {
+        &self.partition
+    }
+    fn offset(&self) -> Option<i64> {
+        self.offset
+    }
+    fn id(&self) -> &str {
+        &self.event.id
+    }
+    fn key(&self) -> &str {
+        &self.event.key
+    }
+    fn timestamp(&self) -> i64 {
+        self.event.timestamp
+    }
+    fn value(&self) -> i64 {
+        self.event.value
+    }
+    fn take_id(&mut self) -> Box<str> {
+        std::mem::take(&mut self.event.id)
+            .into_owned()
+            .into_boxed_str()
+    }
 }
 
 fn non_empty_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {

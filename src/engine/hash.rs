@@ -112,10 +112,23 @@ impl StrIndex {
         self.slots.len() - 1
     }
 
-    /// The position of `s`, given `get(pos)` yields the string at a position.
+    /// The 32-bit hash this index uses for `s`.
     #[inline]
-    pub fn find<'a>(&self, s: &str, get: impl Fn(u32) -> &'a str) -> Option<u32> {
-        let h = (hash_str(s) >> 32) as u32;
+    pub fn hash(s: &str) -> u32 {
+        (hash_str(s) >> 32) as u32
+    }
+
+    /// Reads the home slot of a hash, so that a batch can bring the slots it
+    /// will probe into cache with independent loads before it probes them.
+    #[inline]
+    pub fn touch(&self, h: u32) -> u64 {
+        self.slots[h as usize & self.mask()]
+    }
+
+    /// The position of `s` (with hash `h`), given `get(pos)` yields the string
+    /// at a position.
+    #[inline]
+    pub fn find<'a>(&self, h: u32, s: &str, get: impl Fn(u32) -> &'a str) -> Option<u32> {
         let mask = self.mask();
         let mut i = h as usize & mask;
         loop {
@@ -130,16 +143,49 @@ impl StrIndex {
         }
     }
 
-    /// Records that `s` lives at `pos` (the caller checked it is absent).
-    pub fn insert<'a>(&mut self, s: &str, pos: u32, get: impl Fn(u32) -> &'a str) {
-        if (self.len + 1) * 4 > self.slots.len() * 3 {
-            self.grow(&get);
+    /// Like [`StrIndex::find`], but on a miss returns the empty slot where
+    /// the string would go, for [`StrIndex::insert_vacant`].
+    #[inline]
+    pub fn probe<'a>(&self, h: u32, s: &str, get: impl Fn(u32) -> &'a str) -> Result<u32, usize> {
+        let mask = self.mask();
+        let mut i = h as usize & mask;
+        loop {
+            let slot = self.slots[i];
+            if slot == EMPTY {
+                return Err(i);
+            }
+            if (slot >> 32) as u32 == h && get(slot as u32) == s {
+                return Ok(slot as u32);
+            }
+            i = (i + 1) & mask;
         }
-        let h = (hash_str(s) >> 32) as u32;
+    }
+
+    /// Inserts at the vacant slot a [`StrIndex::probe`] just returned (no
+    /// change in between).
+    #[inline]
+    pub fn insert_vacant(&mut self, vacant: usize, h: u32, pos: u32) {
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            self.grow();
+            self.place(h, pos);
+        } else {
+            self.slots[vacant] = ((h as u64) << 32) | pos as u64;
+        }
+        self.len += 1;
+    }
+
+    /// Records that the string with hash `h` lives at `pos` (the caller
+    /// checked it is absent).
+    #[inline]
+    pub fn insert(&mut self, h: u32, pos: u32) {
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            self.grow();
+        }
         self.place(h, pos);
         self.len += 1;
     }
 
+    #[inline]
     fn place(&mut self, h: u32, pos: u32) {
         let mask = self.mask();
         let mut i = h as usize & mask;
@@ -149,7 +195,7 @@ impl StrIndex {
         self.slots[i] = ((h as u64) << 32) | pos as u64;
     }
 
-    fn grow<'a>(&mut self, _get: &impl Fn(u32) -> &'a str) {
+    fn grow(&mut self) {
         let doubled = vec![EMPTY; self.slots.len() * 2];
         let old = std::mem::replace(&mut self.slots, doubled);
         for slot in old.into_iter().filter(|&s| s != EMPTY) {
@@ -158,8 +204,7 @@ impl StrIndex {
     }
 
     /// Removes the entry for `s` at `pos` (backward-shift deletion).
-    pub fn remove(&mut self, s: &str, pos: u32) {
-        let h = (hash_str(s) >> 32) as u32;
+    pub fn remove(&mut self, h: u32, pos: u32) {
         let mask = self.mask();
         let mut i = h as usize & mask;
         loop {
@@ -210,36 +255,29 @@ mod tests {
     fn str_index_inserts_finds_and_removes() {
         let mut store: Vec<String> = Vec::new();
         let mut idx = StrIndex::default();
+        let find = |idx: &StrIndex, store: &Vec<String>, s: &str| {
+            idx.find(StrIndex::hash(s), s, |p| store[p as usize].as_str())
+        };
         for i in 0..5000 {
             let s = format!("e{i}");
-            assert!(idx.find(&s, |p| store[p as usize].as_str()).is_none());
+            assert!(find(&idx, &store, &s).is_none());
             store.push(s.clone());
-            let st = &store;
-            idx.insert(&s, i, |p| st[p as usize].as_str());
+            idx.insert(StrIndex::hash(&s), i);
         }
         for i in 0..5000u32 {
-            assert_eq!(
-                idx.find(&format!("e{i}"), |p| store[p as usize].as_str()),
-                Some(i)
-            );
+            assert_eq!(find(&idx, &store, &format!("e{i}")), Some(i));
         }
         // remove the last 2500 (rollback order) and every key must still resolve
         for i in (2500..5000u32).rev() {
-            idx.remove(&store[i as usize].clone(), i);
+            idx.remove(StrIndex::hash(&store[i as usize]), i);
             store.pop();
         }
         assert_eq!(idx.len(), 2500);
         for i in 0..2500u32 {
-            assert_eq!(
-                idx.find(&format!("e{i}"), |p| store[p as usize].as_str()),
-                Some(i)
-            );
+            assert_eq!(find(&idx, &store, &format!("e{i}")), Some(i));
         }
         for i in 2500..5000u32 {
-            assert_eq!(
-                idx.find(&format!("e{i}"), |p| store[p as usize].as_str()),
-                None
-            );
+            assert_eq!(find(&idx, &store, &format!("e{i}")), None);
         }
     }
 }

@@ -13,6 +13,9 @@ pub type KeyId = u32;
 pub struct KeyTable {
     ids: FxMap<Arc<str>, KeyId>,
     names: Vec<Arc<str>>,
+    /// Byte-order rank of each key, valid for the first `ranked` keys.
+    ranks: Vec<u32>,
+    ranked: usize,
 }
 
 impl KeyTable {
@@ -32,6 +35,33 @@ impl KeyTable {
     /// The id of `key` if interned.
     pub fn get(&self, key: &str) -> Option<KeyId> {
         self.ids.get(key).copied()
+    }
+
+    /// Makes [`KeyTable::rank`] valid for every key if that is cheap relative
+    /// to sorting `n` addresses: ranks are recomputed only when keys were
+    /// added since and `n` is at least an eighth of the key count, so the
+    /// cost stays proportional to the sort. Returns whether ranks are valid.
+    pub fn prepare_ranks(&mut self, n: usize) -> bool {
+        if self.ranked == self.names.len() {
+            return true;
+        }
+        if n.saturating_mul(8) < self.names.len() {
+            return false;
+        }
+        let mut order: Vec<KeyId> = (0..self.names.len() as KeyId).collect();
+        order.sort_unstable_by(|a, b| self.names[*a as usize].cmp(&self.names[*b as usize]));
+        self.ranks.resize(self.names.len(), 0);
+        for (rank, id) in order.into_iter().enumerate() {
+            self.ranks[id as usize] = rank as u32;
+        }
+        self.ranked = self.names.len();
+        true
+    }
+
+    /// The byte-order rank of a key (valid after `prepare_ranks` said so).
+    #[inline]
+    pub fn rank(&self, id: KeyId) -> u32 {
+        self.ranks[id as usize]
     }
 
     /// The key string of an id.

@@ -42,11 +42,143 @@ struct Session {
     agg: Agg,
 }
 
+/// Buckets of one aligned window: start -> key -> aggregate. The per-start
+/// key maps live in a slab so that a small direct-mapped cache of recently
+/// used starts skips the ordered-map search on the hot path (consecutive
+/// events mostly hit the same few windows); emptied maps are reused.
+#[derive(Debug, Clone, Default)]
+struct AlignedBuckets {
+    by_start: BTreeMap<i128, u32>,
+    slab: Vec<FxMap<KeyId, Agg>>,
+    free: Vec<u32>,
+    cache: [(i128, u32); 8],
+}
+
+const NO_SLOT: u32 = u32::MAX;
+
+impl AlignedBuckets {
+    fn new() -> Self {
+        AlignedBuckets {
+            cache: [(0, NO_SLOT); 8],
+            ..Default::default()
+        }
+    }
+
+    #[inline]
+    fn cache_index(start: i128) -> usize {
+        ((start as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 61) as usize
+    }
+
+    /// The slab slot of `start`, if the window has buckets.
+    #[inline]
+    fn slot(&self, start: i128) -> Option<u32> {
+        let (s, slot) = self.cache[Self::cache_index(start)];
+        if slot != NO_SLOT && s == start {
+            return Some(slot);
+        }
+        self.by_start.get(&start).copied()
+    }
+
+    /// The slab slot of `start`, created if needed.
+    #[inline]
+    fn slot_mut(&mut self, start: i128) -> u32 {
+        let ci = Self::cache_index(start);
+        let (s, slot) = self.cache[ci];
+        if slot != NO_SLOT && s == start {
+            return slot;
+        }
+        let slot = match self.by_start.get(&start) {
+            Some(&slot) => slot,
+            None => {
+                let slot = match self.free.pop() {
+                    Some(slot) => slot,
+                    None => {
+                        self.slab.push(FxMap::default());
+                        (self.slab.len() - 1) as u32
+                    }
+                };
+                self.by_start.insert(start, slot);
+                slot
+            }
+        };
+        self.cache[ci] = (start, slot);
+        slot
+    }
+
+    #[inline]
+    fn get(&self, start: i128, key: KeyId) -> Option<&Agg> {
+        self.slab[self.slot(start)? as usize].get(&key)
+    }
+
+    /// Adds a value; returns whether the bucket is new.
+    #[inline]
+    fn add(&mut self, start: i128, key: KeyId, value: i64) -> bool {
+        let slot = self.slot_mut(start);
+        let keys = &mut self.slab[slot as usize];
+        match keys.get_mut(&key) {
+            Some(agg) => {
+                agg.add(value);
+                false
+            }
+            None => {
+                keys.insert(key, Agg::of(value));
+                true
+            }
+        }
+    }
+
+    /// Inserts a restored bucket; false if the address exists.
+    fn insert(&mut self, start: i128, key: KeyId, agg: Agg) -> bool {
+        let slot = self.slot_mut(start);
+        self.slab[slot as usize].insert(key, agg).is_none()
+    }
+
+    /// Starts and key maps with `start` in the range.
+    fn range(
+        &self,
+        range: impl std::ops::RangeBounds<i128>,
+    ) -> impl Iterator<Item = (i128, &FxMap<KeyId, Agg>)> {
+        self.by_start
+            .range(range)
+            .map(|(&start, &slot)| (start, &self.slab[slot as usize]))
+    }
+
+    /// Removes the window with the smallest start if it is below `limit`;
+    /// calls `f` with its start and keys.
+    fn pop_first_below(
+        &mut self,
+        limit: i128,
+        mut f: impl FnMut(i128, &FxMap<KeyId, Agg>),
+    ) -> bool {
+        let Some((&start, &slot)) = self.by_start.first_key_value() else {
+            return false;
+        };
+        if start >= limit {
+            return false;
+        }
+        self.by_start.pop_first();
+        for c in self.cache.iter_mut().filter(|c| c.1 == slot) {
+            *c = (0, NO_SLOT);
+        }
+        let keys = &mut self.slab[slot as usize];
+        f(start, keys);
+        if keys.capacity() > 1 << 16 {
+            *keys = FxMap::default();
+        } else {
+            keys.clear();
+        }
+        self.free.push(slot);
+        true
+    }
+}
+
+// One value per window of the pipeline: the size difference is irrelevant.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 enum WindowIndex {
     Aligned {
         size: i128,
-        by_start: BTreeMap<i128, FxMap<KeyId, Agg>>,
+        buckets: AlignedBuckets,
     },
     Session {
         per_key: FxMap<KeyId, BTreeMap<i128, Session>>,
@@ -71,7 +203,7 @@ impl LiveIndex {
                 | WindowDef::StreamTime { size }
                 | WindowDef::Sliding { size, .. } => WindowIndex::Aligned {
                     size: size as i128,
-                    by_start: BTreeMap::new(),
+                    buckets: AlignedBuckets::new(),
                 },
                 WindowDef::Session { .. } => WindowIndex::Session {
                     per_key: FxMap::default(),
@@ -91,11 +223,11 @@ impl LiveIndex {
     #[inline]
     pub fn get(&self, b: &BucketRef) -> Option<&Agg> {
         match &self.windows[b.window as usize] {
-            WindowIndex::Aligned { size, by_start } => {
+            WindowIndex::Aligned { size, buckets } => {
                 if b.end - b.start != *size {
                     return None;
                 }
-                by_start.get(&b.start)?.get(&b.key)
+                buckets.get(b.start, b.key)
             }
             WindowIndex::Session { per_key, .. } => {
                 let s = per_key.get(&b.key)?.get(&b.start)?;
@@ -108,16 +240,11 @@ impl LiveIndex {
     /// it if needed. Returns its address.
     #[inline]
     pub fn add_aligned(&mut self, window: WinNo, key: KeyId, start: i128, value: i64) -> BucketRef {
-        let WindowIndex::Aligned { size, by_start } = &mut self.windows[window as usize] else {
+        let WindowIndex::Aligned { size, buckets } = &mut self.windows[window as usize] else {
             unreachable!("aligned add on a session window")
         };
-        let keys = by_start.entry(start).or_default();
-        match keys.get_mut(&key) {
-            Some(agg) => agg.add(value),
-            None => {
-                keys.insert(key, Agg::of(value));
-                self.len += 1;
-            }
+        if buckets.add(start, key, value) {
+            self.len += 1;
         }
         BucketRef {
             window,
@@ -206,7 +333,7 @@ impl LiveIndex {
         for (w, index) in self.windows.iter().enumerate() {
             let window = w as WinNo;
             match index {
-                WindowIndex::Aligned { size, by_start } => {
+                WindowIndex::Aligned { size, buckets } => {
                     let lower = match lo {
                         Some(lo) => Excluded(lo - size),
                         None => Unbounded,
@@ -217,7 +344,7 @@ impl LiveIndex {
                             continue;
                         }
                     }
-                    for (&start, keys) in by_start.range((lower, Included(upper))) {
+                    for (start, keys) in buckets.range((lower, Included(upper))) {
                         for &key in keys.keys() {
                             f(BucketRef {
                                 window,
@@ -257,21 +384,18 @@ impl LiveIndex {
         for (w, index) in self.windows.iter_mut().enumerate() {
             let window = w as WinNo;
             match index {
-                WindowIndex::Aligned { size, by_start } => {
-                    while let Some(entry) = by_start.first_entry() {
-                        let start = *entry.key();
-                        if start + *size >= threshold {
-                            break;
-                        }
-                        let keys = entry.remove();
-                        self.len -= keys.len();
-                        out.extend(keys.into_keys().map(|key| BucketRef {
+                WindowIndex::Aligned { size, buckets } => {
+                    let size = *size;
+                    let len = &mut self.len;
+                    while buckets.pop_first_below(threshold - size, |start, keys| {
+                        *len -= keys.len();
+                        out.extend(keys.keys().map(|&key| BucketRef {
                             window,
                             key,
                             start,
-                            end: start + *size,
+                            end: start + size,
                         }));
-                    }
+                    }) {}
                 }
                 WindowIndex::Session { per_key, by_end } => {
                     while let Some(&(end, key, start)) = by_end.first() {
@@ -305,8 +429,8 @@ impl LiveIndex {
         for (w, index) in self.windows.iter().enumerate() {
             let window = w as WinNo;
             match index {
-                WindowIndex::Aligned { size, by_start } => {
-                    for (&start, keys) in by_start {
+                WindowIndex::Aligned { size, buckets } => {
+                    for (start, keys) in buckets.range(..) {
                         for (&key, agg) in keys {
                             f(
                                 BucketRef {
@@ -343,13 +467,8 @@ impl LiveIndex {
     /// For sessions, fails if it intersects or touches a live session.
     pub fn insert_restored(&mut self, b: BucketRef, agg: Agg) -> Result<(), String> {
         match &mut self.windows[b.window as usize] {
-            WindowIndex::Aligned { by_start, .. } => {
-                if by_start
-                    .entry(b.start)
-                    .or_default()
-                    .insert(b.key, agg)
-                    .is_some()
-                {
+            WindowIndex::Aligned { buckets, .. } => {
+                if !buckets.insert(b.start, b.key, agg) {
                     return Err("duplicate bucket address".into());
                 }
             }

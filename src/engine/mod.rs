@@ -29,7 +29,10 @@ mod json;
 pub mod pipeline;
 
 pub use error::{BatchRejection, Rejection};
-pub use event::{Address, Change, ChangeOp, Delivery, Event, LateRecord, WindowResult};
+pub use event::{
+    Address, Change, ChangeOp, Delivery, DeliveryInput, DeliveryRef, Event, EventRef, LateRecord,
+    WindowResult,
+};
 pub use pipeline::{Pipeline, PipelineError, WindowDef};
 
 /// What a successful ingest produced.

@@ -7,8 +7,9 @@
 
 use std::sync::Arc;
 
-use super::changelog::{address_cmp, row, Changelog, Touches};
+use super::changelog::{address_cmp, row, sort_by_address, Changelog, Touches};
 use super::checkpoint;
+use super::hash::StrIndex;
 use super::keys::KeyTable;
 use super::late::LateOutput;
 use super::live::{BucketRef, LiveIndex, WinNo};
@@ -68,13 +69,22 @@ impl Processor {
     /// Ingests a batch atomically, with exactly the effect of separate calls.
     /// On error nothing is applied and the index names the first bad delivery.
     /// An empty batch succeeds with no effect (the API rejects it earlier).
-    pub fn ingest(&mut self, deliveries: Vec<Delivery>) -> Result<IngestOutcome, BatchRejection> {
+    /// Takes owned [`Delivery`] values or borrowed [`DeliveryRef`] ones.
+    pub fn ingest<D: DeliveryInput>(
+        &mut self,
+        mut deliveries: Vec<D>,
+    ) -> Result<IngestOutcome, BatchRejection> {
         let mark = self.sources.mark();
+        let hashes: Vec<u32> = deliveries.iter().map(|d| StrIndex::hash(d.id())).collect();
+        self.sources.prefetch(&hashes);
         let mut resolved = Vec::with_capacity(deliveries.len());
-        for (index, d) in deliveries.iter().enumerate() {
-            let r = self
-                .partition(&d.partition)
-                .and_then(|p| Ok((p, self.sources.resolve(p, d, &mut self.keys)?)));
+        for (index, d) in deliveries.iter_mut().enumerate() {
+            let r = self.partition(d.partition()).and_then(|p| {
+                Ok((
+                    p,
+                    self.sources.resolve(p, d, hashes[index], &mut self.keys)?,
+                ))
+            });
             match r {
                 Ok(x) => resolved.push(x),
                 Err(rejection) => {
@@ -113,7 +123,7 @@ impl Processor {
             touches,
             &self.live,
             self.clock.global,
-            &self.keys,
+            &mut self.keys,
             &self.names,
             out,
         );
@@ -216,7 +226,7 @@ impl Processor {
             let mut finalized = self
                 .live
                 .finalize_below(w as i128 - self.pipeline.lateness() as i128);
-            finalized.sort_unstable_by(|a, b| address_cmp(&self.keys, a, b));
+            sort_by_address(&mut self.keys, &mut finalized, |b| b);
             out.finalized = finalized.iter().map(|b| self.address(b)).collect();
         }
         out

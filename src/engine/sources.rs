@@ -14,7 +14,7 @@
 //! a rejected batch leaves this state exactly as it was.
 
 use super::error::Rejection;
-use super::event::{Delivery, Event};
+use super::event::{DeliveryInput, Event};
 use super::hash::StrIndex;
 use super::keys::{KeyId, KeyTable};
 
@@ -52,11 +52,70 @@ pub struct Mark {
     events_len: usize,
 }
 
+const CHUNK_BITS: u32 = 16;
+const CHUNK: usize = 1 << CHUNK_BITS;
+
+/// A vector stored in fixed-size chunks: pushing never moves what is stored
+/// (no doubling copies of a large history, no 2x peak while growing).
+#[derive(Debug, Clone)]
+pub struct Chunked<T> {
+    chunks: Vec<Vec<T>>,
+    len: usize,
+}
+
+impl<T> Default for Chunked<T> {
+    fn default() -> Self {
+        Chunked {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T> Chunked<T> {
+    /// Appends.
+    #[inline]
+    pub fn push(&mut self, x: T) {
+        if self.len.is_multiple_of(CHUNK) {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        self.chunks.last_mut().expect("a chunk with room").push(x);
+        self.len += 1;
+    }
+
+    /// Removes the last element.
+    pub fn pop(&mut self) -> Option<T> {
+        let x = self.chunks.last_mut()?.pop()?;
+        self.len -= 1;
+        if self.chunks.last().is_some_and(Vec::is_empty) {
+            self.chunks.pop();
+        }
+        Some(x)
+    }
+
+    /// Number of elements.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Element `i` (< len).
+    #[inline]
+    pub fn get(&self, i: usize) -> &T {
+        &self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
+    }
+
+    /// All elements in order.
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.chunks.iter().flatten()
+    }
+}
+
 /// Consumed history and identities.
 #[derive(Debug, Clone, Default)]
 pub struct Sources {
     history: Vec<Vec<EventNo>>,
-    events: Vec<EventRec>,
+    events: Chunked<EventRec>,
     index: StrIndex,
 }
 
@@ -65,7 +124,7 @@ impl Sources {
     pub fn new(partitions: usize) -> Sources {
         Sources {
             history: vec![Vec::new(); partitions],
-            events: Vec::new(),
+            events: Chunked::default(),
             index: StrIndex::default(),
         }
     }
@@ -83,18 +142,33 @@ impl Sources {
     /// A unique event record.
     #[inline]
     pub fn event(&self, no: EventNo) -> &EventRec {
-        &self.events[no as usize]
+        self.events.get(no as usize)
     }
 
     /// All unique event records.
-    pub fn events(&self) -> &[EventRec] {
-        &self.events
+    pub fn events(&self) -> impl Iterator<Item = &EventRec> {
+        self.events.iter()
     }
 
     /// The record number of an id.
     pub fn find(&self, id: &str) -> Option<EventNo> {
+        self.find_hashed(StrIndex::hash(id), id)
+    }
+
+    #[inline]
+    fn find_hashed(&self, h: u32, id: &str) -> Option<EventNo> {
         let events = &self.events;
-        self.index.find(id, |p| &events[p as usize].id)
+        self.index.find(h, id, |p| &events.get(p as usize).id)
+    }
+
+    /// Brings the id-index slots of a batch into cache with independent loads
+    /// (memory-level parallelism) before the batch probes them one by one.
+    pub fn prefetch(&self, hashes: &[u32]) {
+        let mut acc = 0u64;
+        for &h in hashes {
+            acc ^= self.index.touch(h);
+        }
+        std::hint::black_box(acc);
     }
 
     /// A mark to roll back to.
@@ -113,82 +187,89 @@ impl Sources {
         while self.events.len() > mark.events_len {
             let rec = self.events.pop().expect("non-empty");
             let pos = self.events.len() as u32;
-            self.index.remove(&rec.id, pos);
+            self.index.remove(StrIndex::hash(&rec.id), pos);
         }
     }
 
     /// Resolves one delivery on `partition` (already known) and records it.
-    pub fn resolve(
+    /// `hash` is `StrIndex::hash` of the id. A unique event's id string is
+    /// moved out of the delivery into the history.
+    pub fn resolve<D: DeliveryInput>(
         &mut self,
         partition: usize,
-        delivery: &Delivery,
+        delivery: &mut D,
+        hash: u32,
         keys: &mut KeyTable,
     ) -> Result<Resolved, Rejection> {
-        let ev = &delivery.event;
-        if ev.id.is_empty() {
+        let id = delivery.id();
+        if id.is_empty() {
             return Err(Rejection::BadRequest("event id must be non-empty".into()));
         }
+        let same = |rec: &EventRec, keys: &KeyTable| {
+            rec.timestamp == delivery.timestamp()
+                && rec.value == delivery.value()
+                && **keys.name(rec.key) == *delivery.key()
+        };
         let consumed = self.consumed(partition);
-        let offset = delivery.offset.unwrap_or(consumed + 1);
+        let offset = delivery.offset().unwrap_or(consumed + 1);
         if offset <= consumed {
             if offset >= 0 {
                 let rec = self.event(self.history[partition][offset as usize]);
-                if *rec.id == *ev.id
-                    && rec.timestamp == ev.timestamp
-                    && rec.value == ev.value
-                    && **keys.name(rec.key) == *ev.key
-                {
+                if *rec.id == *id && same(rec, keys) {
                     return Ok(Resolved::Redelivery);
                 }
             }
             return Err(Rejection::OffsetConflict(format!(
                 "partition {:?} already consumed offset {offset} with another event (consumed offset {consumed})",
-                delivery.partition
+                delivery.partition()
             )));
         }
         if offset > consumed + 1 {
             return Err(Rejection::OffsetConflict(format!(
                 "offset {offset} leaves a gap on partition {:?} (next offset is {})",
-                delivery.partition,
+                delivery.partition(),
                 consumed + 1
             )));
         }
-        match self.find(&ev.id) {
-            Some(no) => {
-                let rec = self.event(no);
-                if rec.timestamp == ev.timestamp
-                    && rec.value == ev.value
-                    && **keys.name(rec.key) == *ev.key
-                {
+        let events = &self.events;
+        match self.index.probe(hash, id, |p| &events.get(p as usize).id) {
+            Ok(no) => {
+                if same(self.event(no), keys) {
                     self.history[partition].push(no);
                     Ok(Resolved::Duplicate)
                 } else {
                     Err(Rejection::IdentityConflict(format!(
-                        "event id {:?} is already known with another key, timestamp or value",
-                        ev.id
+                        "event id {id:?} is already known with another key, timestamp or value"
                     )))
                 }
             }
-            None => {
+            Err(vacant) => {
                 let no = self.events.len() as EventNo;
-                let key = keys.intern(&ev.key);
-                self.push_unique(ev, key);
+                let key = keys.intern(delivery.key());
+                let (timestamp, value) = (delivery.timestamp(), delivery.value());
+                let id = delivery.take_id();
+                self.events.push(EventRec {
+                    id,
+                    key,
+                    timestamp,
+                    value,
+                });
+                self.index.insert_vacant(vacant, hash, no);
                 self.history[partition].push(no);
                 Ok(Resolved::Unique(no))
             }
         }
     }
 
-    fn push_unique(&mut self, ev: &Event, key: KeyId) {
+    fn push_unique(&mut self, hash: u32, id: Box<str>, key: KeyId, timestamp: i64, value: i64) {
         let no = self.events.len() as u32;
         self.events.push(EventRec {
-            id: ev.id.as_str().into(),
+            id,
             key,
-            timestamp: ev.timestamp,
-            value: ev.value,
+            timestamp,
+            value,
         });
-        let events = &self.events;
-        self.index.insert(&ev.id, no, |p| &events[p as usize].id);
+        self.index.insert(hash, no);
     }
 
     /// Restore: appends the event at the next offset of `partition`, creating
@@ -196,13 +277,14 @@ impl Sources {
     pub fn restore_push(
         &mut self,
         partition: usize,
-        ev: &Event,
+        ev: Event,
         keys: &mut KeyTable,
     ) -> Result<(), String> {
         if ev.id.is_empty() {
             return Err("an event id is empty".into());
         }
-        match self.find(&ev.id) {
+        let hash = StrIndex::hash(&ev.id);
+        match self.find_hashed(hash, &ev.id) {
             Some(no) => {
                 let rec = self.event(no);
                 if rec.timestamp != ev.timestamp
@@ -219,7 +301,7 @@ impl Sources {
             None => {
                 let no = self.events.len() as EventNo;
                 let key = keys.intern(&ev.key);
-                self.push_unique(ev, key);
+                self.push_unique(hash, ev.id.into_boxed_str(), key, ev.timestamp, ev.value);
                 self.history[partition].push(no);
             }
         }

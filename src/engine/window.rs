@@ -14,7 +14,9 @@ use super::num::align_down;
 /// Start of the fixed window of `size` containing `t`.
 #[inline]
 pub fn aligned_start(t: i64, size: i64) -> i128 {
-    align_down(t as i128, size as i128)
+    // i64 floor division cannot overflow for size > 0; the product may
+    // leave the i64 range, so it is formed in i128.
+    t.div_euclid(size) as i128 * size as i128
 }
 
 /// Starts of every sliding window containing `t`, ascending: the multiples of

@@ -57,8 +57,15 @@ pub fn restore(envelope: &[u8], target: Option<&Pipeline>) -> Result<Processor, 
     // is accepted over the canonical bytes with that list sorted (as this
     // engine writes it) or in the document's own order.
     let actual = sha256_hex(&doc.state.canonical());
-    let unsorted = doc.state.pipeline.partitions.windows(2).any(|w| w[0] > w[1]);
-    if actual != doc.sha256 && !(unsorted && sha256_hex(&doc.state.canonical_with(false)) == doc.sha256) {
+    let unsorted = doc
+        .state
+        .pipeline
+        .partitions
+        .windows(2)
+        .any(|w| w[0] > w[1]);
+    if actual != doc.sha256
+        && !(unsorted && sha256_hex(&doc.state.canonical_with(false)) == doc.sha256)
+    {
         return Err(format!(
             "checksum mismatch: envelope says {:?}, state hashes to {actual}",
             doc.sha256
@@ -107,11 +114,11 @@ fn build(state: StateDoc<'_>, target: Option<&Pipeline>) -> Result<Processor, St
     for (name, events) in sources.0 {
         let i = p.pipeline.partition_index(&name).expect("checked name");
         for (offset, e) in events.into_iter().enumerate() {
-            src.restore_push(i, &to_event(e), &mut keys)
+            src.restore_push(i, to_event(e), &mut keys)
                 .map_err(|m| format!("sources[{name:?}][{offset}]: {m}"))?;
         }
     }
-    let max_ts = src.events().iter().map(|e| e.timestamp).max();
+    let max_ts = src.events().map(|e| e.timestamp).max();
     if max_ts != clock.max_timestamp {
         return Err(format!(
             "clock.max_timestamp is {:?} but the largest delivered unique timestamp is {:?}",

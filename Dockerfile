@@ -1,0 +1,27 @@
+# syntax=docker/dockerfile:1
+# Multi-stage: build with the Rust toolchain, run on slim Debian as non-root.
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src src
+COPY migrations migrations
+COPY pipelines pipelines
+COPY openapi.yaml openapi.yaml
+COPY benches benches
+RUN cargo build --release --locked --bin streamforge \
+ && cp target/release/streamforge /usr/local/bin/streamforge
+
+FROM debian:bookworm-slim
+RUN useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin streamforge \
+ && mkdir -p /data && chown streamforge /data
+COPY --from=build /usr/local/bin/streamforge /usr/local/bin/streamforge
+USER streamforge
+VOLUME /data
+EXPOSE 8080
+ENV STREAMFORGE_ADDR=0.0.0.0:8080 \
+    STREAMFORGE_DB=/data/streamforge.db \
+    STREAMFORGE_URL=http://127.0.0.1:8080
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+  CMD ["streamforge", "health"]
+ENTRYPOINT ["streamforge"]
+CMD ["serve"]

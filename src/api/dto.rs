@@ -1,0 +1,197 @@
+//! Request and response bodies, in API.md's field order. Responses are
+//! serialized straight from these typed structs (never through
+//! `serde_json::Value`), so i128 bounds and sums are written exactly.
+
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::engine::{Address, Change, LateRecord, PartitionStatus, WindowResult};
+use crate::service::Status;
+use crate::store::CheckpointMeta;
+
+/// `POST /watermarks` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WatermarkBody {
+    /// Partition name.
+    pub partition: String,
+    /// Reported progress.
+    pub watermark: i64,
+}
+
+/// `POST /events` answer.
+#[derive(Serialize)]
+pub struct IngestResponse<'a> {
+    /// Changes produced, in order.
+    pub changes: &'a [Change],
+    /// Late records produced, in order.
+    pub late: &'a [LateRecord],
+    /// Global watermark.
+    pub watermark: Option<i64>,
+    /// Consumed offset of each touched partition.
+    #[serde(serialize_with = "pairs_as_map")]
+    pub offsets: &'a [(String, i64)],
+}
+
+fn pairs_as_map<S: Serializer>(pairs: &&[(String, i64)], s: S) -> Result<S::Ok, S::Error> {
+    let mut m = s.serialize_map(Some(pairs.len()))?;
+    for (k, v) in pairs.iter() {
+        m.serialize_entry(k, v)?;
+    }
+    m.end()
+}
+
+/// `POST /watermarks` and `/partitions/{p}/idle` answer.
+#[derive(Serialize)]
+pub struct TickResponse<'a> {
+    /// Changes produced, in order.
+    pub changes: &'a [Change],
+    /// Global watermark after the call.
+    pub watermark: Option<i64>,
+    /// Finalized addresses, in address order.
+    pub finalized: &'a [Address],
+}
+
+/// `GET /results` answer.
+#[derive(Serialize)]
+pub struct ResultsResponse<'a> {
+    /// Visible rows in address order.
+    pub results: &'a [WindowResult],
+    /// Global watermark.
+    pub watermark: Option<i64>,
+}
+
+/// `GET /status` answer.
+#[derive(Serialize)]
+pub struct StatusResponse<'a> {
+    /// Global watermark.
+    pub watermark: Option<i64>,
+    /// Latest change sequence.
+    pub sequence: u64,
+    /// Late records.
+    pub late: u64,
+    /// Live buckets.
+    pub live_buckets: usize,
+    /// Partitions by name.
+    #[serde(serialize_with = "partitions_map")]
+    pub partitions: &'a [PartitionStatus],
+}
+
+#[derive(Serialize)]
+struct PartitionDto {
+    offset: i64,
+    progress: Option<i64>,
+    idle: bool,
+}
+
+fn partitions_map<S: Serializer>(ps: &&[PartitionStatus], s: S) -> Result<S::Ok, S::Error> {
+    let mut m = s.serialize_map(Some(ps.len()))?;
+    for p in ps.iter() {
+        m.serialize_entry(
+            &p.name,
+            &PartitionDto {
+                offset: p.offset,
+                progress: p.progress,
+                idle: p.idle,
+            },
+        )?;
+    }
+    m.end()
+}
+
+impl<'a> StatusResponse<'a> {
+    /// From the service's status.
+    pub fn new(s: &'a Status) -> Self {
+        StatusResponse {
+            watermark: s.watermark,
+            sequence: s.sequence,
+            late: s.late,
+            live_buckets: s.live_buckets,
+            partitions: &s.partitions,
+        }
+    }
+}
+
+/// `POST /checkpoints` answer.
+#[derive(Serialize)]
+pub struct CheckpointCreated<'a> {
+    /// Id.
+    pub id: i64,
+    /// Change sequence.
+    pub sequence: u64,
+    /// Hex SHA-256 of the envelope.
+    pub sha256: &'a str,
+    /// Envelope length.
+    pub bytes: u64,
+}
+
+/// One `GET /checkpoints` row.
+#[derive(Serialize)]
+pub struct CheckpointListed<'a> {
+    /// Id.
+    pub id: i64,
+    /// Change sequence.
+    pub sequence: u64,
+    /// Hex SHA-256 of the envelope.
+    pub sha256: &'a str,
+    /// Envelope length.
+    pub bytes: u64,
+    /// Storage time (service metadata).
+    pub created_at: &'a str,
+}
+
+impl<'a> From<&'a CheckpointMeta> for CheckpointListed<'a> {
+    fn from(m: &'a CheckpointMeta) -> Self {
+        CheckpointListed {
+            id: m.id,
+            sequence: m.sequence,
+            sha256: &m.sha256,
+            bytes: m.bytes,
+            created_at: &m.created_at,
+        }
+    }
+}
+
+/// `GET /checkpoints` answer.
+#[derive(Serialize)]
+pub struct CheckpointList<'a> {
+    /// Newest first.
+    pub checkpoints: Vec<CheckpointListed<'a>>,
+}
+
+/// `POST /restore` answer.
+#[derive(Serialize)]
+pub struct RestoreResponse {
+    /// Change sequence.
+    pub sequence: u64,
+    /// Late records.
+    pub late: u64,
+    /// Global watermark.
+    pub watermark: Option<i64>,
+}
+
+/// `GET /healthz` / `GET /readyz` answer.
+#[derive(Serialize)]
+pub struct Health {
+    /// `ok`.
+    pub status: &'static str,
+}
+
+/// Renders a changes or late page from stored compact JSON rows:
+/// `{"<field>":[rows],"next":N,"head":H}`.
+pub fn page_body(field: &str, rows: &[(u64, String)], after: u64, head: u64) -> Vec<u8> {
+    let size: usize = rows.iter().map(|(_, r)| r.len() + 1).sum();
+    let mut out = Vec::with_capacity(size + 64);
+    out.extend_from_slice(b"{\"");
+    out.extend_from_slice(field.as_bytes());
+    out.extend_from_slice(b"\":[");
+    for (i, (_, r)) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(r.as_bytes());
+    }
+    let next = rows.last().map_or(after, |(s, _)| *s);
+    out.extend_from_slice(format!("],\"next\":{next},\"head\":{head}}}").as_bytes());
+    out
+}

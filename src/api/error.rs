@@ -1,0 +1,202 @@
+//! The one API error type, rendered as RFC 9457 problem details.
+//!
+//! The status ↔ `code` mapping of API.md's table is written once, in
+//! [`Code`]. Bodies are `{"type", "title", "status", "code", "detail",
+//! "index"}` in that order; `index` only for batch requests.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::engine::Rejection;
+use crate::service::ServiceError;
+
+/// The `code`s of API.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// 400: malformed JSON, wrong types, missing or unknown fields, integer
+    /// outside i64, malformed query numbers.
+    BadRequest,
+    /// 401: a token is configured and the request lacks it.
+    Unauthorized,
+    /// 404: unknown route or checkpoint id.
+    NotFound,
+    /// 409: SPEC offset rules.
+    OffsetConflict,
+    /// 409: an event id known with another identity.
+    IdentityConflict,
+    /// 413: body over the configured limit.
+    PayloadTooLarge,
+    /// 422: partition not in the pipeline.
+    UnknownPartition,
+    /// 422: restore of an unusable checkpoint.
+    InvalidCheckpoint,
+    /// 422: well-formed but unusable (limit out of range, empty batch, ...).
+    InvalidRequest,
+    /// 503: storage failure or recovery in progress; nothing was applied.
+    Unavailable,
+}
+
+impl Code {
+    /// The HTTP status of this code.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Code::BadRequest => StatusCode::BAD_REQUEST,
+            Code::Unauthorized => StatusCode::UNAUTHORIZED,
+            Code::NotFound => StatusCode::NOT_FOUND,
+            Code::OffsetConflict | Code::IdentityConflict => StatusCode::CONFLICT,
+            Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Code::UnknownPartition | Code::InvalidCheckpoint | Code::InvalidRequest => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The stable machine-readable string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::BadRequest => "bad_request",
+            Code::Unauthorized => "unauthorized",
+            Code::NotFound => "not_found",
+            Code::OffsetConflict => "offset_conflict",
+            Code::IdentityConflict => "identity_conflict",
+            Code::PayloadTooLarge => "payload_too_large",
+            Code::UnknownPartition => "unknown_partition",
+            Code::InvalidCheckpoint => "invalid_checkpoint",
+            Code::InvalidRequest => "invalid_request",
+            Code::Unavailable => "unavailable",
+        }
+    }
+
+    /// The problem `title` (the status's reason phrase).
+    pub fn title(self) -> &'static str {
+        match self {
+            Code::BadRequest => "Bad Request",
+            Code::Unauthorized => "Unauthorized",
+            Code::NotFound => "Not Found",
+            Code::OffsetConflict | Code::IdentityConflict => "Conflict",
+            Code::PayloadTooLarge => "Payload Too Large",
+            Code::UnknownPartition | Code::InvalidCheckpoint | Code::InvalidRequest => {
+                "Unprocessable Content"
+            }
+            Code::Unavailable => "Service Unavailable",
+        }
+    }
+}
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// What kind.
+    pub code: Code,
+    /// The human-readable detail (never internal secrets).
+    pub detail: String,
+    /// First failing delivery of a batch request.
+    pub index: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    title: &'static str,
+    status: u16,
+    code: &'static str,
+    detail: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    index: Option<usize>,
+}
+
+impl ApiError {
+    /// An error without index.
+    pub fn new(code: Code, detail: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            detail: detail.into(),
+            index: None,
+        }
+    }
+
+    /// `bad_request`.
+    pub fn bad_request(detail: impl Into<String>) -> ApiError {
+        ApiError::new(Code::BadRequest, detail)
+    }
+
+    /// `invalid_request`.
+    pub fn invalid_request(detail: impl Into<String>) -> ApiError {
+        ApiError::new(Code::InvalidRequest, detail)
+    }
+
+    /// Sets the batch index.
+    pub fn at(mut self, index: Option<usize>) -> ApiError {
+        self.index = index;
+        self
+    }
+
+    /// Maps an engine rejection.
+    pub fn from_rejection(r: &Rejection) -> ApiError {
+        let code = match r {
+            Rejection::UnknownPartition(_) => Code::UnknownPartition,
+            Rejection::OffsetConflict(_) => Code::OffsetConflict,
+            Rejection::IdentityConflict(_) => Code::IdentityConflict,
+            Rejection::InvalidCheckpoint(_) => Code::InvalidCheckpoint,
+            _ => match r.code() {
+                "unknown_partition" => Code::UnknownPartition,
+                "offset_conflict" => Code::OffsetConflict,
+                "identity_conflict" => Code::IdentityConflict,
+                "invalid_checkpoint" => Code::InvalidCheckpoint,
+                "invalid_request" => Code::InvalidRequest,
+                _ => Code::BadRequest,
+            },
+        };
+        ApiError::new(code, r.detail())
+    }
+
+    /// Maps a service error. `batch` says whether the request was a batch
+    /// (then engine rejections carry `index`).
+    pub fn from_service(e: ServiceError, batch: bool) -> ApiError {
+        match e {
+            ServiceError::Rejected(r) => ApiError::from_rejection(&r),
+            ServiceError::BatchRejected(b) => {
+                ApiError::from_rejection(&b.rejection).at(batch.then_some(b.index))
+            }
+            ServiceError::Unavailable(d) => ApiError::new(Code::Unavailable, d),
+            ServiceError::NotFound(d) => ApiError::new(Code::NotFound, d),
+        }
+    }
+
+    /// The problem+json body bytes.
+    pub fn body(&self) -> Vec<u8> {
+        let p = Problem {
+            kind: "about:blank",
+            title: self.code.title(),
+            status: self.code.status().as_u16(),
+            code: self.code.as_str(),
+            detail: &self.detail,
+            index: self.index,
+        };
+        serde_json::to_vec(&p).unwrap_or_default()
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        ApiError::from_service(e, false)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = (self.code.status(), self.body()).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if self.code == Code::Unauthorized {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        resp
+    }
+}

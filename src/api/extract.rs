@@ -1,0 +1,234 @@
+//! Request parsing: deliveries (single object, JSON array, NDJSON), JSON
+//! bodies with unknown fields rejected, and query strings. Every failure is
+//! an [`ApiError`]; nothing here panics on any input.
+
+use std::cell::Cell;
+use std::fmt;
+
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use serde::de::{DeserializeOwned, DeserializeSeed, SeqAccess, Visitor};
+use serde::Deserializer;
+
+use super::error::{ApiError, Code};
+use crate::engine::Delivery;
+
+/// Parsed `POST /events` body.
+#[derive(Debug)]
+pub struct Deliveries {
+    /// The deliveries in request order.
+    pub items: Vec<Delivery>,
+    /// Whether the body was a batch (array or NDJSON): errors carry `index`.
+    pub batch: bool,
+}
+
+/// Maps a body-reading failure: 413 for the size limit, else 400.
+pub fn body_error(r: BytesRejection) -> ApiError {
+    if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            Code::PayloadTooLarge,
+            "the request body exceeds the configured limit",
+        )
+    } else {
+        ApiError::bad_request(format!("cannot read the request body: {r}"))
+    }
+}
+
+/// Parses a JSON body into `T` (unknown fields are rejected by `T`).
+pub fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+/// Parses a `POST /events` body. `ndjson` is true for
+/// `Content-Type: application/x-ndjson`.
+pub fn deliveries(body: &[u8], ndjson: bool) -> Result<Deliveries, ApiError> {
+    let items = if ndjson {
+        // Blank lines (including a final newline) separate nothing and are
+        // skipped; `index` counts deliveries, not lines.
+        let mut items = Vec::new();
+        for (n, line) in body.split(|b| *b == b'\n').enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let i = items.len();
+            let d = serde_json::from_slice::<Delivery>(line)
+                .map_err(|e| ApiError::bad_request(format!("line {}: {e}", n + 1)).at(Some(i)))?;
+            items.push(d);
+        }
+        items
+    } else {
+        let first = body.iter().find(|b| !b.is_ascii_whitespace());
+        if first != Some(&b'[') {
+            let d = serde_json::from_slice::<Delivery>(body)
+                .map_err(|e| ApiError::bad_request(format!("invalid delivery: {e}")))?;
+            return Ok(Deliveries {
+                items: vec![d],
+                batch: false,
+            });
+        }
+        let at = Cell::new(0usize);
+        let mut de = serde_json::Deserializer::from_slice(body);
+        let items = BatchSeed(&at)
+            .deserialize(&mut de)
+            .and_then(|v| de.end().map(|()| v))
+            .map_err(|e| {
+                ApiError::bad_request(format!("delivery {}: {e}", at.get())).at(Some(at.get()))
+            })?;
+        items
+    };
+    if items.is_empty() {
+        return Err(ApiError::invalid_request("the batch is empty"));
+    }
+    Ok(Deliveries { items, batch: true })
+}
+
+/// Deserializes a JSON array of deliveries, recording the index being read
+/// so that an error can name the failing element.
+struct BatchSeed<'a>(&'a Cell<usize>);
+
+impl<'de> DeserializeSeed<'de> for BatchSeed<'_> {
+    type Value = Vec<Delivery>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for BatchSeed<'_> {
+    type Value = Vec<Delivery>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of deliveries")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+        loop {
+            self.0.set(out.len());
+            match seq.next_element::<Delivery>()? {
+                Some(d) => out.push(d),
+                None => return Ok(out),
+            }
+        }
+    }
+}
+
+/// Query parameters as given (duplicates rejected by the accessors).
+pub struct QueryParams(pub Vec<(String, String)>);
+
+impl QueryParams {
+    /// The single value of `name`, if present; a repeated name is 400.
+    pub fn get(&self, name: &str) -> Result<Option<&str>, ApiError> {
+        let mut found = None;
+        for (k, v) in &self.0 {
+            if k == name {
+                if found.is_some() {
+                    return Err(ApiError::bad_request(format!(
+                        "query parameter {name:?} is repeated"
+                    )));
+                }
+                found = Some(v.as_str());
+            }
+        }
+        Ok(found)
+    }
+
+    /// An integer parameter: malformed → 400; outside `lo..=hi` → 422.
+    pub fn int(&self, name: &str, default: i64, lo: i64, hi: i64) -> Result<i64, ApiError> {
+        let Some(raw) = self.get(name)? else {
+            return Ok(default);
+        };
+        let v: i64 = raw.parse().map_err(|_| {
+            ApiError::bad_request(format!(
+                "query parameter {name} must be an integer, got {raw:?}"
+            ))
+        })?;
+        if v < lo || v > hi {
+            return Err(ApiError::invalid_request(format!(
+                "query parameter {name} must be in {lo}..={hi}, got {v}"
+            )));
+        }
+        Ok(v)
+    }
+}
+
+/// `after`, `limit` and `wait_ms` of the page routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageQuery {
+    /// Start after this sequence.
+    pub after: u64,
+    /// Page size.
+    pub limit: u32,
+    /// Long-poll budget in milliseconds.
+    pub wait_ms: u64,
+}
+
+impl PageQuery {
+    /// Parses and range-checks the page parameters.
+    pub fn parse(q: &QueryParams) -> Result<PageQuery, ApiError> {
+        let after = q.int("after", 0, 0, i64::MAX)?;
+        let limit = q.int("limit", 1000, 1, 10_000)?;
+        let wait_ms = q.int("wait_ms", 0, 0, 30_000)?;
+        Ok(PageQuery {
+            after: after as u64,
+            limit: limit as u32,
+            wait_ms: wait_ms as u64,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_errors_name_the_element() {
+        let body = br#"[{"partition":"p0","offset":0,"event":{"id":"a","key":"k","timestamp":1,"value":1}},
+                        {"partition":"p0","offset":1,"event":{"id":"b","key":"k","timestamp":1.5,"value":1}}]"#;
+        let e = deliveries(body, false).unwrap_err();
+        assert_eq!((e.code, e.index), (Code::BadRequest, Some(1)));
+        let e = deliveries(b"{\"partition\":\"p0\"}", false).unwrap_err();
+        assert_eq!((e.code, e.index), (Code::BadRequest, None));
+        let e = deliveries(b" [ ] ", false).unwrap_err();
+        assert_eq!(e.code, Code::InvalidRequest);
+        let e = deliveries(b"\n", true).unwrap_err();
+        assert_eq!(e.code, Code::InvalidRequest);
+        let nd = b"{\"partition\":\"p0\",\"event\":{\"id\":\"a\",\"key\":\"k\",\"timestamp\":1,\"value\":1}}\n{\"partition\":\"p0\",\"x\":1}";
+        let e = deliveries(nd, true).unwrap_err();
+        assert_eq!(e.index, Some(1));
+        let ok = deliveries(&nd[..=nd.iter().position(|b| *b == b'\n').unwrap()], true).unwrap();
+        assert!(ok.batch && ok.items.len() == 1 && ok.items[0].offset.is_none());
+    }
+
+    #[test]
+    fn page_query_ranges() {
+        let q = |s: &[(&str, &str)]| {
+            PageQuery::parse(&QueryParams(
+                s.iter()
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .collect(),
+            ))
+        };
+        assert_eq!(
+            q(&[]).unwrap(),
+            PageQuery {
+                after: 0,
+                limit: 1000,
+                wait_ms: 0
+            }
+        );
+        assert_eq!(q(&[("limit", "0")]).unwrap_err().code, Code::InvalidRequest);
+        assert_eq!(
+            q(&[("limit", "10001")]).unwrap_err().code,
+            Code::InvalidRequest
+        );
+        assert_eq!(
+            q(&[("wait_ms", "30001")]).unwrap_err().code,
+            Code::InvalidRequest
+        );
+        assert_eq!(q(&[("after", "x")]).unwrap_err().code, Code::BadRequest);
+        assert_eq!(q(&[("limit", "1.0")]).unwrap_err().code, Code::BadRequest);
+        assert_eq!(
+            q(&[("after", "99999999999999999999")]).unwrap_err().code,
+            Code::BadRequest
+        );
+    }
+}

@@ -1,0 +1,254 @@
+//! The HTTP API of API.md: routing, auth, CORS, limits, and the mapping of
+//! service outcomes to JSON bodies and problem+json errors.
+//!
+//! - [`routes`]: the handlers; each parses its request, then runs the service
+//!   call inside `spawn_blocking` (the service takes a std mutex and may wait
+//!   for an fsync).
+//! - `stream`: `GET /changes/stream` (server-sent events).
+//! - [`extract`]: body and query parsing (deliveries, NDJSON, pages).
+//! - [`dto`]: response bodies in API.md field order.
+//! - [`error`]: [`ApiError`] and the status ↔ `code` table.
+//!
+//! This module never touches SQLite or engine internals: it calls the
+//! service and converts the engine's types.
+
+pub mod dto;
+pub mod error;
+pub mod extract;
+pub mod routes;
+mod stream;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{header, HeaderValue, Method};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::service::{Metrics, Service};
+pub use error::{ApiError, Code};
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// The service, set once recovery has finished.
+    pub service: Arc<OnceLock<Arc<Service>>>,
+    /// Request metrics (available before the service is).
+    pub metrics: Arc<Metrics>,
+    /// Required bearer token, if any.
+    pub token: Option<Arc<str>>,
+}
+
+impl AppState {
+    /// The service, or 503 while recovery is still running.
+    pub fn service(&self) -> Result<Arc<Service>, ApiError> {
+        self.service
+            .get()
+            .cloned()
+            .ok_or_else(|| ApiError::new(Code::Unavailable, "the service is recovering"))
+    }
+}
+
+/// Router settings.
+#[derive(Debug, Clone, Default)]
+pub struct ApiConfig {
+    /// Required bearer token.
+    pub token: Option<String>,
+    /// Allowed CORS origins (`*` for any).
+    pub cors_origins: Vec<String>,
+    /// Largest accepted body.
+    pub max_body_bytes: usize,
+}
+
+/// Every route the router serves, as `(method, path template)`; the openapi
+/// test checks each is documented.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("post", "/events"),
+    ("post", "/watermarks"),
+    ("post", "/partitions/{partition}/idle"),
+    ("get", "/changes"),
+    ("get", "/changes/stream"),
+    ("get", "/late"),
+    ("get", "/results"),
+    ("get", "/status"),
+    ("get", "/pipeline"),
+    ("post", "/checkpoints"),
+    ("get", "/checkpoints"),
+    ("get", "/checkpoints/{id}"),
+    ("post", "/checkpoints/{id}/restore"),
+    ("post", "/restore"),
+    ("get", "/metrics"),
+    ("get", "/openapi.yaml"),
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+];
+
+/// Builds the application.
+pub fn router(
+    service: Arc<OnceLock<Arc<Service>>>,
+    metrics: Arc<Metrics>,
+    cfg: &ApiConfig,
+) -> Router {
+    let state = AppState {
+        service,
+        metrics,
+        token: cfg
+            .token
+            .as_deref()
+            .filter(|t| !t.is_empty())
+            .map(Arc::from),
+    };
+    let app = Router::new()
+        .route("/events", post(routes::post_events))
+        .route("/watermarks", post(routes::post_watermarks))
+        .route("/partitions/{partition}/idle", post(routes::post_idle))
+        .route("/changes", get(routes::get_changes))
+        .route("/changes/stream", get(stream::get_stream))
+        .route("/late", get(routes::get_late))
+        .route("/results", get(routes::get_results))
+        .route("/status", get(routes::get_status))
+        .route("/pipeline", get(routes::get_pipeline))
+        .route(
+            "/checkpoints",
+            post(routes::post_checkpoint).get(routes::list_checkpoints),
+        )
+        .route("/checkpoints/{id}", get(routes::get_checkpoint))
+        .route("/checkpoints/{id}/restore", post(routes::restore_by_id))
+        .route("/restore", post(routes::restore_body))
+        .route("/metrics", get(routes::get_metrics))
+        .route("/openapi.yaml", get(routes::get_openapi))
+        .route("/healthz", get(routes::healthz))
+        .route("/readyz", get(routes::readyz))
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), auth))
+        .with_state(state.clone());
+    let app = match cors(&cfg.cors_origins) {
+        Some(c) => app.layer(c),
+        None => app,
+    };
+    app.layer(middleware::from_fn_with_state(state, observe))
+}
+
+fn cors(origins: &[String]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(
+            origins
+                .iter()
+                .filter_map(|o| HeaderValue::from_str(o.trim_end_matches('/')).ok()),
+        )
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                header::HeaderName::from_static("last-event-id"),
+            ])
+            .max_age(std::time::Duration::from_secs(600)),
+    )
+}
+
+/// Routes open without a token.
+fn is_public(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/openapi.yaml")
+}
+
+/// Constant-time comparison of the presented token.
+fn token_matches(given: &[u8], want: &[u8]) -> bool {
+    given.len() == want.len()
+        && given
+            .iter()
+            .zip(want)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+async fn auth(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(token) = st.token.as_deref() else {
+        return next.run(req).await;
+    };
+    let path = req.uri().path();
+    if is_public(path) {
+        return next.run(req).await;
+    }
+    let header_ok = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .is_some_and(|t| token_matches(t, token.as_bytes()));
+    let query_ok = path == "/changes/stream"
+        && req.uri().query().is_some_and(|q| {
+            q.split('&').any(|kv| {
+                kv.strip_prefix("access_token=")
+                    .is_some_and(|t| token_matches(&percent_decode(t), token.as_bytes()))
+            })
+        });
+    if header_ok || query_ok {
+        next.run(req).await
+    } else {
+        ApiError::new(Code::Unauthorized, "a valid bearer token is required").into_response()
+    }
+}
+
+/// Decodes `%XX` and `+` in a query value.
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(v) => {
+                        out.push(v);
+                        i += 3;
+                    }
+                    None => {
+                        out.push(b'%');
+                        i += 1;
+                    }
+                }
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+// Request latency for /metrics: the api's one monotonic clock read.
+#[allow(clippy::disallowed_methods)]
+async fn observe(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    st.metrics.observe_request(
+        &route,
+        resp.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    resp
+}

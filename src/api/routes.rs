@@ -1,0 +1,348 @@
+//! Handlers. Each parses its request (outside the processor lock), runs the
+//! service call in `spawn_blocking`, and renders the typed answer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use super::dto::{self, page_body};
+use super::error::{ApiError, Code};
+use super::extract::{self, PageQuery, QueryParams};
+use super::AppState;
+use crate::service::{Batch, RestoreSource, Service};
+use crate::store::Page;
+
+/// The OpenAPI document, served verbatim.
+pub const OPENAPI_YAML: &str = include_str!("../../openapi.yaml");
+
+/// Runs a blocking service call off the async workers.
+pub(super) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|_| {
+        Err(ApiError::new(
+            Code::Unavailable,
+            "internal failure; nothing was applied",
+        ))
+    })
+}
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(v)
+        .map_err(|e| ApiError::new(Code::Unavailable, format!("cannot encode the answer: {e}")))
+}
+
+fn query(
+    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
+) -> Result<QueryParams, ApiError> {
+    q.map(|Query(v)| QueryParams(v))
+        .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))
+}
+
+/// `POST /events`.
+pub async fn post_events(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(extract::body_error)?;
+    let svc = st.service()?;
+    let ndjson = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/x-ndjson")
+        });
+    blocking(move || {
+        let parsed = extract::deliveries(&body, ndjson)?;
+        drop(body);
+        let batch = parsed.batch;
+        let out = svc
+            .ingest(Batch::new(parsed.items))
+            .map_err(|e| ApiError::from_service(e, batch))?;
+        to_json(&dto::IngestResponse {
+            changes: &out.changes,
+            late: &out.late,
+            watermark: out.watermark,
+            offsets: &out.offsets,
+        })
+    })
+    .await
+    .map(|b| json_response(StatusCode::OK, b))
+}
+
+fn tick_body(o: &crate::engine::TickOutcome) -> Result<Vec<u8>, ApiError> {
+    to_json(&dto::TickResponse {
+        changes: &o.changes,
+        watermark: o.watermark,
+        finalized: &o.finalized,
+    })
+}
+
+/// `POST /watermarks`.
+pub async fn post_watermarks(
+    State(st): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(extract::body_error)?;
+    let svc = st.service()?;
+    blocking(move || {
+        let req: dto::WatermarkBody = extract::json(&body)?;
+        let out = svc.advance(&req.partition, req.watermark)?;
+        tick_body(&out)
+    })
+    .await
+    .map(|b| json_response(StatusCode::OK, b))
+}
+
+/// `POST /partitions/{partition}/idle`.
+pub async fn post_idle(
+    State(st): State<AppState>,
+    partition: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<Response, ApiError> {
+    let Path(partition) =
+        partition.map_err(|e| ApiError::bad_request(format!("bad partition in path: {e}")))?;
+    let svc = st.service()?;
+    blocking(move || tick_body(&svc.mark_idle(&partition)?))
+        .await
+        .map(|b| json_response(StatusCode::OK, b))
+}
+
+/// Waits (up to `wait_ms`) for a page with rows: the long poll of
+/// `/changes` and `/late`, woken by the service's head notifications.
+async fn long_poll(
+    svc: Arc<Service>,
+    q: PageQuery,
+    read: fn(&Service, u64, u32) -> Result<Page, crate::service::ServiceError>,
+) -> Result<Page, ApiError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(q.wait_ms);
+    let mut rx = svc.subscribe();
+    loop {
+        let stop = rx.borrow_and_update().shutdown;
+        let s = svc.clone();
+        let page = blocking(move || read(&s, q.after, q.limit).map_err(ApiError::from)).await?;
+        if !page.rows.is_empty() || q.wait_ms == 0 || stop {
+            return Ok(page);
+        }
+        match tokio::time::timeout_at(deadline, rx.changed()).await {
+            Ok(Ok(())) => continue,
+            _ => return Ok(page),
+        }
+    }
+}
+
+/// `GET /changes`.
+pub async fn get_changes(
+    State(st): State<AppState>,
+    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let q = PageQuery::parse(&query(q)?)?;
+    let svc = st.service()?;
+    let page = long_poll(svc, q, |s, a, l| s.changes_page(a, l)).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        page_body("changes", &page.rows, q.after, page.head),
+    ))
+}
+
+/// `GET /late`.
+pub async fn get_late(
+    State(st): State<AppState>,
+    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let q = PageQuery::parse(&query(q)?)?;
+    let svc = st.service()?;
+    let page = long_poll(svc, q, |s, a, l| s.late_page(a, l)).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        page_body("late", &page.rows, q.after, page.head),
+    ))
+}
+
+/// `GET /results?window=W&key=K`.
+pub async fn get_results(
+    State(st): State<AppState>,
+    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let q = query(q)?;
+    let window = q.get("window")?.map(str::to_string);
+    let key = q.get("key")?.map(str::to_string);
+    let svc = st.service()?;
+    blocking(move || {
+        let (results, watermark) = svc.results(window.as_deref(), key.as_deref())?;
+        to_json(&dto::ResultsResponse {
+            results: &results,
+            watermark,
+        })
+    })
+    .await
+    .map(|b| json_response(StatusCode::OK, b))
+}
+
+/// `GET /status`.
+pub async fn get_status(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let svc = st.service()?;
+    blocking(move || to_json(&dto::StatusResponse::new(&svc.status()?)))
+        .await
+        .map(|b| json_response(StatusCode::OK, b))
+}
+
+/// `GET /pipeline`.
+pub async fn get_pipeline(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let svc = st.service()?;
+    Ok(json_response(
+        StatusCode::OK,
+        svc.pipeline().to_json().into_bytes(),
+    ))
+}
+
+/// `POST /checkpoints`.
+pub async fn post_checkpoint(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let svc = st.service()?;
+    blocking(move || {
+        let m = svc.create_checkpoint()?;
+        to_json(&dto::CheckpointCreated {
+            id: m.id,
+            sequence: m.sequence,
+            sha256: &m.sha256,
+            bytes: m.bytes,
+        })
+    })
+    .await
+    .map(|b| json_response(StatusCode::CREATED, b))
+}
+
+/// `GET /checkpoints`.
+pub async fn list_checkpoints(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let svc = st.service()?;
+    blocking(move || {
+        let list = svc.checkpoints()?;
+        to_json(&dto::CheckpointList {
+            checkpoints: list.iter().map(Into::into).collect(),
+        })
+    })
+    .await
+    .map(|b| json_response(StatusCode::OK, b))
+}
+
+fn checkpoint_id(raw: &str) -> Result<i64, ApiError> {
+    raw.parse::<i64>()
+        .map_err(|_| ApiError::new(Code::NotFound, format!("no checkpoint with id {raw:?}")))
+}
+
+/// `GET /checkpoints/{id}`: the envelope bytes exactly as stored.
+pub async fn get_checkpoint(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = checkpoint_id(&id)?;
+    let svc = st.service()?;
+    blocking(move || Ok(svc.checkpoint_bytes(id)?))
+        .await
+        .map(|b| json_response(StatusCode::OK, b))
+}
+
+fn restore_answer(o: &crate::service::RestoreOutcome) -> Result<Vec<u8>, ApiError> {
+    to_json(&dto::RestoreResponse {
+        sequence: o.sequence,
+        late: o.late,
+        watermark: o.watermark,
+    })
+}
+
+/// `POST /checkpoints/{id}/restore`.
+pub async fn restore_by_id(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = checkpoint_id(&id)?;
+    let svc = st.service()?;
+    blocking(move || restore_answer(&svc.restore(RestoreSource::Id(id))?))
+        .await
+        .map(|b| json_response(StatusCode::OK, b))
+}
+
+/// `POST /restore` with the envelope as body.
+pub async fn restore_body(
+    State(st): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(extract::body_error)?;
+    let svc = st.service()?;
+    blocking(move || restore_answer(&svc.restore(RestoreSource::Bytes(body.to_vec()))?))
+        .await
+        .map(|b| json_response(StatusCode::OK, b))
+}
+
+/// `GET /metrics` (Prometheus text format).
+pub async fn get_metrics(State(st): State<AppState>) -> Response {
+    let text = match st.service.get().cloned() {
+        Some(svc) => blocking(move || Ok(svc.metrics_text()))
+            .await
+            .unwrap_or_default(),
+        None => st.metrics.render(&[]),
+    };
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// `GET /openapi.yaml`.
+pub async fn get_openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI_YAML).into_response()
+}
+
+/// `GET /healthz`: the process serves requests.
+pub async fn healthz() -> Response {
+    json_response(StatusCode::OK, br#"{"status":"ok"}"#.to_vec())
+}
+
+/// `GET /readyz`: recovery finished and the store is writable.
+pub async fn readyz(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let svc = st.service()?;
+    if svc.is_ready() {
+        Ok(json_response(
+            StatusCode::OK,
+            br#"{"status":"ok"}"#.to_vec(),
+        ))
+    } else {
+        Err(ApiError::new(
+            Code::Unavailable,
+            "storage failed and the state could not be rebuilt yet",
+        ))
+    }
+}
+
+/// Unknown route.
+pub async fn not_found() -> ApiError {
+    ApiError::new(Code::NotFound, "no such route")
+}
+
+/// A path that exists, with a method it does not take. API.md names routes
+/// by method and path ("POST /events") and its error table has no 405, so
+/// this is an unknown route: 404 `not_found`.
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(Code::NotFound, "no route for this method on this path")
+}

@@ -1,0 +1,47 @@
+//! `streamforge serve` configuration: clap flags, each with a matching
+//! `STREAMFORGE_*` environment variable (the flag wins).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// The embedded default pipeline (`pipelines/default.json`): partitions
+/// `p0`..`p3`; windows `fixed_10s` (fixed, 10 000), `sliding_10s_2s`
+/// (sliding, size 10 000, step 2 000) and `session_30s` (session, gap
+/// 30 000); lateness 1 000. Times are in the producers' unit (milliseconds
+/// in the examples).
+pub const DEFAULT_PIPELINE: &str = include_str!("../pipelines/default.json");
+
+/// Flags of `streamforge serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (`127.0.0.1:0` picks a free port; the bound
+    /// address is printed as `listening on ADDR`).
+    #[arg(long, env = "STREAMFORGE_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// SQLite database file (created if missing).
+    #[arg(long, env = "STREAMFORGE_DB", default_value = "./streamforge.db")]
+    pub db: PathBuf,
+    /// Pipeline JSON file for a fresh database (default: the embedded demo
+    /// pipeline). A database that holds a non-equivalent pipeline is refused.
+    #[arg(long, env = "STREAMFORGE_PIPELINE")]
+    pub pipeline: Option<PathBuf>,
+    /// Bearer token required on every route except /healthz, /readyz and
+    /// /openapi.yaml.
+    #[arg(long, env = "STREAMFORGE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Origin allowed to make cross-origin requests (repeatable; `*` for
+    /// any). The variable takes a comma-separated list.
+    #[arg(
+        long = "cors-origin",
+        env = "STREAMFORGE_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub cors_origins: Vec<String>,
+    /// Largest accepted request body, in bytes (larger: 413).
+    #[arg(long, env = "STREAMFORGE_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Logged commands between automatic checkpoints (0 disables them).
+    #[arg(long, env = "STREAMFORGE_CHECKPOINT_EVERY", default_value_t = 1000)]
+    pub checkpoint_every: u64,
+}

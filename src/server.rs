@@ -1,0 +1,139 @@
+//! The server as a function of its listener, configuration and shutdown
+//! future (mini-redis `server::run`): bind first (so `/healthz` answers and
+//! `/readyz` says 503 during recovery), recover, serve; on shutdown stop
+//! accepting, end open streams and long polls, finish in-flight calls, take
+//! a final checkpoint.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::api::{self, ApiConfig};
+use crate::config::{ServeArgs, DEFAULT_PIPELINE};
+use crate::engine::Pipeline;
+use crate::service::{Metrics, Options, Service};
+
+/// Everything `run` needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The service options (database, pipeline, checkpoints).
+    pub service: Options,
+    /// The router options (token, CORS, body limit).
+    pub api: ApiConfig,
+}
+
+impl Config {
+    /// Builds the configuration from the `serve` flags (reads `--pipeline`).
+    pub fn from_args(args: &ServeArgs) -> Result<Config, String> {
+        let (pipeline, explicit) = match &args.pipeline {
+            Some(path) => {
+                let bytes = std::fs::read(path)
+                    .map_err(|e| format!("cannot read --pipeline {}: {e}", path.display()))?;
+                let p = Pipeline::from_json(&bytes)
+                    .map_err(|e| format!("--pipeline {}: {e}", path.display()))?;
+                (p, true)
+            }
+            None => (
+                Pipeline::from_json(DEFAULT_PIPELINE.as_bytes())
+                    .map_err(|e| format!("the embedded pipeline: {e}"))?,
+                false,
+            ),
+        };
+        Ok(Config {
+            service: Options {
+                db: PathBuf::from(&args.db),
+                pipeline,
+                pipeline_explicit: explicit,
+                checkpoint_every: args.checkpoint_every,
+                metrics: Arc::new(Metrics::default()),
+            },
+            api: ApiConfig {
+                token: args.token.clone(),
+                cors_origins: args.cors_origins.clone(),
+                max_body_bytes: args.max_body_bytes,
+            },
+        })
+    }
+}
+
+/// Why the server stopped with an error.
+#[derive(Debug)]
+pub struct ServerError(pub String);
+
+impl std::fmt::Display for ServerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ServerError {}
+
+/// Serves until `shutdown` completes, then drains and checkpoints.
+pub async fn run(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let cell: Arc<OnceLock<Arc<Service>>> = Arc::new(OnceLock::new());
+    let metrics = config.service.metrics.clone();
+    let app = api::router(cell.clone(), metrics, &config.api);
+    let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
+    let cell_for_signal = cell.clone();
+    let graceful = async move {
+        shutdown.await;
+        tracing::info!("shutting down: no new connections; draining in-flight calls");
+        if let Some(s) = cell_for_signal.get() {
+            s.begin_shutdown();
+        }
+        let _ = stopping_tx.send(());
+    };
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(graceful)
+            .await
+    });
+    let opts = config.service.clone();
+    let opened = tokio::task::spawn_blocking(move || Service::open(opts))
+        .await
+        .map_err(|e| ServerError(format!("recovery panicked: {e}")))?;
+    let svc = match opened {
+        Ok(s) => s,
+        Err(e) => {
+            server.abort();
+            return Err(ServerError(e.to_string()));
+        }
+    };
+    let _ = cell.set(svc.clone());
+    tracing::info!(db = %svc.db_path().display(), "ready");
+    // If the signal came during recovery, the streams opened since must end too.
+    let svc_for_stop = svc.clone();
+    tokio::spawn(async move {
+        if stopping_rx.await.is_ok() {
+            svc_for_stop.begin_shutdown();
+        }
+    });
+    server
+        .await
+        .map_err(|e| ServerError(format!("server task failed: {e}")))?
+        .map_err(|e| ServerError(format!("server failed: {e}")))?;
+    let s = svc.clone();
+    match tokio::task::spawn_blocking(move || s.final_checkpoint()).await {
+        Ok(Ok(Some(m))) => tracing::info!(
+            id = m.id,
+            sequence = m.sequence,
+            bytes = m.bytes,
+            "final checkpoint stored"
+        ),
+        Ok(Ok(None)) => tracing::info!("nothing logged since the last checkpoint"),
+        Ok(Err(e)) => {
+            return Err(ServerError(format!(
+                "final checkpoint failed (the command log still covers everything): {e}"
+            )))
+        }
+        Err(e) => return Err(ServerError(format!("final checkpoint panicked: {e}"))),
+    }
+    Ok(())
+}

@@ -1,0 +1,52 @@
+//! Why a service call did not succeed. The api maps each variant to exactly
+//! one HTTP status and problem `code`; this module knows no HTTP.
+
+use std::fmt;
+
+use crate::engine::{BatchRejection, Rejection};
+
+/// A failed service call. Nothing was applied in any of these cases.
+#[derive(Debug)]
+pub enum ServiceError {
+    /// The engine refused the call; state unchanged.
+    Rejected(Rejection),
+    /// The engine refused a batch; `index` names the first bad delivery.
+    BatchRejected(BatchRejection),
+    /// Storage failed (or the service is still recovering); nothing was
+    /// applied and the in-memory state matches the store.
+    Unavailable(String),
+    /// No such checkpoint.
+    NotFound(String),
+}
+
+impl fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServiceError::Rejected(r) => write!(f, "{r}"),
+            ServiceError::BatchRejected(r) => write!(f, "{r}"),
+            ServiceError::Unavailable(s) => write!(f, "unavailable: {s}"),
+            ServiceError::NotFound(s) => write!(f, "not found: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for ServiceError {}
+
+impl From<crate::store::Error> for ServiceError {
+    fn from(e: crate::store::Error) -> Self {
+        ServiceError::Unavailable(format!("storage failure: {e}"))
+    }
+}
+
+/// Why the service refuses to start. The message names the file and the
+/// reason; nothing in the database was changed to "repair" it.
+#[derive(Debug)]
+pub struct StartError(pub String);
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StartError {}

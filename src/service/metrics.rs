@@ -1,0 +1,188 @@
+//! Counters and histograms, rendered in the Prometheus text format.
+//!
+//! Plain atomics (no registry crate): the set is small and fixed. Latency is
+//! observed by the api around every request; the rest by the write path.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Upper bounds (seconds) of the request latency histogram.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// Upper bounds (bytes) of the checkpoint size histogram.
+const SIZE_BUCKETS: &[f64] = &[1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
+
+#[derive(Debug, Default)]
+struct Histogram {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, bounds: &[f64], v: f64) {
+        if self.counts.len() != bounds.len() {
+            self.counts = vec![0; bounds.len()];
+        }
+        for (i, b) in bounds.iter().enumerate() {
+            if v <= *b {
+                self.counts[i] += 1;
+            }
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str, bounds: &[f64]) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, b) in bounds.iter().enumerate() {
+            let c = self.counts.get(i).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {c}");
+        }
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
+            self.count
+        );
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let _ = writeln!(out, "{name}_sum{braces} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{braces} {}", self.count);
+    }
+}
+
+/// The service's metrics.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Deliveries in acknowledged ingest calls.
+    pub deliveries: AtomicU64,
+    /// Acknowledged ingest requests.
+    pub ingest_requests: AtomicU64,
+    /// Late records produced.
+    pub late: AtomicU64,
+    /// Changes emitted.
+    pub changes: AtomicU64,
+    /// Calls rejected by the engine.
+    pub rejected: AtomicU64,
+    /// Storage failures answered with 503.
+    pub storage_failures: AtomicU64,
+    /// Checkpoints stored.
+    pub checkpoints: AtomicU64,
+    /// Size of the last stored checkpoint.
+    pub last_checkpoint_bytes: AtomicU64,
+    checkpoint_sizes: Mutex<Histogram>,
+    latency: Mutex<BTreeMap<(String, u16), Histogram>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Metrics {
+    /// Adds one to a counter.
+    pub fn inc(c: &AtomicU64, by: u64) {
+        c.fetch_add(by, Ordering::Relaxed);
+    }
+
+    /// Records a stored checkpoint's size.
+    pub fn checkpoint_stored(&self, bytes: u64) {
+        Self::inc(&self.checkpoints, 1);
+        self.last_checkpoint_bytes.store(bytes, Ordering::Relaxed);
+        lock(&self.checkpoint_sizes).observe(SIZE_BUCKETS, bytes as f64);
+    }
+
+    /// Records one request's latency under its route template and status.
+    pub fn observe_request(&self, route: &str, status: u16, seconds: f64) {
+        lock(&self.latency)
+            .entry((route.to_string(), status))
+            .or_default()
+            .observe(LATENCY_BUCKETS, seconds);
+    }
+
+    /// The Prometheus text exposition. `gauges` are `(name, help, value)`.
+    pub fn render(&self, gauges: &[(&str, &str, f64)]) -> String {
+        let mut out = String::new();
+        let counters: [(&str, &str, &AtomicU64); 8] = [
+            (
+                "streamforge_deliveries_total",
+                "Deliveries in acknowledged ingest calls (duplicates and redeliveries included).",
+                &self.deliveries,
+            ),
+            (
+                "streamforge_ingest_requests_total",
+                "Acknowledged POST /events calls.",
+                &self.ingest_requests,
+            ),
+            (
+                "streamforge_late_events_total",
+                "Late records produced.",
+                &self.late,
+            ),
+            (
+                "streamforge_changes_total",
+                "Changes emitted.",
+                &self.changes,
+            ),
+            (
+                "streamforge_rejected_total",
+                "Calls rejected by the engine (state unchanged).",
+                &self.rejected,
+            ),
+            (
+                "streamforge_storage_failures_total",
+                "Calls answered 503 because storage failed.",
+                &self.storage_failures,
+            ),
+            (
+                "streamforge_checkpoints_total",
+                "Checkpoints stored.",
+                &self.checkpoints,
+            ),
+            (
+                "streamforge_last_checkpoint_bytes",
+                "Size of the last stored checkpoint envelope.",
+                &self.last_checkpoint_bytes,
+            ),
+        ];
+        for (name, help, c) in counters {
+            let kind = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}",
+                c.load(Ordering::Relaxed)
+            );
+        }
+        for (name, help, v) in gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
+        let name = "streamforge_checkpoint_size_bytes";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Checkpoint envelope sizes.\n# TYPE {name} histogram"
+        );
+        lock(&self.checkpoint_sizes).render(&mut out, name, "", SIZE_BUCKETS);
+        let name = "streamforge_request_duration_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} HTTP request latency by route and status.\n# TYPE {name} histogram"
+        );
+        for ((route, status), h) in lock(&self.latency).iter() {
+            let labels = format!(
+                "route=\"{}\",status=\"{status}\"",
+                route.replace('\\', "\\\\").replace('"', "\\\"")
+            );
+            h.render(&mut out, name, &labels, LATENCY_BUCKETS);
+        }
+        out
+    }
+}

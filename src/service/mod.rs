@@ -1,0 +1,330 @@
+//! The service: one processor, its database, and the notifications of new
+//! output. Public methods are the API verbs; they are synchronous (they take
+//! a std `Mutex` and may wait for an fsync), so the api calls them inside
+//! `spawn_blocking`.
+//!
+//! - `apply`: the single write path (lock → engine → one SQLite transaction →
+//!   commit → notify), checkpoints and restores.
+//! - `recover`: the processor from the store (recovery base + replay of the
+//!   command log), at start and after a storage failure.
+//! - [`metrics`]: counters and histograms.
+//! - [`error`]: [`ServiceError`] and [`StartError`].
+//!
+//! This module knows no HTTP: it uses the engine, the store, `std::sync` and
+//! `tokio::sync::watch` only.
+
+mod apply;
+pub mod error;
+pub mod metrics;
+mod recover;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use tokio::sync::watch;
+
+use crate::engine::{PartitionStatus, Pipeline, Processor, WindowResult};
+use crate::store::{self, CheckpointMeta, Page, Reader, Writer};
+
+pub use apply::{Batch, RestoreOutcome, RestoreSource};
+pub use error::{ServiceError, StartError};
+pub use metrics::Metrics;
+
+/// Sequences the readers wait on, published after every commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Heads {
+    /// Latest change sequence.
+    pub changes: u64,
+    /// Latest late-record sequence.
+    pub late: u64,
+    /// Incremented by every restore (open change streams end on it).
+    pub epoch: u64,
+    /// Set when the server begins a graceful shutdown.
+    pub shutdown: bool,
+}
+
+/// `GET /status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// Global watermark.
+    pub watermark: Option<i64>,
+    /// Latest change sequence.
+    pub sequence: u64,
+    /// Number of late records.
+    pub late: u64,
+    /// Number of live buckets.
+    pub live_buckets: usize,
+    /// Every partition, sorted by name.
+    pub partitions: Vec<PartitionStatus>,
+}
+
+/// How to start the service.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The database file.
+    pub db: PathBuf,
+    /// The pipeline for a fresh database.
+    pub pipeline: Pipeline,
+    /// Whether `pipeline` was given explicitly (then a database holding a
+    /// non-equivalent pipeline is refused; otherwise the stored one is used).
+    pub pipeline_explicit: bool,
+    /// Logged commands between automatic checkpoints (0: never).
+    pub checkpoint_every: u64,
+    /// Where to count.
+    pub metrics: Arc<Metrics>,
+}
+
+/// What the processor lock guards: the processor and the writing connection
+/// together, so that the engine state and the store change in the same
+/// critical section (see `apply`).
+struct Inner {
+    processor: Processor,
+    writer: Writer,
+    /// Commands logged since the recovery base.
+    logged: u64,
+    /// The processor may not match the store (a storage failure whose
+    /// rebuild failed, or a panic in the critical section): rebuild first.
+    broken: bool,
+}
+
+/// The service. Shared as `Arc<Service>`.
+pub struct Service {
+    /// The processor and the writer. A std `Mutex`, not a tokio one: the
+    /// critical section is synchronous (engine call + SQLite commit, which is
+    /// blocking I/O), it is never held across an `.await`, and callers run it
+    /// in `spawn_blocking` (mini-redis `db.rs`).
+    inner: Mutex<Inner>,
+    heads: watch::Sender<Heads>,
+    readers: Mutex<Vec<Reader>>,
+    db: PathBuf,
+    pipeline: Pipeline,
+    checkpoint_every: u64,
+    checkpoint_due: SyncSender<()>,
+    healthy: AtomicBool,
+    /// The service's metrics (shared with the api's request observer).
+    pub metrics: Arc<Metrics>,
+}
+
+impl Service {
+    /// Opens the database, checks the pipeline and recovers the processor
+    /// (recovery base + replay). Starts the automatic-checkpoint thread.
+    pub fn open(opts: Options) -> Result<Arc<Service>, StartError> {
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            StartError(format!("database {}: {what}: {e}", opts.db.display()))
+        };
+        let mut writer = Writer::open(&opts.db).map_err(|e| fail("cannot open", &e))?;
+        let pipeline = match writer.pipeline().map_err(|e| fail("cannot read", &e))? {
+            None => {
+                writer
+                    .set_pipeline(&opts.pipeline.to_json())
+                    .map_err(|e| fail("cannot initialize", &e))?;
+                opts.pipeline.clone()
+            }
+            Some(json) => {
+                let stored = Pipeline::from_json(json.as_bytes())
+                    .map_err(|e| fail("the stored pipeline is unreadable", &e))?;
+                if opts.pipeline_explicit && !stored.equivalent(&opts.pipeline) {
+                    return Err(StartError(format!(
+                        "database {} holds the pipeline {stored}, which is not equivalent to \
+                         the --pipeline given ({}); refusing to start (use another --db, or \
+                         omit --pipeline to resume the stored one)",
+                        opts.db.display(),
+                        opts.pipeline
+                    )));
+                }
+                stored
+            }
+        };
+        let (processor, logged) =
+            recover::replay(&writer, &pipeline).map_err(|e| fail("recovery failed", &e))?;
+        let heads = Heads {
+            changes: processor.sequence(),
+            late: processor.late_len(),
+            ..Heads::default()
+        };
+        let reader = Reader::open(&opts.db).map_err(|e| fail("cannot open a reader", &e))?;
+        let (tx, rx) = sync_channel::<()>(1);
+        let service = Arc::new(Service {
+            inner: Mutex::new(Inner {
+                processor,
+                writer,
+                logged,
+                broken: false,
+            }),
+            heads: watch::Sender::new(heads),
+            readers: Mutex::new(vec![reader]),
+            db: opts.db.clone(),
+            pipeline,
+            checkpoint_every: opts.checkpoint_every,
+            checkpoint_due: tx,
+            healthy: AtomicBool::new(true),
+            metrics: opts.metrics.clone(),
+        });
+        let weak: Weak<Service> = Arc::downgrade(&service);
+        std::thread::Builder::new()
+            .name("checkpointer".into())
+            .spawn(move || {
+                while rx.recv().is_ok() {
+                    match weak.upgrade() {
+                        Some(s) => s.automatic_checkpoint(),
+                        None => return,
+                    }
+                }
+            })
+            .map_err(|e| fail("cannot start the checkpoint thread", &e))?;
+        Ok(service)
+    }
+
+    /// Takes the processor lock. A poisoned lock (a panic inside the critical
+    /// section) marks the state for a rebuild from the store.
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        match self.inner.lock() {
+            Ok(g) => g,
+            Err(poisoned) => {
+                self.inner.clear_poison();
+                let mut g = poisoned.into_inner();
+                g.broken = true;
+                g
+            }
+        }
+    }
+
+    /// Locks and makes sure the processor matches the store.
+    fn lock_consistent(&self) -> Result<MutexGuard<'_, Inner>, ServiceError> {
+        let mut g = self.lock();
+        if g.broken {
+            self.rebuild(&mut g)?;
+        }
+        Ok(g)
+    }
+
+    /// Runs `f` on a pooled reading connection (never the processor lock).
+    fn with_reader<R>(
+        &self,
+        f: impl FnOnce(&mut Reader) -> store::Result<R>,
+    ) -> Result<R, ServiceError> {
+        let pooled = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut reader = match pooled {
+            Some(r) => r,
+            None => Reader::open(&self.db)?,
+        };
+        let out = f(&mut reader);
+        let mut pool = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < 8 {
+            pool.push(reader);
+        }
+        Ok(out?)
+    }
+
+    /// The pipeline.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// The database file.
+    pub fn db_path(&self) -> &Path {
+        &self.db
+    }
+
+    /// Whether the processor matches the store and storage works.
+    pub fn is_ready(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// A receiver of the head sequences (long polls, streams).
+    pub fn subscribe(&self) -> watch::Receiver<Heads> {
+        self.heads.subscribe()
+    }
+
+    /// Wakes every waiter and ends every stream: the server is stopping.
+    pub fn begin_shutdown(&self) {
+        self.heads.send_modify(|h| h.shutdown = true);
+    }
+
+    /// The visible rows (optionally filtered) and the watermark.
+    pub fn results(
+        &self,
+        window: Option<&str>,
+        key: Option<&str>,
+    ) -> Result<(Vec<WindowResult>, Option<i64>), ServiceError> {
+        let g = self.lock_consistent()?;
+        Ok((g.processor.results(window, key), g.processor.watermark()))
+    }
+
+    /// `GET /status`.
+    pub fn status(&self) -> Result<Status, ServiceError> {
+        let g = self.lock_consistent()?;
+        let p = &g.processor;
+        Ok(Status {
+            watermark: p.watermark(),
+            sequence: p.sequence(),
+            late: p.late_len(),
+            live_buckets: p.live_buckets(),
+            partitions: p.partitions(),
+        })
+    }
+
+    /// A page of the changelog and its head (from the store).
+    pub fn changes_page(&self, after: u64, limit: u32) -> Result<Page, ServiceError> {
+        self.with_reader(|r| r.changes_page(after, limit))
+    }
+
+    /// A page of the late output and its head (from the store).
+    pub fn late_page(&self, after: u64, limit: u32) -> Result<Page, ServiceError> {
+        self.with_reader(|r| r.late_page(after, limit))
+    }
+
+    /// Stored checkpoints, newest first.
+    pub fn checkpoints(&self) -> Result<Vec<CheckpointMeta>, ServiceError> {
+        self.with_reader(|r| r.checkpoints())
+    }
+
+    /// A stored checkpoint's envelope bytes.
+    pub fn checkpoint_bytes(&self, id: i64) -> Result<Vec<u8>, ServiceError> {
+        self.with_reader(|r| r.checkpoint(id))?
+            .ok_or_else(|| ServiceError::NotFound(format!("no checkpoint with id {id}")))
+    }
+
+    /// Gauges for `/metrics` (current state).
+    pub fn metrics_text(&self) -> String {
+        let heads = *self.heads.borrow();
+        let g = self.lock();
+        let p = &g.processor;
+        let gauges = [
+            (
+                "streamforge_sequence",
+                "Latest change sequence.",
+                heads.changes as f64,
+            ),
+            (
+                "streamforge_late_records",
+                "Late records in the late output.",
+                heads.late as f64,
+            ),
+            (
+                "streamforge_live_buckets",
+                "Live buckets.",
+                p.live_buckets() as f64,
+            ),
+            (
+                "streamforge_logged_commands",
+                "Commands logged since the last checkpoint or restore.",
+                g.logged as f64,
+            ),
+            (
+                "streamforge_waiters",
+                "Open long polls and change streams waiting for new output.",
+                self.heads.receiver_count() as f64,
+            ),
+            (
+                "streamforge_ready",
+                "1 when the processor matches the store.",
+                f64::from(u8::from(self.is_ready())),
+            ),
+        ];
+        drop(g);
+        self.metrics.render(&gauges)
+    }
+}

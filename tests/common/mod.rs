@@ -1,0 +1,432 @@
+//! Helpers for the real-process tests: start `streamforge serve` on
+//! 127.0.0.1:0 with a temporary database, talk to it with a blocking client,
+//! wait on conditions with deadlines (never fixed sleeps), kill it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub use reqwest::blocking::Client;
+pub use reqwest::StatusCode;
+
+/// How long any wait may take before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Polls `cond` until it returns `Some` or the deadline passes.
+pub fn wait_until<T>(what: &str, deadline: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + deadline;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        if let Some(v) = cond() {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// A running server process.
+pub struct Server {
+    child: Option<Child>,
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+    /// The database file.
+    pub db: PathBuf,
+    /// Where its stderr goes.
+    pub log: PathBuf,
+    /// A client (no timeout games: requests end on their own).
+    pub client: Client,
+    /// Token sent with every request, if any.
+    pub token: Option<String>,
+}
+
+/// A temporary directory that lives as long as the test wants.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// Starts a server on `db` with extra flags and waits until it is ready.
+pub fn start(db: &Path, args: &[&str]) -> Server {
+    try_start(db, args).unwrap_or_else(|e| panic!("server did not start: {e}"))
+}
+
+/// Starts a server; `Err(stderr)` if it exits before listening and ready.
+pub fn try_start(db: &Path, args: &[&str]) -> Result<Server, String> {
+    let log = db.with_extension(format!("log{}", std::process::id() ^ rand_u32()));
+    let stderr = std::fs::File::create(&log).expect("log file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_streamforge"))
+        .arg("serve")
+        .arg("--addr")
+        .arg("127.0.0.1:0")
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("STREAMFORGE_TOKEN")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(stderr))
+        .spawn()
+        .expect("spawn streamforge");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if let Some(addr) = line.strip_prefix("listening on ") {
+                let _ = tx.send(addr.trim().to_string());
+            }
+        }
+    });
+    let addr = loop {
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(a) => break a,
+            Err(_) => {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return Err(std::fs::read_to_string(&log).unwrap_or_default());
+                }
+            }
+        }
+    };
+    let token = args
+        .windows(2)
+        .find(|w| w[0] == "--token")
+        .map(|w| w[1].to_string());
+    let mut s = Server {
+        child: Some(child),
+        base: format!("http://{addr}"),
+        db: db.to_path_buf(),
+        log,
+        client: Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .expect("client"),
+        token,
+    };
+    // Ready, or exited with an error (e.g. refused database).
+    let end = Instant::now() + DEADLINE;
+    loop {
+        if let Some(c) = s.child.as_mut() {
+            if let Ok(Some(_)) = c.try_wait() {
+                return Err(std::fs::read_to_string(&s.log).unwrap_or_default());
+            }
+        }
+        if let Ok(r) = s.client.get(format!("{}/readyz", s.base)).send() {
+            if r.status() == StatusCode::OK {
+                return Ok(s);
+            }
+        }
+        if Instant::now() > end {
+            return Err("not ready before the deadline".into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn rand_u32() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A response: status, content type, body text.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub content_type: String,
+    pub body: String,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl Resp {
+    /// The body as JSON (for assertions on fields that are within i64).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    /// Asserts a problem+json error with this status and code.
+    pub fn problem(&self, status: u16, code: &str) -> serde_json::Value {
+        assert_eq!(self.status, status, "body: {}", self.body);
+        assert_eq!(
+            self.content_type, "application/problem+json",
+            "body: {}",
+            self.body
+        );
+        let v = self.json();
+        assert_eq!(v["code"], code, "body: {}", self.body);
+        assert_eq!(v["status"], status);
+        assert_eq!(v["type"], "about:blank");
+        assert!(v["title"].as_str().is_some_and(|t| !t.is_empty()));
+        assert!(
+            v["detail"].as_str().is_some_and(|t| !t.is_empty()),
+            "detail: {}",
+            self.body
+        );
+        // Field order: type, title, status, code, detail[, index].
+        let keys: Vec<&str> = [
+            "\"type\"",
+            "\"title\"",
+            "\"status\"",
+            "\"code\"",
+            "\"detail\"",
+        ]
+        .to_vec();
+        let mut last = 0;
+        for k in keys {
+            let at = self
+                .body
+                .find(k)
+                .unwrap_or_else(|| panic!("{k} missing: {}", self.body));
+            assert!(at >= last, "field order: {}", self.body);
+            last = at;
+        }
+        v
+    }
+}
+
+impl Server {
+    fn req(&self, rb: reqwest::blocking::RequestBuilder) -> Resp {
+        let rb = match &self.token {
+            Some(t) => rb.bearer_auth(t),
+            None => rb,
+        };
+        let r = rb.send().expect("request");
+        let status = r.status().as_u16();
+        let headers = r.headers().clone();
+        let content_type = headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let body = r.text().expect("body");
+        Resp {
+            status,
+            content_type,
+            body,
+            headers,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        self.req(self.client.get(self.url(path)))
+    }
+
+    pub fn post(&self, path: &str, body: &str) -> Resp {
+        self.req(
+            self.client
+                .post(self.url(path))
+                .header("content-type", "application/json")
+                .body(body.to_string()),
+        )
+    }
+
+    pub fn post_ndjson(&self, path: &str, body: &str) -> Resp {
+        self.req(
+            self.client
+                .post(self.url(path))
+                .header("content-type", "application/x-ndjson")
+                .body(body.to_string()),
+        )
+    }
+
+    pub fn post_empty(&self, path: &str) -> Resp {
+        self.req(self.client.post(self.url(path)))
+    }
+
+    /// POST that must succeed with 200; returns the body.
+    pub fn ok(&self, path: &str, body: &str) -> String {
+        let r = self.post(path, body);
+        assert_eq!(r.status, 200, "POST {path} {body}: {}", r.body);
+        r.body
+    }
+
+    /// The whole changelog as raw JSON strings of each change (paged).
+    pub fn all_changes(&self) -> Vec<String> {
+        self.all("changes")
+    }
+
+    /// The whole late output as raw JSON strings (paged).
+    pub fn all_late(&self) -> Vec<String> {
+        self.all("late")
+    }
+
+    fn all(&self, what: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut after = 0u64;
+        loop {
+            let r = self.get(&format!("/{what}?after={after}&limit=500"));
+            assert_eq!(r.status, 200, "{}", r.body);
+            let v = r.json();
+            let items = v[what].as_array().expect("array").clone();
+            if items.is_empty() {
+                return out;
+            }
+            for it in items {
+                out.push(it.to_string());
+            }
+            after = v["next"].as_u64().expect("next");
+        }
+    }
+
+    /// `/status` and full `/results` as one string (state comparisons).
+    pub fn snapshot(&self) -> String {
+        format!(
+            "{}\n{}",
+            self.get("/status").body,
+            self.get("/results").body
+        )
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM; waits for the exit status (deadline).
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut c = self.child.take().expect("running");
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status();
+        wait_until("server exit", DEADLINE, || c.try_wait().ok().flatten())
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Deterministic pseudo-random numbers (SplitMix64).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// One delivery as JSON (offset `None` = append mode).
+pub fn delivery(
+    partition: &str,
+    offset: Option<i64>,
+    id: &str,
+    key: &str,
+    ts: i64,
+    value: i64,
+) -> String {
+    let off = offset.map_or(String::new(), |o| format!("\"offset\":{o},"));
+    format!(
+        "{{\"partition\":\"{partition}\",{off}\"event\":{{\"id\":\"{id}\",\"key\":\"{key}\",\"timestamp\":{ts},\"value\":{value}}}}}"
+    )
+}
+
+/// A seeded workload step.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// A JSON array of deliveries (explicit offsets).
+    Batch(String),
+    /// `POST /watermarks` body.
+    Advance(String),
+    /// `POST /partitions/{p}/idle`.
+    Idle(String),
+}
+
+impl Op {
+    /// Sends it; returns the response.
+    pub fn send(&self, s: &Server) -> Resp {
+        match self {
+            Op::Batch(b) => s.post("/events", b),
+            Op::Advance(b) => s.post("/watermarks", b),
+            Op::Idle(p) => s.post_empty(&format!("/partitions/{p}/idle")),
+        }
+    }
+}
+
+/// A deterministic workload over p0..p3: batches with explicit offsets
+/// (some duplicate ids, some late events), and watermark advances.
+pub fn workload(seed: u64, steps: usize) -> Vec<Op> {
+    let mut rng = Rng(seed);
+    let mut offsets = [0i64; 4];
+    let mut progress = [0i64; 4];
+    let mut ops = Vec::new();
+    let mut next_id = 0u64;
+    let mut seen: Vec<(String, String, i64, i64)> = Vec::new();
+    for p in 0..4 {
+        ops.push(Op::Advance(format!(
+            "{{\"partition\":\"p{p}\",\"watermark\":0}}"
+        )));
+    }
+    for _ in 0..steps {
+        if rng.below(5) == 0 {
+            let p = rng.below(4) as usize;
+            progress[p] += rng.below(4000) as i64;
+            ops.push(Op::Advance(format!(
+                "{{\"partition\":\"p{p}\",\"watermark\":{}}}",
+                progress[p]
+            )));
+            continue;
+        }
+        let n = 1 + rng.below(8);
+        let mut items = Vec::new();
+        for _ in 0..n {
+            let p = rng.below(4) as usize;
+            let (id, key, ts, value) = if !seen.is_empty() && rng.below(10) == 0 {
+                // A redelivered event (same id and identity): a duplicate.
+                seen[rng.below(seen.len() as u64) as usize].clone()
+            } else {
+                next_id += 1;
+                let base = *progress.iter().min().unwrap_or(&0);
+                let ts = base + rng.below(12_000) as i64 - 3000;
+                let e = (
+                    format!("e{next_id}"),
+                    format!("k{}", rng.below(5)),
+                    ts,
+                    rng.below(200) as i64 - 100,
+                );
+                seen.push(e.clone());
+                e
+            };
+            items.push(delivery(
+                &format!("p{p}"),
+                Some(offsets[p]),
+                &id,
+                &key,
+                ts,
+                value,
+            ));
+            offsets[p] += 1;
+        }
+        ops.push(Op::Batch(format!("[{}]", items.join(","))));
+    }
+    ops
+}

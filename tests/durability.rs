@@ -1,0 +1,338 @@
+//! Durability against the real binary: SIGKILL at seeded points (including
+//! during automatic checkpoints), graceful shutdown, storage failure, and
+//! refusing to start on an inconsistent or foreign database.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::*;
+
+fn metric(s: &Server, name: &str) -> f64 {
+    let text = s.get("/metrics").body;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("metric {name} missing"))
+}
+
+/// What an acknowledged op guarantees: per-partition consumed offset and
+/// reported progress at least these.
+#[derive(Default, Debug)]
+struct Acked {
+    offsets: BTreeMap<String, i64>,
+    progress: BTreeMap<String, i64>,
+}
+
+impl Acked {
+    fn record(&mut self, op: &Op) {
+        match op {
+            Op::Batch(b) => {
+                let v: serde_json::Value = serde_json::from_str(b).unwrap();
+                for d in v.as_array().unwrap() {
+                    let p = d["partition"].as_str().unwrap().to_string();
+                    let o = d["offset"].as_i64().unwrap();
+                    let e = self.offsets.entry(p).or_insert(-1);
+                    *e = (*e).max(o);
+                }
+            }
+            Op::Advance(b) => {
+                let v: serde_json::Value = serde_json::from_str(b).unwrap();
+                let p = v["partition"].as_str().unwrap().to_string();
+                let w = v["watermark"].as_i64().unwrap();
+                let e = self.progress.entry(p).or_insert(i64::MIN);
+                *e = (*e).max(w);
+            }
+            Op::Idle(_) => {}
+        }
+    }
+
+    fn check(&self, s: &Server) {
+        let st = s.get("/status").json();
+        for (p, o) in &self.offsets {
+            let have = st["partitions"][p]["offset"].as_i64().unwrap();
+            assert!(
+                have >= *o,
+                "acknowledged offset {o} of {p} lost (have {have})"
+            );
+        }
+        for (p, w) in &self.progress {
+            let have = st["partitions"][p]["progress"].as_i64().unwrap_or(i64::MIN);
+            assert!(
+                have >= *w,
+                "acknowledged progress {w} of {p} lost (have {have})"
+            );
+        }
+    }
+}
+
+#[test]
+fn sigkill_at_seeded_points_loses_nothing_acknowledged() {
+    let dir = tempdir();
+    let ops = workload(42, 160);
+    // The uninterrupted run.
+    let reference = {
+        let s = start(&dir.path().join("ref.db"), &["--checkpoint-every", "4"]);
+        for op in &ops {
+            assert_eq!(op.send(&s).status, 200);
+        }
+        (s.all_changes(), s.all_late(), s.snapshot())
+    };
+    assert!(reference.0.len() > 50, "workload too small");
+
+    let db = dir.path().join("crash.db");
+    let args = ["--checkpoint-every", "4"];
+    let mut s = start(&db, &args);
+    let mut rng = Rng(2024);
+    let mut acked = Acked::default();
+    let mut kills = 0;
+    let mut i = 0;
+    while i < ops.len() {
+        let kill_here = rng.below(6) == 0 && kills < 30;
+        if !kill_here {
+            let r = ops[i].send(&s);
+            assert_eq!(r.status, 200, "op {i}: {}", r.body);
+            acked.record(&ops[i]);
+            i += 1;
+            continue;
+        }
+        kills += 1;
+        match kills % 3 {
+            // Right after an acknowledgement that is due an automatic
+            // checkpoint: the checkpointer thread is likely mid-transaction.
+            0 => {
+                while i < ops.len() && metric(&s, "streamforge_logged_commands") as u64 != 3 {
+                    assert_eq!(ops[i].send(&s).status, 200);
+                    acked.record(&ops[i]);
+                    i += 1;
+                }
+                if i < ops.len() {
+                    assert_eq!(ops[i].send(&s).status, 200);
+                    acked.record(&ops[i]);
+                    i += 1;
+                }
+                s.kill();
+            }
+            // Right after an acknowledgement.
+            1 => {
+                assert_eq!(ops[i].send(&s).status, 200);
+                acked.record(&ops[i]);
+                i += 1;
+                s.kill();
+            }
+            // While a call is in flight: it may or may not be applied; it is
+            // not acknowledged, so the client re-sends it.
+            _ => {
+                let op = ops[i].clone();
+                let base = s.base.clone();
+                let client = s.client.clone();
+                let inflight = std::thread::spawn(move || {
+                    let rb = match &op {
+                        Op::Batch(b) => client
+                            .post(format!("{base}/events"))
+                            .header("content-type", "application/json")
+                            .body(b.clone()),
+                        Op::Advance(b) => client
+                            .post(format!("{base}/watermarks"))
+                            .header("content-type", "application/json")
+                            .body(b.clone()),
+                        Op::Idle(p) => client.post(format!("{base}/partitions/{p}/idle")),
+                    };
+                    rb.send().map(|r| r.status().as_u16()).ok()
+                });
+                std::thread::sleep(Duration::from_micros(rng.below(3000)));
+                s.kill();
+                if inflight.join().unwrap() == Some(200) {
+                    acked.record(&ops[i]);
+                }
+                // Re-send it after the restart either way (safe to retry).
+            }
+        }
+        s = start(&db, &args);
+        acked.check(&s);
+    }
+    assert!(kills >= 20, "only {kills} kills");
+    assert_eq!(
+        s.all_changes(),
+        reference.0,
+        "changelog differs from the uninterrupted run"
+    );
+    assert_eq!(s.all_late(), reference.1);
+    assert_eq!(s.snapshot(), reference.2);
+}
+
+#[test]
+fn graceful_shutdown_checkpoints_and_restart_replays_nothing() {
+    let dir = tempdir();
+    let db = dir.path().join("db");
+    let ops = workload(5, 30);
+    let mut s = start(&db, &["--checkpoint-every", "0"]);
+    for op in &ops {
+        assert_eq!(op.send(&s).status, 200);
+    }
+    let snap = (s.all_changes(), s.all_late(), s.snapshot());
+    assert_eq!(
+        metric(&s, "streamforge_logged_commands") as usize,
+        ops.len()
+    );
+    assert_eq!(
+        s.get("/checkpoints").json()["checkpoints"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    // An open stream and a long poll do not hold up the shutdown.
+    let stream = s
+        .client
+        .get(s.url("/changes/stream?after=0"))
+        .send()
+        .unwrap();
+    let poll = {
+        let (c, u) = (
+            s.client.clone(),
+            s.url("/changes?after=100000&wait_ms=30000"),
+        );
+        std::thread::spawn(move || c.get(u).send().map(|r| r.status().as_u16()))
+    };
+    wait_until("waiters", DEADLINE, || {
+        (metric(&s, "streamforge_waiters") >= 2.0).then_some(())
+    });
+    let t = std::time::Instant::now();
+    let status = s.terminate();
+    assert!(status.success(), "exit status {status:?}");
+    assert!(t.elapsed() < Duration::from_secs(20));
+    let _ = poll.join();
+    drop(stream);
+
+    let s = start(&db, &["--checkpoint-every", "0"]);
+    assert_eq!(
+        metric(&s, "streamforge_logged_commands"),
+        0.0,
+        "restart replayed commands"
+    );
+    let list = s.get("/checkpoints").json();
+    assert_eq!(list["checkpoints"].as_array().unwrap().len(), 1);
+    assert_eq!((s.all_changes(), s.all_late(), s.snapshot()), snap);
+}
+
+#[test]
+fn storage_failure_answers_503_and_keeps_state_consistent() {
+    let dir = tempdir();
+    let db = dir.path().join("db");
+    let s = start(&db, &[]);
+    for p in ["p0", "p1", "p2", "p3"] {
+        s.ok(
+            "/watermarks",
+            &format!(r#"{{"partition":"{p}","watermark":0}}"#),
+        );
+    }
+    s.ok("/events", &delivery("p0", Some(0), "a", "k", 5, 1));
+    for p in ["p1", "p2", "p3"] {
+        s.ok(
+            "/watermarks",
+            &format!(r#"{{"partition":"{p}","watermark":20000}}"#),
+        );
+    }
+    let before = (s.snapshot(), s.all_changes());
+    // Make every write of a change fail, from outside the service.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.busy_timeout(Duration::from_secs(10)).unwrap();
+    conn.execute_batch(
+        "CREATE TRIGGER fail_changes BEFORE INSERT ON changes BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+    )
+    .unwrap();
+    // This advance produces changes: the engine applies it, the commit fails.
+    let r = s.post("/watermarks", r#"{"partition":"p0","watermark":20000}"#);
+    r.problem(503, "unavailable");
+    assert_eq!(
+        (s.snapshot(), s.all_changes()),
+        before,
+        "a 503 applied nothing"
+    );
+    let r2 = s.post(
+        "/events",
+        &format!("[{}]", delivery("p1", Some(0), "b", "k", 20_000, 1)),
+    );
+    assert_eq!(
+        r2.status, 200,
+        "a call without changes still commits: {}",
+        r2.body
+    );
+    let mid = s.snapshot();
+    assert_ne!(mid, before.0);
+    conn.execute_batch("DROP TRIGGER fail_changes;").unwrap();
+    // The failed advance was not applied: re-sending it produces the changes now.
+    let r = s.ok("/watermarks", r#"{"partition":"p0","watermark":20000}"#);
+    assert!(r.contains("\"upsert\""), "{r}");
+    assert!(s.all_changes().len() > before.1.len());
+    assert_eq!(s.get("/readyz").status, 200);
+    // And a restart agrees with the running process.
+    let snap = (s.snapshot(), s.all_changes());
+    drop(s);
+    let s = start(&db, &[]);
+    assert_eq!((s.snapshot(), s.all_changes()), snap);
+}
+
+#[test]
+fn the_stored_pipeline_wins_and_a_conflicting_one_is_refused() {
+    let dir = tempdir();
+    let db = dir.path().join("db");
+    let a = dir.path().join("a.json");
+    let reordered = dir.path().join("b.json");
+    let other = dir.path().join("c.json");
+    std::fs::write(&a, r#"{"partitions":["x","y"],"windows":{"f":{"kind":"fixed","size":10},"s":{"kind":"session","gap":5}},"lateness":3}"#).unwrap();
+    std::fs::write(&reordered, r#"{"lateness":3,"windows":{"s":{"gap":5,"kind":"session"},"f":{"size":10,"kind":"fixed"}},"partitions":["y","x"]}"#).unwrap();
+    std::fs::write(
+        &other,
+        r#"{"partitions":["x","y"],"windows":{"f":{"kind":"fixed","size":10}},"lateness":3}"#,
+    )
+    .unwrap();
+    let s = start(&db, &["--pipeline", a.to_str().unwrap()]);
+    s.ok("/events", &delivery("x", Some(0), "e", "k", 1, 1));
+    let pipeline = s.get("/pipeline").body;
+    drop(s);
+    // Equivalent, reordered: fine. No --pipeline: the stored one is resumed.
+    let s = start(&db, &["--pipeline", reordered.to_str().unwrap()]);
+    assert_eq!(s.get("/pipeline").body, pipeline);
+    drop(s);
+    let s = start(&db, &[]);
+    assert_eq!(s.get("/pipeline").body, pipeline);
+    assert_eq!(s.get("/status").json()["partitions"]["x"]["offset"], 0);
+    drop(s);
+    let err = try_start(&db, &["--pipeline", other.to_str().unwrap()])
+        .err()
+        .expect("refused");
+    assert!(err.contains("not equivalent"), "{err}");
+}
+
+#[test]
+fn a_replay_that_disagrees_with_the_store_refuses_to_start() {
+    let dir = tempdir();
+    let db = dir.path().join("db");
+    let mut s = start(&db, &["--checkpoint-every", "0"]);
+    for op in workload(9, 20) {
+        assert_eq!(op.send(&s).status, 200);
+    }
+    assert!(!s.all_changes().is_empty());
+    s.kill();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE changes SET body = replace(body, '\"upsert\"', '\"retract\"') WHERE seq = 1",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let err = try_start(&db, &[]).err().expect("refused");
+    assert!(
+        err.contains("replays as") && err.contains("change 1"),
+        "{err}"
+    );
+    // Nothing was "repaired".
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let body: String = conn
+        .query_row("SELECT body FROM changes WHERE seq = 1", [], |r| r.get(0))
+        .unwrap();
+    assert!(body.contains("retract"));
+}

@@ -1,0 +1,105 @@
+//! Schema migrations: a fresh database gets every migration in one
+//! transaction (user_version = their count) in WAL mode; reopening changes
+//! nothing; a database from a newer version is refused and left untouched.
+
+mod common;
+
+use common::*;
+use streamforge::store::{migrate, Writer};
+
+fn user_version(path: &std::path::Path) -> i64 {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap()
+}
+
+fn schema(path: &std::path::Path) -> Vec<String> {
+    let c = rusqlite::Connection::open(path).unwrap();
+    let mut st = c
+        .prepare("SELECT type || ' ' || name || ': ' || coalesce(sql, '') FROM sqlite_master ORDER BY type, name")
+        .unwrap();
+    st.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn fresh_database_is_migrated_in_wal_mode() {
+    let dir = tempdir();
+    let db = dir.path().join("db");
+    let w = Writer::open(&db).expect("open");
+    drop(w);
+    assert_eq!(user_version(&db), migrate::latest_version());
+    assert_eq!(migrate::latest_version(), migrate::MIGRATIONS.len() as i64);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let mode: String = c
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let names = schema(&db).join("\n");
+    for table in [
+        "pipeline",
+        "commands",
+        "changes",
+        "late",
+        "checkpoints",
+        "recovery_base",
+    ] {
+        assert!(
+            names.contains(&format!("table {table}:")),
+            "{table} missing:\n{names}"
+        );
+    }
+    // Reopening applies nothing and changes nothing.
+    let before = schema(&db);
+    drop(Writer::open(&db).expect("reopen"));
+    assert_eq!(schema(&db), before);
+}
+
+#[test]
+fn migrations_are_numbered_in_order() {
+    for (i, (name, sql)) in migrate::MIGRATIONS.iter().enumerate() {
+        assert!(name.starts_with(&format!("{:04}_", i + 1)), "{name}");
+        assert!(!sql.trim().is_empty());
+    }
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_left_untouched() {
+    let dir = tempdir();
+    let db = dir.path().join("db");
+    drop(Writer::open(&db).expect("open"));
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.pragma_update(None, "user_version", 99).unwrap();
+    drop(c);
+    let before = schema(&db);
+    let err = match Writer::open(&db) {
+        Ok(_) => panic!("a newer schema was accepted"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("newer"), "{err}");
+    // The binary refuses to start with a message naming the file.
+    let err = try_start(&db, &[]).err().expect("refused");
+    assert!(
+        err.contains("version 99") && err.contains(db.to_str().unwrap()),
+        "{err}"
+    );
+    assert_eq!(user_version(&db), 99);
+    assert_eq!(schema(&db), before);
+}
+
+#[test]
+fn a_failed_migration_leaves_the_old_version() {
+    // A database at version 0 that already has a conflicting table: the
+    // migration fails and nothing of it stays (one transaction).
+    let dir = tempdir();
+    let db = dir.path().join("db");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch("CREATE TABLE late (x INTEGER);").unwrap();
+    drop(c);
+    assert!(Writer::open(&db).is_err());
+    assert_eq!(user_version(&db), 0);
+    let names = schema(&db).join("\n");
+    assert!(!names.contains("table commands:"), "{names}");
+}
