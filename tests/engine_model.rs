@@ -76,9 +76,17 @@ enum Op {
     MarkIdle(String),
     /// Checkpoint the engine, restore it into a fresh processor, continue on
     /// the restored one. `own` = restore on the embedded pipeline.
-    Restore { own: bool },
+    Restore {
+        own: bool,
+    },
     /// Compare every query and (if `ckpt`) the checkpoint bytes.
-    Query { window: Option<String>, key: Option<String>, after: u64, limit: usize, ckpt: bool },
+    Query {
+        window: Option<String>,
+        key: Option<String>,
+        after: u64,
+        limit: usize,
+        ckpt: bool,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -111,10 +119,26 @@ impl Setup {
 // Generator.
 
 const PARTITION_NAMES: &[&str] = &["p0", "p1", "p2", "a", "\u{fc}", "\"q", "\t", "P"];
-const WINDOW_NAMES: &[&str] =
-    &["f", "s", "sl", "w", "st", "a\"b", "\u{e9}", "\u{1}x", "\u{7f}", "Z", "f2", "\u{65e5}", "w\\"];
-const KEYS: &[&str] = &["", "a", "b", "A", "\u{e4}", "\n", "\\", "\u{1f}", "\u{65e5}\u{672c}", "a\u{0}", "\u{1F600}", "\u{7f}"];
-const ID_SUFFIXES: &[&str] = &["", "", "", "", "\"", "\u{8}", "\u{c}\r", "\u{2028}", "\u{0}", "/"];
+const WINDOW_NAMES: &[&str] = &[
+    "f", "s", "sl", "w", "st", "a\"b", "\u{e9}", "\u{1}x", "\u{7f}", "Z", "f2", "\u{65e5}", "w\\",
+];
+const KEYS: &[&str] = &[
+    "",
+    "a",
+    "b",
+    "A",
+    "\u{e4}",
+    "\n",
+    "\\",
+    "\u{1f}",
+    "\u{65e5}\u{672c}",
+    "a\u{0}",
+    "\u{1F600}",
+    "\u{7f}",
+];
+const ID_SUFFIXES: &[&str] = &[
+    "", "", "", "", "\"", "\u{8}", "\u{c}\r", "\u{2028}", "\u{0}", "/",
+];
 
 struct Gen {
     rng: Rng,
@@ -134,11 +158,16 @@ fn gen_size(rng: &mut Rng, max_small: i64) -> i64 {
 
 fn gen_def(rng: &mut Rng, kind: u64) -> WindowDef {
     match kind {
-        0 => WindowDef::Fixed { size: gen_size(rng, 8) },
+        0 => WindowDef::Fixed {
+            size: gen_size(rng, 8),
+        },
         1 => {
             if rng.pct(5) {
                 // many overlapping windows per event
-                WindowDef::Sliding { size: rng.range(20, 60), step: rng.range(1, 3) }
+                WindowDef::Sliding {
+                    size: rng.range(20, 60),
+                    step: rng.range(1, 3),
+                }
             } else if rng.pct(85) {
                 let step = rng.range(1, 6);
                 let mut size = rng.range(1, 12);
@@ -149,13 +178,23 @@ fn gen_def(rng: &mut Rng, kind: u64) -> WindowDef {
             } else if rng.pct(50) {
                 let size = i64::MAX - rng.range(0, 3);
                 let step = (size / rng.range(1, 4)).saturating_add(rng.range(-2, 2));
-                WindowDef::Sliding { size, step: step.max(1) }
+                WindowDef::Sliding {
+                    size,
+                    step: step.max(1),
+                }
             } else {
-                WindowDef::Sliding { size: rng.range(1, 4), step: *rng.pick(BIG) }
+                WindowDef::Sliding {
+                    size: rng.range(1, 4),
+                    step: *rng.pick(BIG),
+                }
             }
         }
-        2 => WindowDef::Session { gap: gen_size(rng, 6) },
-        _ => WindowDef::StreamTime { size: gen_size(rng, 8) },
+        2 => WindowDef::Session {
+            gap: gen_size(rng, 6),
+        },
+        _ => WindowDef::StreamTime {
+            size: gen_size(rng, 8),
+        },
     }
 }
 
@@ -194,7 +233,11 @@ fn gen_setup(rng: &mut Rng) -> Setup {
         1 => 0,
         _ => rng.range(0, 5),
     };
-    Setup { partitions, windows, lateness }
+    Setup {
+        partitions,
+        windows,
+        lateness,
+    }
 }
 
 impl Gen {
@@ -213,7 +256,16 @@ impl Gen {
         for _ in 0..nkeys {
             keys.push(rng.pick(KEYS).to_string());
         }
-        (Gen { rng, base, spread, keys, next_id: 0 }, setup)
+        (
+            Gen {
+                rng,
+                base,
+                spread,
+                keys,
+                next_id: 0,
+            },
+            setup,
+        )
     }
 
     fn ts(&mut self, m: &Model) -> i64 {
@@ -249,13 +301,23 @@ impl Gen {
             // duplicate: known id, identical identity
             let i = self.rng.below(m.ids.len() as u64) as usize;
             let (id, (key, ts, v)) = m.ids.iter().nth(i).unwrap();
-            return Event { id: id.clone(), key: key.clone(), timestamp: *ts, value: *v };
+            return Event {
+                id: id.clone(),
+                key: key.clone(),
+                timestamp: *ts,
+                value: *v,
+            };
         }
         if roll < 21 && !m.ids.is_empty() {
             // identity conflict: known id, something changed
             let i = self.rng.below(m.ids.len() as u64) as usize;
             let (id, (key, ts, v)) = m.ids.iter().nth(i).unwrap();
-            let mut e = Event { id: id.clone(), key: key.clone(), timestamp: *ts, value: *v };
+            let mut e = Event {
+                id: id.clone(),
+                key: key.clone(),
+                timestamp: *ts,
+                value: *v,
+            };
             match self.rng.below(3) {
                 0 => e.value = e.value.wrapping_add(1),
                 1 => e.timestamp = e.timestamp.wrapping_sub(1),
@@ -268,12 +330,22 @@ impl Gen {
             let i = self.rng.below(m.ids.len() as u64) as usize;
             let (_, (key, ts, v)) = m.ids.iter().nth(i).unwrap();
             let (key, ts, v) = (key.clone(), *ts, *v);
-            return Event { id: self.fresh_id(), key, timestamp: ts, value: v };
+            return Event {
+                id: self.fresh_id(),
+                key,
+                timestamp: ts,
+                value: v,
+            };
         }
         let key = self.rng.pick(&self.keys).clone();
         let timestamp = self.ts(m);
         let value = self.value();
-        Event { id: self.fresh_id(), key, timestamp, value }
+        Event {
+            id: self.fresh_id(),
+            key,
+            timestamp,
+            value,
+        }
     }
 
     fn partition(&mut self, m: &Model) -> String {
@@ -286,13 +358,20 @@ impl Gen {
 
     fn delivery(&mut self, m: &Model) -> Delivery {
         let partition = self.partition(m);
-        let c = m.parts.get(&partition).map_or(-1, |p| p.sources.len() as i64 - 1);
+        let c = m
+            .parts
+            .get(&partition)
+            .map_or(-1, |p| p.sources.len() as i64 - 1);
         let roll = self.rng.below(100);
         if roll < 12 && c >= 0 {
             // identical redelivery at an old offset
             let off = self.rng.range(0, c);
             let event = m.parts[&partition].sources[off as usize].clone();
-            return Delivery { partition, offset: Some(off), event };
+            return Delivery {
+                partition,
+                offset: Some(off),
+                event,
+            };
         }
         let event = self.event(m);
         let offset = match roll {
@@ -302,7 +381,11 @@ impl Gen {
             22..=55 => None, // append mode
             _ => Some(c + 1),
         };
-        Delivery { partition, offset, event }
+        Delivery {
+            partition,
+            offset,
+            event,
+        }
     }
 
     fn bad_delivery(&mut self, m: &Model) -> Delivery {
@@ -310,7 +393,10 @@ impl Gen {
         match self.rng.below(3) {
             0 => d.partition = "nope".into(),
             1 => {
-                let c = m.parts.get(&d.partition).map_or(-1, |p| p.sources.len() as i64 - 1);
+                let c = m
+                    .parts
+                    .get(&d.partition)
+                    .map_or(-1, |p| p.sources.len() as i64 - 1);
                 d.offset = Some(c + 3);
             }
             _ => {
@@ -354,7 +440,11 @@ impl Gen {
                     // earlier ones leave
                     let mut scratch = m.sources_only();
                     for i in 0..n {
-                        let d = if bad_at == Some(i) { self.bad_delivery(&scratch) } else { self.delivery(&scratch) };
+                        let d = if bad_at == Some(i) {
+                            self.bad_delivery(&scratch)
+                        } else {
+                            self.delivery(&scratch)
+                        };
                         let _ = scratch.ingest(std::slice::from_ref(&d));
                         batch.push(d);
                     }
@@ -374,17 +464,33 @@ impl Gen {
                 Op::Advance(p, w)
             }
             80..=86 => Op::MarkIdle(self.partition(m)),
-            87..=90 => Op::Restore { own: self.rng.pct(30) },
+            87..=90 => Op::Restore {
+                own: self.rng.pct(30),
+            },
             _ => {
                 let window = if self.rng.pct(40) {
-                    Some(self.rng.pick(&m.windows.keys().cloned().collect::<Vec<_>>()).clone())
+                    Some(
+                        self.rng
+                            .pick(&m.windows.keys().cloned().collect::<Vec<_>>())
+                            .clone(),
+                    )
                 } else {
                     None
                 };
-                let key = if self.rng.pct(30) { Some(self.rng.pick(&self.keys).clone()) } else { None };
+                let key = if self.rng.pct(30) {
+                    Some(self.rng.pick(&self.keys).clone())
+                } else {
+                    None
+                };
                 let after = self.rng.below(m.late.len() as u64 + 2);
                 let limit = self.rng.below(5) as usize;
-                Op::Query { window, key, after, limit, ckpt: self.rng.pct(35) }
+                Op::Query {
+                    window,
+                    key,
+                    after,
+                    limit,
+                    ckpt: self.rng.pct(35),
+                }
             }
         }
     }
@@ -397,26 +503,53 @@ use std::sync::atomic::AtomicU64;
 
 static STATS: [AtomicU64; 14] = [const { AtomicU64::new(0) }; 14];
 const STAT_NAMES: [&str; 14] = [
-    "ingest ok", "unknown_partition", "offset_conflict", "identity_conflict",
-    "batch rejected at index > 0", "late records", "retracts", "upserts", "finalized",
-    "restores", "checkpoints compared", "tick ok", "tick rejected", "max live buckets",
+    "ingest ok",
+    "unknown_partition",
+    "offset_conflict",
+    "identity_conflict",
+    "batch rejected at index > 0",
+    "late records",
+    "retracts",
+    "upserts",
+    "finalized",
+    "restores",
+    "checkpoints compared",
+    "tick ok",
+    "tick rejected",
+    "max live buckets",
 ];
 
 fn stat(i: usize, n: u64) {
     STATS[i].fetch_add(n, Ordering::Relaxed);
 }
 
-fn record_ingest(r: &Result<streamforge::engine::IngestOutcome, streamforge::engine::BatchRejection>) {
+fn record_ingest(
+    r: &Result<streamforge::engine::IngestOutcome, streamforge::engine::BatchRejection>,
+) {
     match r {
         Ok(o) => {
             stat(0, 1);
             stat(5, o.late.len() as u64);
             for c in &o.changes {
-                stat(if c.op == streamforge::engine::ChangeOp::Retract { 6 } else { 7 }, 1);
+                stat(
+                    if c.op == streamforge::engine::ChangeOp::Retract {
+                        6
+                    } else {
+                        7
+                    },
+                    1,
+                );
             }
         }
         Err(e) => {
-            stat(match e.rejection.code() { "unknown_partition" => 1, "offset_conflict" => 2, _ => 3 }, 1);
+            stat(
+                match e.rejection.code() {
+                    "unknown_partition" => 1,
+                    "offset_conflict" => 2,
+                    _ => 3,
+                },
+                1,
+            );
             if e.index > 0 {
                 stat(4, 1);
             }
@@ -430,7 +563,14 @@ fn record_tick(r: &Result<streamforge::engine::TickOutcome, streamforge::engine:
             stat(11, 1);
             stat(8, o.finalized.len() as u64);
             for c in &o.changes {
-                stat(if c.op == streamforge::engine::ChangeOp::Retract { 6 } else { 7 }, 1);
+                stat(
+                    if c.op == streamforge::engine::ChangeOp::Retract {
+                        6
+                    } else {
+                        7
+                    },
+                    1,
+                );
             }
         }
         Err(_) => stat(12, 1),
@@ -449,7 +589,11 @@ struct Mismatch {
 /// digests when the digests alone differ (the state diff is what helps).
 fn first_diff(a: &[u8], b: &[u8]) -> String {
     const HASH: std::ops::Range<usize> = 45..109;
-    if a.len() > HASH.end && b.len() > HASH.end && a[..HASH.start] == b[..HASH.start] && a[HASH] != b[HASH] {
+    if a.len() > HASH.end
+        && b.len() > HASH.end
+        && a[..HASH.start] == b[..HASH.start]
+        && a[HASH] != b[HASH]
+    {
         let rest = first_diff_raw(&a[HASH.end..], &b[HASH.end..]);
         return format!("digests differ; after the digest: {rest}");
     }
@@ -457,7 +601,11 @@ fn first_diff(a: &[u8], b: &[u8]) -> String {
 }
 
 fn first_diff_raw(a: &[u8], b: &[u8]) -> String {
-    let i = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+    let i = a
+        .iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
     let lo = i.saturating_sub(80);
     format!(
         "first difference at byte {i}\n  engine: ...{}...\n  model:  ...{}...",
@@ -485,9 +633,19 @@ fn compare_queries(
     q: Option<(&Option<String>, &Option<String>, u64, usize)>,
     ckpt: Option<bool>,
 ) -> Result<(), Mismatch> {
-    check!(i, "results(None, None)", eng.results(None, None), model.results(None, None));
+    check!(
+        i,
+        "results(None, None)",
+        eng.results(None, None),
+        model.results(None, None)
+    );
     check!(i, "partitions()", eng.partitions(), model.partitions());
-    check!(i, "late(0, MAX)", eng.late(0, usize::MAX), model.late(0, usize::MAX));
+    check!(
+        i,
+        "late(0, MAX)",
+        eng.late(0, usize::MAX),
+        model.late(0, usize::MAX)
+    );
     if let Some((w, k, after, limit)) = q {
         check!(
             i,
@@ -495,7 +653,12 @@ fn compare_queries(
             eng.results(w.as_deref(), k.as_deref()),
             model.results(w.as_deref(), k.as_deref())
         );
-        check!(i, format!("late({after}, {limit})"), eng.late(after, limit), model.late(after, limit));
+        check!(
+            i,
+            format!("late({after}, {limit})"),
+            eng.late(after, limit),
+            model.late(after, limit)
+        );
     }
     if let Some(hash) = ckpt {
         compare_checkpoint(i, &eng.checkpoint(), model, hash)?;
@@ -511,7 +674,10 @@ fn compare_checkpoint(i: usize, ec: &[u8], model: &Model, hash: bool) -> Result<
     let engine_hex = ec
         .strip_prefix(PREFIX)
         .and_then(|r| r.get(..64))
-        .filter(|h| h.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)))
+        .filter(|h| {
+            h.iter()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+        })
         .map(|h| std::str::from_utf8(h).unwrap());
     let mc = match engine_hex {
         Some(h) if !hash => model.checkpoint_with_hash(Some(h)),
@@ -534,16 +700,27 @@ fn compare_checkpoint(i: usize, ec: &[u8], model: &Model, hash: bool) -> Result<
 
 /// One op on both sides; on a mismatch the report also says whether (and
 /// where) the two checkpoints differ at that point.
-fn step(i: usize, op: &Op, setup: &Setup, eng: &mut Processor, model: &mut Model) -> Result<(), Mismatch> {
+fn step(
+    i: usize,
+    op: &Op,
+    setup: &Setup,
+    eng: &mut Processor,
+    model: &mut Model,
+) -> Result<(), Mismatch> {
     step_inner(i, op, setup, eng, model).map_err(|mut m| {
         let ec = catch_unwind(AssertUnwindSafe(|| eng.checkpoint()));
         match ec {
             Ok(ec) => {
                 let mc = model.checkpoint();
                 if ec == mc {
-                    m.what.push_str("\n  (checkpoints after the op are identical)");
+                    m.what
+                        .push_str("\n  (checkpoints after the op are identical)");
                 } else {
-                    let _ = write!(m.what, "\n  checkpoints after the op differ; {}", first_diff(&ec, &mc));
+                    let _ = write!(
+                        m.what,
+                        "\n  checkpoints after the op differ; {}",
+                        first_diff(&ec, &mc)
+                    );
                 }
             }
             Err(_) => m.what.push_str("\n  (engine checkpoint panicked)"),
@@ -552,7 +729,13 @@ fn step(i: usize, op: &Op, setup: &Setup, eng: &mut Processor, model: &mut Model
     })
 }
 
-fn step_inner(i: usize, op: &Op, setup: &Setup, eng: &mut Processor, model: &mut Model) -> Result<(), Mismatch> {
+fn step_inner(
+    i: usize,
+    op: &Op,
+    setup: &Setup,
+    eng: &mut Processor,
+    model: &mut Model,
+) -> Result<(), Mismatch> {
     match op {
         Op::Ingest(batch) => {
             let e = eng.ingest(batch.clone());
@@ -561,7 +744,12 @@ fn step_inner(i: usize, op: &Op, setup: &Setup, eng: &mut Processor, model: &mut
             match (&e, &m) {
                 (Ok(a), Ok(b)) => check!(i, "ingest outcome", a, b),
                 (Err(a), Err(b)) => {
-                    check!(i, "ingest rejection (index, code)", (a.index, a.rejection.code()), (b.index, b.rejection.code()))
+                    check!(
+                        i,
+                        "ingest rejection (index, code)",
+                        (a.index, a.rejection.code()),
+                        (b.index, b.rejection.code())
+                    )
                 }
                 _ => check!(i, "ingest result", format!("{e:?}"), format!("{m:?}")),
             }
@@ -611,23 +799,47 @@ fn step_inner(i: usize, op: &Op, setup: &Setup, eng: &mut Processor, model: &mut
             // the restored processor re-serializes to the same bytes (checked
             // on a third of the restores; the end-of-sequence comparison
             // catches any lost state anyway)
-            let again = if *own { eng.checkpoint() } else { bytes.clone() };
+            let again = if *own {
+                eng.checkpoint()
+            } else {
+                bytes.clone()
+            };
             if again != bytes {
                 return Err(Mismatch {
                     op_index: i,
-                    what: format!("checkpoint after restore differs; {}", first_diff(&again, &bytes)),
+                    what: format!(
+                        "checkpoint after restore differs; {}",
+                        first_diff(&again, &bytes)
+                    ),
                 });
             }
             compare_queries(i, eng, model, None, None)?;
         }
-        Op::Query { window, key, after, limit, ckpt } => {
-            compare_queries(i, eng, model, Some((window, key, *after, *limit)), ckpt.then_some(false))?;
+        Op::Query {
+            window,
+            key,
+            after,
+            limit,
+            ckpt,
+        } => {
+            compare_queries(
+                i,
+                eng,
+                model,
+                Some((window, key, *after, *limit)),
+                ckpt.then_some(false),
+            )?;
         }
     }
     check!(i, "watermark()", eng.watermark(), model.watermark());
     check!(i, "sequence()", eng.sequence(), model.sequence());
     check!(i, "late_len()", eng.late_len(), model.late_len());
-    check!(i, "live_buckets()", eng.live_buckets(), model.live_buckets());
+    check!(
+        i,
+        "live_buckets()",
+        eng.live_buckets(),
+        model.live_buckets()
+    );
     STATS[13].fetch_max(model.live_buckets() as u64, Ordering::Relaxed);
     Ok(())
 }
@@ -647,7 +859,10 @@ fn replay(setup: &Setup, ops: &[Op]) -> Result<(), Mismatch> {
     }));
     match r {
         Ok(x) => x,
-        Err(p) => Err(Mismatch { op_index: cur.get(), what: format!("engine panicked: {}", panic_msg(&p)) }),
+        Err(p) => Err(Mismatch {
+            op_index: cur.get(),
+            what: format!("engine panicked: {}", panic_msg(&p)),
+        }),
     }
 }
 
@@ -683,7 +898,10 @@ fn run_seed(seed: u64) -> (Setup, Vec<Op>, Option<Mismatch>) {
     let mismatch = match r {
         Ok(Ok(())) => None,
         Ok(Err(m)) => Some(m),
-        Err(p) => Some(Mismatch { op_index: cur.get(), what: format!("engine panicked: {}", panic_msg(&p)) }),
+        Err(p) => Some(Mismatch {
+            op_index: cur.get(),
+            what: format!("engine panicked: {}", panic_msg(&p)),
+        }),
     };
     (setup, ops, mismatch)
 }
@@ -717,7 +935,15 @@ fn shrink_inner(setup: &Setup, ops: Vec<Op>, first: &Mismatch) -> (Vec<Op>, Mism
     let mut ops: Vec<Op> = ops[..=first.op_index.min(ops.len() - 1)].to_vec();
     let mut last = match replay(setup, &ops) {
         Err(m) => m,
-        Ok(()) => return (ops, Mismatch { op_index: first.op_index, what: first.what.clone() }),
+        Ok(()) => {
+            return (
+                ops,
+                Mismatch {
+                    op_index: first.op_index,
+                    what: first.what.clone(),
+                },
+            )
+        }
     };
     let mut budget = 3000;
     loop {
@@ -782,7 +1008,12 @@ fn report(seed: u64, setup: &Setup, ops: &[Op], m: &Mismatch) -> String {
     }
     let _ = writeln!(s, "{}", m.what);
     let (small, sm) = shrink(setup, ops.to_vec(), m);
-    let _ = writeln!(s, "-- shrunk to {} ops (failing at op {}):", small.len(), sm.op_index);
+    let _ = writeln!(
+        s,
+        "-- shrunk to {} ops (failing at op {}):",
+        small.len(),
+        sm.op_index
+    );
     for (i, op) in small.iter().enumerate() {
         let _ = writeln!(s, "  [{i}] {op:?}");
     }
@@ -791,7 +1022,10 @@ fn report(seed: u64, setup: &Setup, ops: &[Op], m: &Mismatch) -> String {
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
 }
 
 #[test]
@@ -834,8 +1068,11 @@ fn engine_matches_naive_reference_model() {
         h.join().expect("worker thread");
     }
     let failures = failures.lock().unwrap();
-    let stats: Vec<String> =
-        STAT_NAMES.iter().zip(&STATS).map(|(n, v)| format!("{n}={}", v.load(Ordering::Relaxed))).collect();
+    let stats: Vec<String> = STAT_NAMES
+        .iter()
+        .zip(&STATS)
+        .map(|(n, v)| format!("{n}={}", v.load(Ordering::Relaxed)))
+        .collect();
     eprintln!("engine_model coverage: {}", stats.join(", "));
     eprintln!(
         "engine_model: {} sequences from seed {seed0}, {} ops, {} threads, {:.1?}, {} failing",
@@ -847,7 +1084,11 @@ fn engine_matches_naive_reference_model() {
     );
     if !failures.is_empty() {
         let seeds: Vec<u64> = failures.iter().map(|f| f.0).collect();
-        panic!("{} failing sequences (seeds {seeds:?}); first:\n{}", failures.len(), failures[0].1);
+        panic!(
+            "{} failing sequences (seeds {seeds:?}); first:\n{}",
+            failures.len(),
+            failures[0].1
+        );
     }
 }
 
@@ -866,23 +1107,45 @@ fn model_self_check_hand_cases() {
     let ev = |id: &str, ts: i64, v: i64| Delivery {
         partition: "a".into(),
         offset: None,
-        event: Event { id: id.into(), key: "k".into(), timestamp: ts, value: v },
+        event: Event {
+            id: id.into(),
+            key: "k".into(),
+            timestamp: ts,
+            value: v,
+        },
     };
     // sliding size 10 step 3 for ts=-1: starts -9, -6, -3 (start <= -1 < start+10)
     m.ingest(&[ev("x", -1, 1)]).unwrap();
-    let sl: Vec<(i128, i128)> =
-        m.live.keys().filter(|a| &*a.0 == "sl").map(|a| (a.2, a.3)).collect();
+    let sl: Vec<(i128, i128)> = m
+        .live
+        .keys()
+        .filter(|a| &*a.0 == "sl")
+        .map(|a| (a.2, a.3))
+        .collect();
     assert_eq!(sl, vec![(-9, 1), (-6, 4), (-3, 7)]);
     // sessions [0,5) and [10,15) visible, then bridge at 5 -> touch both
     m.ingest(&[ev("a", 0, 1), ev("b", 10, 2)]).unwrap();
     m.advance("a", 15).unwrap();
     assert_eq!(m.results(Some("s"), None).len(), 2);
     let out = m.ingest(&[ev("c", 5, 3)]).unwrap();
-    let ops: Vec<_> = out.changes.iter().filter(|c| &*c.result.window == "s").map(|c| (c.op, c.result.start, c.result.end)).collect();
+    let ops: Vec<_> = out
+        .changes
+        .iter()
+        .filter(|c| &*c.result.window == "s")
+        .map(|c| (c.op, c.result.start, c.result.end))
+        .collect();
     use streamforge::engine::ChangeOp::*;
-    assert_eq!(ops, vec![(Retract, -1, 5), (Retract, 10, 15), (Upsert, -1, 15)]);
+    assert_eq!(
+        ops,
+        vec![(Retract, -1, 5), (Retract, 10, 15), (Upsert, -1, 15)]
+    );
     // identical redelivery: no changes
-    let out = m.ingest(&[Delivery { offset: Some(0), ..ev("x", -1, 1) }]).unwrap();
+    let out = m
+        .ingest(&[Delivery {
+            offset: Some(0),
+            ..ev("x", -1, 1)
+        }])
+        .unwrap();
     assert!(out.changes.is_empty());
     // duplicate id on a new offset: consumed
     m.ingest(&[ev("x", -1, 1)]).unwrap();
@@ -932,6 +1195,8 @@ fn model_only_timing() {
     for s in 0..n {
         bytes += run_model_only(s).len();
     }
-    eprintln!("model only: {n} sequences in {:.1?} ({bytes} checkpoint bytes)", t.elapsed());
+    eprintln!(
+        "model only: {n} sequences in {:.1?} ({bytes} checkpoint bytes)",
+        t.elapsed()
+    );
 }
-

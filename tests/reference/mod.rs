@@ -34,7 +34,12 @@ pub struct Agg {
 
 impl Agg {
     fn one(v: i64) -> Agg {
-        Agg { count: 1, sum: v as i128, min: v, max: v }
+        Agg {
+            count: 1,
+            sum: v as i128,
+            min: v,
+            max: v,
+        }
     }
     fn add(&mut self, v: i64) {
         self.count += 1;
@@ -119,7 +124,16 @@ impl Model {
         ps.sort();
         let parts = ps
             .iter()
-            .map(|p| (p.clone(), Part { sources: vec![], progress: None, idle: false }))
+            .map(|p| {
+                (
+                    p.clone(),
+                    Part {
+                        sources: vec![],
+                        progress: None,
+                        idle: false,
+                    },
+                )
+            })
             .collect();
         Model {
             partitions: ps,
@@ -178,13 +192,21 @@ impl Model {
         for (a, g) in &self.visible {
             if ready.get(a) != Some(g) {
                 self.seq += 1;
-                changes.push(Change { seq: self.seq, op: ChangeOp::Retract, result: row(a, g) });
+                changes.push(Change {
+                    seq: self.seq,
+                    op: ChangeOp::Retract,
+                    result: row(a, g),
+                });
             }
         }
         for (a, g) in &ready {
             if self.visible.get(a) != Some(g) {
                 self.seq += 1;
-                changes.push(Change { seq: self.seq, op: ChangeOp::Upsert, result: row(a, g) });
+                changes.push(Change {
+                    seq: self.seq,
+                    op: ChangeOp::Upsert,
+                    result: row(a, g),
+                });
             }
         }
         self.visible = ready;
@@ -302,12 +324,20 @@ impl Model {
         let mut late_out = vec![];
         match self.ids.get(&e.id) {
             Some(known) if *known == identity => {
-                self.parts.get_mut(&d.partition).unwrap().sources.push(e.clone());
+                self.parts
+                    .get_mut(&d.partition)
+                    .unwrap()
+                    .sources
+                    .push(e.clone());
             }
             Some(_) => return Err(Rejection::IdentityConflict("model".into())),
             None => {
                 self.ids.insert(e.id.clone(), identity);
-                self.parts.get_mut(&d.partition).unwrap().sources.push(e.clone());
+                self.parts
+                    .get_mut(&d.partition)
+                    .unwrap()
+                    .sources
+                    .push(e.clone());
                 self.max_ts = Some(match self.max_ts {
                     None => e.timestamp,
                     Some(m) => m.max(e.timestamp),
@@ -363,7 +393,10 @@ impl Model {
                     out.late.extend(late);
                 }
                 Err(rejection) => {
-                    assert!(index == 0 && batch.len() == 1 || self.no_windows, "probe and model disagree");
+                    assert!(
+                        index == 0 && batch.len() == 1 || self.no_windows,
+                        "probe and model disagree"
+                    );
                     return Err(BatchRejection { index, rejection });
                 }
             }
@@ -392,7 +425,11 @@ impl Model {
     fn tick(&mut self) -> TickOutcome {
         self.recompute_watermark();
         let (changes, finalized) = self.reconcile_and_finalize();
-        TickOutcome { changes, watermark: self.watermark, finalized }
+        TickOutcome {
+            changes,
+            watermark: self.watermark,
+            finalized,
+        }
     }
 
     pub fn advance(&mut self, partition: &str, w: i64) -> Result<TickOutcome, Rejection> {
@@ -444,7 +481,7 @@ impl Model {
     pub fn results(&self, window: Option<&str>, key: Option<&str>) -> Vec<WindowResult> {
         self.visible
             .iter()
-            .filter(|(a, _)| window.map_or(true, |w| &*a.0 == w) && key.map_or(true, |k| &*a.1 == k))
+            .filter(|(a, _)| window.is_none_or(|w| &*a.0 == w) && key.is_none_or(|k| &*a.1 == k))
             .map(|(a, g)| row(a, g))
             .collect()
     }
@@ -452,7 +489,11 @@ impl Model {
         self.late
             .iter()
             .enumerate()
-            .map(|(i, (e, w))| LateRecord { seq: i as u64 + 1, event: e.clone(), watermark: *w })
+            .map(|(i, (e, w))| LateRecord {
+                seq: i as u64 + 1,
+                event: e.clone(),
+                watermark: *w,
+            })
             .filter(|r| r.seq > after)
             .take(limit)
             .collect()
@@ -558,7 +599,10 @@ impl Model {
         let state = self.checkpoint_state();
         let hex: String = match hex {
             Some(h) => h.to_string(),
-            None => Sha256::digest(state.as_bytes()).iter().map(|b| format!("{b:02x}")).collect(),
+            None => Sha256::digest(state.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
         };
         format!(
             "{{\"format\":\"streamforge-checkpoint\",\"sha256\":\"{hex}\",\"state\":{state},\"version\":1}}"
@@ -594,7 +638,10 @@ fn push_results(s: &mut String, m: &BTreeMap<Addr, Agg>) {
         }
         s.push_str(&format!("{{\"count\":{},\"end\":{},\"key\":", g.count, a.3));
         push_str(s, &a.1);
-        s.push_str(&format!(",\"max\":{},\"min\":{},\"start\":{},\"sum\":{},\"window\":", g.max, g.min, a.2, g.sum));
+        s.push_str(&format!(
+            ",\"max\":{},\"min\":{},\"start\":{},\"sum\":{},\"window\":",
+            g.max, g.min, a.2, g.sum
+        ));
         push_str(s, &a.0);
         s.push('}');
     }
