@@ -16,7 +16,6 @@ use std::time::Instant;
 
 use std::borrow::Cow;
 
-#[allow(dead_code)]
 #[path = "../tests/reference/mod.rs"]
 mod reference;
 
