@@ -154,10 +154,11 @@ fn example_server(dir: &Path) -> Server {
     start(&dir.join("db"), &["--pipeline", PIPELINE])
 }
 
-/// A long-running `changes --follow`, its lines on a channel.
+/// A long-running `changes --follow`, its stdout and stderr lines on channels.
 struct Follower {
     child: Child,
     lines: mpsc::Receiver<String>,
+    notes: mpsc::Receiver<String>,
 }
 
 impl Follower {
@@ -167,20 +168,26 @@ impl Follower {
             .env("STREAMFORGE_URL", &s.base)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn follower");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Follower { child, lines }
+        let lines = line_reader(child.stdout.take().expect("stdout"));
+        let notes = line_reader(child.stderr.take().expect("stderr"));
+        Follower {
+            child,
+            lines,
+            notes,
+        }
+    }
+
+    /// Waits for the note that the stream was resumed after a restore (so
+    /// the changes made from now on reach it).
+    fn resumed(&self, after: u64) {
+        let note = self.notes.recv_timeout(DEADLINE).expect("a note on stderr");
+        assert_eq!(
+            note,
+            format!("streamforge: the change stream ended (a restore or a restart) and was resumed after {after}")
+        );
     }
 
     /// The next `n` lines, within the deadline.
@@ -203,6 +210,19 @@ impl Drop for Follower {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn line_reader(r: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -369,6 +389,7 @@ late records: 1
         sf(&s, &["checkpoint", "restore", "1"]).ok().stdout,
         "restored: sequence 15, late 1, watermark 120000\n"
     );
+    follower.resumed(17);
     assert_eq!(
         sf(&s, &["changes", "--after", "14"]).ok().stdout,
         &EXPECTED_CHANGES[EXPECTED_CHANGES.find("15 +").unwrap()..]
@@ -394,7 +415,18 @@ late records: 1
             .stdout,
         "restored: sequence 15, late 1, watermark 120000\n"
     );
+    follower.resumed(17);
     assert_eq!(sf(&s, &["changes"]).ok().stdout, EXPECTED_CHANGES);
+
+    // Processing continues as if the checkpoint had just been taken: the same
+    // two changes as before, with the same sequence numbers. The follower,
+    // which had seen up to 17, noticed the cut back and prints them again.
+    sf(&s, &["watermark", "web", "200000"]).ok();
+    assert_eq!(
+        sf(&s, &["watermark", "mobile", "200000"]).ok().stdout,
+        format!("{moved}# watermark 200000, 2 changes, 5 finalized\n")
+    );
+    assert_eq!(follower.take(2), moved);
 }
 
 #[test]

@@ -155,6 +155,21 @@ impl Api {
         text(self.send(rb)?)
     }
 
+    /// GET `segments` with a query and extra headers; the open response
+    /// (server-sent events are read from it as they come).
+    pub fn get_response(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+        headers: &[(&str, String)],
+    ) -> Result<Response, CallError> {
+        let mut rb = self.request(Method::GET, self.url(segments)).query(query);
+        for (k, v) in headers {
+            rb = rb.header(*k, v);
+        }
+        self.send(rb)
+    }
+
     /// GET `segments`; the body as bytes (checkpoint envelopes).
     pub fn get_bytes(&self, segments: &[&str]) -> Result<Vec<u8>, CallError> {
         let resp = self.send(self.request(Method::GET, self.url(segments)))?;

@@ -12,6 +12,7 @@
 //! Blocking reqwest: a command is a short sequence of calls, so there is no
 //! async runtime to manage here (reqwest runs its own).
 
+mod follow;
 mod http;
 mod send;
 pub mod text;
@@ -48,7 +49,8 @@ pub struct Paging {
     /// Page size per request (1..=10000).
     #[arg(long, default_value_t = 1000)]
     pub limit: u32,
-    /// Keep printing new entries as they come (long polls), until Ctrl-C.
+    /// Keep printing new entries as they come, until Ctrl-C (changes:
+    /// server-sent events, resumed after a restore; late: long polls).
     #[arg(long, short)]
     pub follow: bool,
     /// Print each entry as one line of JSON (API.md's object) instead.
@@ -261,6 +263,9 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
         }
         ClientCommand::Changes { conn, paging } => {
             let api = Api::new(&conn, None)?;
+            if paging.follow {
+                return follow::changes(&api, paging.after, paging.json);
+            }
             pages(&paging, |query| {
                 let page: ChangesPage = api.get(&["changes"], query)?;
                 let lines = page
@@ -470,7 +475,9 @@ fn item<T: serde::Serialize>(
 /// Walks `/changes`- or `/late`-style pages from `--after`. `fetch` gets the
 /// query and returns the page's lines, `next` and `head`. Without `--follow`
 /// it stops at the head; with it, it long-polls (`wait_ms=30000`) forever. If
-/// a restore cut the log back below where it is, it goes on from the new head.
+/// it sees that a restore cut the log back below where it is, it goes on from
+/// the new head (it cannot see a cut that was regrown past its position
+/// before its next poll).
 fn pages(
     paging: &Paging,
     mut fetch: impl FnMut(&[(&str, String)]) -> anyhow::Result<(Vec<String>, u64, u64)>,

@@ -205,13 +205,18 @@ fn batch_error(e: CallError, lines: &[u64]) -> anyhow::Error {
             .map(|l| format!("line {l}: ")),
         _ => None,
     };
-    let scope = if first == last {
-        format!("the delivery of line {first} was not applied")
+    let batch = if first == last {
+        format!("the delivery of line {first}")
     } else {
-        format!("the batch of lines {first}-{last} was not applied")
+        format!("the batch of lines {first}-{last}")
+    };
+    // A rejection applies nothing; a lost answer leaves it unknown.
+    let outcome = match &e {
+        CallError::Transport(_) => "may or may not have been applied",
+        _ => "was not applied",
     };
     anyhow::anyhow!(
-        "{}{e}\n  {scope}; everything before line {first} was; fix the input and run send again",
+        "{}{e}\n  {batch} {outcome}; everything before line {first} was; fix the cause and run send again",
         at.unwrap_or_default()
     )
 }
