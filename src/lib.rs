@@ -18,11 +18,17 @@
 //! - [`api`]: axum routes of API.md, auth, CORS, body limit, problem+json.
 //! - [`server`]: binds, recovers, serves, drains on shutdown, final
 //!   checkpoint. [`config`]: the `serve` flags and the embedded pipeline.
+//! - [`cli`]: the client subcommands (`send`, `changes`, `checkpoint`, ...):
+//!   a blocking reqwest client of the HTTP API, plus `verify`, which checks a
+//!   checkpoint file offline with the engine. It talks to the service only
+//!   over HTTP; `anyhow` lives only here and in `main.rs`.
 //!
 //! The dependency rule: a module may use the ones after it in the line
-//! above (api → service → engine/store), never the ones before it.
+//! above (api → service → engine/store), never the ones before it; [`cli`]
+//! uses only [`engine`] types, nothing of the server side.
 
 pub mod api;
+pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod server;

@@ -1,4 +1,4 @@
-//! The `streamforge` binary: `serve` and (later) the client subcommands.
+//! The `streamforge` binary: `serve` and the client subcommands ([`streamforge::cli`]).
 
 use std::process::ExitCode;
 
@@ -18,10 +18,16 @@ struct Cli {
 enum Command {
     /// Run the HTTP service.
     Serve(ServeArgs),
+    #[command(flatten)]
+    Client(streamforge::cli::ClientCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let args = match cli.command {
+        Command::Serve(args) => args,
+        Command::Client(cmd) => return exit(streamforge::cli::run(cmd)),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -29,9 +35,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let result = match cli.command {
-        Command::Serve(args) => serve(args),
-    };
+    exit(serve(args))
+}
+
+fn exit(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

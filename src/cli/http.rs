@@ -1,0 +1,210 @@
+//! A small blocking HTTP client for the API: base URL, bearer token, and
+//! every non-2xx answer turned into a [`CallError`] that carries the
+//! problem's `detail` (and `index` for batches).
+
+use std::fmt;
+use std::time::Duration;
+
+use reqwest::blocking::{Client, RequestBuilder, Response};
+use reqwest::header::CONTENT_TYPE;
+use reqwest::{Method, Url};
+use serde::de::DeserializeOwned;
+
+use super::wire::Problem;
+use super::Conn;
+
+/// Why a call failed.
+#[derive(Debug)]
+pub enum CallError {
+    /// The server answered with an RFC 9457 problem.
+    Problem(Problem),
+    /// The server answered non-2xx without a readable problem.
+    Status {
+        /// HTTP status.
+        status: u16,
+        /// The body (possibly empty).
+        body: String,
+    },
+    /// The request did not get an answer (connection refused, timeout, ...),
+    /// or the answer was not what API.md says.
+    Transport(String),
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Problem(p) => {
+                let what = if p.detail.is_empty() {
+                    &p.title
+                } else {
+                    &p.detail
+                };
+                write!(f, "{what} ({} {})", p.status, p.code)?;
+                if let Some(i) = p.index {
+                    write!(f, " at batch index {i}")?;
+                }
+                Ok(())
+            }
+            CallError::Status { status, body } if body.trim().is_empty() => {
+                write!(f, "HTTP {status}")
+            }
+            CallError::Status { status, body } => write!(f, "HTTP {status}: {}", body.trim()),
+            CallError::Transport(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// The API at one base URL.
+pub struct Api {
+    base: Url,
+    token: Option<String>,
+    client: Client,
+}
+
+impl Api {
+    /// A client for `conn`. `timeout` bounds each whole call (`None`: calls
+    /// end on their own; long polls end within 30 s by the API's limit).
+    pub fn new(conn: &Conn, timeout: Option<Duration>) -> anyhow::Result<Api> {
+        let mut base = Url::parse(&conn.url)
+            .map_err(|e| anyhow::anyhow!("invalid --url {:?}: {e}", conn.url))?;
+        if base.cannot_be_a_base() {
+            anyhow::bail!("invalid --url {:?}: not an http(s) base URL", conn.url);
+        }
+        // Paths are joined segment by segment below; a trailing slash would
+        // leave an empty segment.
+        if let Ok(mut segs) = base.path_segments_mut() {
+            segs.pop_if_empty();
+        }
+        let client = Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(timeout)
+            .build()?;
+        Ok(Api {
+            base,
+            token: conn.token.clone().filter(|t| !t.is_empty()),
+            client,
+        })
+    }
+
+    /// The URL of `segments` (each percent-encoded) under the base.
+    pub fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        if let Ok(mut segs) = url.path_segments_mut() {
+            segs.extend(segments);
+        }
+        url
+    }
+
+    fn request(&self, method: Method, url: Url) -> RequestBuilder {
+        let rb = self.client.request(method, url);
+        match &self.token {
+            Some(t) => rb.bearer_auth(t),
+            None => rb,
+        }
+    }
+
+    /// Sends and turns any non-2xx answer into a [`CallError`].
+    pub fn send(&self, rb: RequestBuilder) -> Result<Response, CallError> {
+        let resp = rb.send().map_err(|e| {
+            let url = e.url().map_or(String::new(), |u| format!(" {u}"));
+            CallError::Transport(format!("request to{url} failed: {}", root_cause(&e)))
+        })?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let status = resp.status().as_u16();
+        let body = resp.text().unwrap_or_default();
+        Err(match serde_json::from_str::<Problem>(&body) {
+            Ok(p) => CallError::Problem(p),
+            Err(_) => CallError::Status { status, body },
+        })
+    }
+
+    /// GET `segments` with a query; the body as text.
+    pub fn get_text(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+    ) -> Result<String, CallError> {
+        let rb = self.request(Method::GET, self.url(segments)).query(query);
+        text(self.send(rb)?)
+    }
+
+    /// GET `segments` with a query, parsed as `T`.
+    pub fn get<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+    ) -> Result<T, CallError> {
+        parse(&self.get_text(segments, query)?)
+    }
+
+    /// POST a body with a content type (`None`: no body); the answer as text.
+    pub fn post_text(
+        &self,
+        segments: &[&str],
+        content_type: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<String, CallError> {
+        let mut rb = self.request(Method::POST, self.url(segments));
+        if let Some(body) = body {
+            rb = rb.header(CONTENT_TYPE, content_type).body(body);
+        }
+        text(self.send(rb)?)
+    }
+
+    /// GET `segments` with a query and extra headers; the open response
+    /// (server-sent events are read from it as they come).
+    pub fn get_response(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+        headers: &[(&str, String)],
+    ) -> Result<Response, CallError> {
+        let mut rb = self.request(Method::GET, self.url(segments)).query(query);
+        for (k, v) in headers {
+            rb = rb.header(*k, v);
+        }
+        self.send(rb)
+    }
+
+    /// GET `segments`; the body as bytes (checkpoint envelopes).
+    pub fn get_bytes(&self, segments: &[&str]) -> Result<Vec<u8>, CallError> {
+        let resp = self.send(self.request(Method::GET, self.url(segments)))?;
+        resp.bytes()
+            .map(|b| b.to_vec())
+            .map_err(|e| CallError::Transport(format!("reading the answer: {}", root_cause(&e))))
+    }
+}
+
+/// Parses an answer body as `T`.
+pub fn parse<T: DeserializeOwned>(body: &str) -> Result<T, CallError> {
+    serde_json::from_str(body)
+        .map_err(|e| CallError::Transport(format!("unexpected answer ({e}): {}", clip(body))))
+}
+
+fn text(resp: Response) -> Result<String, CallError> {
+    resp.text()
+        .map_err(|e| CallError::Transport(format!("reading the answer: {}", root_cause(&e))))
+}
+
+/// The innermost cause of an error: reqwest's own message ("error sending
+/// request") hides the useful part ("Connection refused").
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    let mut msg = e.to_string();
+    while let Some(next) = cur.source() {
+        msg = next.to_string();
+        cur = next;
+    }
+    msg
+}
+
+fn clip(s: &str) -> &str {
+    match s.char_indices().nth(200) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}

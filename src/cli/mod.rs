@@ -1,0 +1,529 @@
+//! The client subcommands of the `streamforge` binary: a terminal front end
+//! to the HTTP API of API.md (`send`, `watermark`, `idle`, `changes`, `late`,
+//! `results`, `status`, `checkpoint`, `health`) and the offline `verify`.
+//!
+//! Every networked command takes `--url` (`STREAMFORGE_URL`, default
+//! `http://127.0.0.1:8080`) and `--token` (`STREAMFORGE_TOKEN`, the same
+//! variable `serve` reads). Output is one readable line per item (formats in
+//! [`text`]); `--json` prints the server's JSON instead. An error answer
+//! prints the problem's `detail` (and `index` for batches) and the command
+//! exits with status 1.
+//!
+//! Blocking reqwest: a command is a short sequence of calls, so there is no
+//! async runtime to manage here (reqwest runs its own).
+
+mod follow;
+mod http;
+mod send;
+pub mod text;
+mod verify;
+pub mod wire;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+
+use http::{parse, Api};
+use wire::{Advance, ChangesPage, Checkpoint, CheckpointList, LatePage, Restored, Results, Status};
+
+/// Where the service is.
+#[derive(Debug, Clone, Args)]
+pub struct Conn {
+    /// Base URL of the service.
+    #[arg(long, env = "STREAMFORGE_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// Bearer token, when the service requires one.
+    #[arg(long, env = "STREAMFORGE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+/// Paging of `changes` and `late`.
+#[derive(Debug, Clone, Args)]
+pub struct Paging {
+    /// Start after this sequence.
+    #[arg(long, default_value_t = 0)]
+    pub after: u64,
+    /// Page size per request (1..=10000).
+    #[arg(long, default_value_t = 1000)]
+    pub limit: u32,
+    /// Keep printing new entries as they come, until Ctrl-C (changes:
+    /// server-sent events, resumed after a restore; late: long polls).
+    #[arg(long, short)]
+    pub follow: bool,
+    /// Print each entry as one line of JSON (API.md's object) instead.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--json` for single-answer commands.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct Json {
+    /// Print the server's JSON answer as it is.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The client subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Send an NDJSON file of operations, in order.
+    ///
+    /// One operation per line, as ../shared/bench/gen_workload.py writes them:
+    /// {"op":"deliver","partition":P,"offset":N,"event":{...}} (or a bare
+    /// Delivery without "op"), {"op":"advance","partition":P,"watermark":W},
+    /// {"op":"idle","partition":P}. Consecutive deliveries are POSTed to
+    /// /events in NDJSON batches; advances and idles in between.
+    ///
+    /// Re-running after an interruption is safe: a delivery re-sent with its
+    /// offset is a no-op, one without an offset (append mode) is a duplicate
+    /// counted once, and a repeated advance changes nothing. (An idle line
+    /// re-sent after the partition reported again marks it idle once more,
+    /// which may let the watermark move on.)
+    ///
+    /// A progress bar (events/s, ETA) is drawn on stderr when it is a
+    /// terminal; the final line gives the counts and events/s. On an error
+    /// the file line and the server's detail are printed, exit status 1.
+    Send {
+        #[command(flatten)]
+        conn: Conn,
+        /// NDJSON file of operations, or - for standard input.
+        file: PathBuf,
+        /// Deliveries per POST /events.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+        batch: u32,
+    },
+    /// Advance a partition's watermark (POST /watermarks); prints the changes.
+    Watermark {
+        #[command(flatten)]
+        conn: Conn,
+        /// Partition name.
+        partition: String,
+        /// Reported progress.
+        #[arg(allow_negative_numbers = true)]
+        watermark: i64,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Mark a partition idle (POST /partitions/{p}/idle); prints the changes.
+    Idle {
+        #[command(flatten)]
+        conn: Conn,
+        /// Partition name.
+        partition: String,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Print the changelog, one change per line.
+    ///
+    /// Format: `SEQ + WINDOW KEY [START,END) count=C sum=S min=m max=M` for
+    /// an upsert, `-` instead of `+` for a retraction. Names that are empty or
+    /// hold spaces, quotes or control characters are printed as JSON strings.
+    Changes {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        paging: Paging,
+    },
+    /// Print the late side output: `SEQ ID KEY timestamp=T value=V watermark=W`.
+    Late {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        paging: Paging,
+    },
+    /// Print the visible results: `WINDOW KEY [START,END) count=C sum=S min=m max=M`.
+    Results {
+        #[command(flatten)]
+        conn: Conn,
+        /// Only this window.
+        #[arg(long)]
+        window: Option<String>,
+        /// Only this key.
+        #[arg(long)]
+        key: Option<String>,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Print the watermark, sequence, late count, live buckets and partitions.
+    Status {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Create, list, download and restore checkpoints.
+    #[command(subcommand)]
+    Checkpoint(CheckpointCommand),
+    /// Validate a checkpoint file offline and print what it holds.
+    ///
+    /// Runs the engine's own restore on the checkpoint's embedded pipeline
+    /// (every rule of SPEC.md); an invalid file prints exactly why and exits
+    /// with status 1. No service is contacted.
+    Verify {
+        /// Checkpoint envelope file (as `checkpoint get -o` writes it).
+        file: PathBuf,
+    },
+    /// Exit 0 if GET /healthz answers 200 within 2 s, else 1 (container HEALTHCHECK).
+    Health {
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+/// `streamforge checkpoint ...`
+#[derive(Debug, Subcommand)]
+pub enum CheckpointCommand {
+    /// Take and store a checkpoint of the current state (POST /checkpoints).
+    Create {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// List the stored checkpoints, newest first.
+    List {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Download a checkpoint's envelope bytes (to stdout, or to FILE with -o).
+    Get {
+        #[command(flatten)]
+        conn: Conn,
+        /// Checkpoint id.
+        id: u64,
+        /// Write the envelope to this file.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Restore a stored checkpoint by id, or a checkpoint file with --file.
+    Restore {
+        #[command(flatten)]
+        conn: Conn,
+        /// Stored checkpoint id.
+        #[arg(required_unless_present = "file", conflicts_with = "file")]
+        id: Option<u64>,
+        /// Checkpoint envelope file to upload (POST /restore).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        json: Json,
+    },
+}
+
+/// Runs a client command. A closed stdout (`| head`) ends it quietly.
+pub fn run(cmd: ClientCommand) -> anyhow::Result<()> {
+    match dispatch(cmd) {
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
+    match cmd {
+        ClientCommand::Send { conn, file, batch } => {
+            send::run(&Api::new(&conn, None)?, &file, batch as usize)
+        }
+        ClientCommand::Watermark {
+            conn,
+            partition,
+            watermark,
+            json,
+        } => {
+            let body = serde_json::to_vec(&Advance {
+                partition: &partition,
+                watermark,
+            })?;
+            let answer = Api::new(&conn, None)?.post_text(
+                &["watermarks"],
+                "application/json",
+                Some(body),
+            )?;
+            tick(&answer, json)
+        }
+        ClientCommand::Idle {
+            conn,
+            partition,
+            json,
+        } => {
+            let answer =
+                Api::new(&conn, None)?.post_text(&["partitions", &partition, "idle"], "", None)?;
+            tick(&answer, json)
+        }
+        ClientCommand::Changes { conn, paging } => {
+            let api = Api::new(&conn, None)?;
+            if paging.follow {
+                return follow::changes(&api, paging.after, paging.json);
+            }
+            pages(&paging, |query| {
+                let page: ChangesPage = api.get(&["changes"], query)?;
+                let lines = page
+                    .changes
+                    .iter()
+                    .map(|c| item(c, paging.json, text::change))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                Ok((lines, page.next, page.head))
+            })
+        }
+        ClientCommand::Late { conn, paging } => {
+            let api = Api::new(&conn, None)?;
+            pages(&paging, |query| {
+                let page: LatePage = api.get(&["late"], query)?;
+                let lines = page
+                    .late
+                    .iter()
+                    .map(|l| item(l, paging.json, text::late))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                Ok((lines, page.next, page.head))
+            })
+        }
+        ClientCommand::Results {
+            conn,
+            window,
+            key,
+            json,
+        } => {
+            let mut query = Vec::new();
+            if let Some(w) = window {
+                query.push(("window", w));
+            }
+            if let Some(k) = key {
+                query.push(("key", k));
+            }
+            let body = Api::new(&conn, None)?.get_text(&["results"], &query)?;
+            if json.json {
+                return print(&[body]);
+            }
+            let r: Results = parse(&body)?;
+            let mut lines = vec![format!(
+                "# watermark {}, {} visible rows",
+                text::opt(r.watermark),
+                r.results.len()
+            )];
+            lines.extend(r.results.iter().map(text::row));
+            print(&lines)
+        }
+        ClientCommand::Status { conn, json } => {
+            let body = Api::new(&conn, None)?.get_text(&["status"], &[])?;
+            if json.json {
+                return print(&[body]);
+            }
+            let s: Status = parse(&body)?;
+            let mut out = text::table(&[
+                vec!["watermark".into(), text::opt(s.watermark)],
+                vec!["sequence".into(), s.sequence.to_string()],
+                vec!["late".into(), s.late.to_string()],
+                vec!["live buckets".into(), s.live_buckets.to_string()],
+            ]);
+            out.push('\n');
+            let mut rows = vec![vec![
+                "partition".to_string(),
+                "offset".into(),
+                "progress".into(),
+                "idle".into(),
+            ]];
+            for (name, p) in &s.partitions {
+                rows.push(vec![
+                    text::name(name),
+                    p.offset.to_string(),
+                    text::opt(p.progress),
+                    if p.idle { "yes" } else { "no" }.into(),
+                ]);
+            }
+            out.push_str(&text::table(&rows));
+            print(&[out.trim_end().to_string()])
+        }
+        ClientCommand::Checkpoint(c) => checkpoint(c),
+        ClientCommand::Verify { file } => print(&[verify::describe(&file)?.trim_end().to_string()]),
+        ClientCommand::Health { conn } => {
+            let api = Api::new(&conn, Some(Duration::from_secs(2)))?;
+            api.get_text(&["healthz"], &[]).context("unhealthy")?;
+            print(&["ok".to_string()])
+        }
+    }
+}
+
+fn checkpoint(cmd: CheckpointCommand) -> anyhow::Result<()> {
+    match cmd {
+        CheckpointCommand::Create { conn, json } => {
+            let body = Api::new(&conn, None)?.post_text(&["checkpoints"], "", None)?;
+            if json.json {
+                return print(&[body]);
+            }
+            let c: Checkpoint = parse(&body)?;
+            print(&[format!(
+                "checkpoint {}: sequence {}, {} bytes, sha256 {}",
+                c.id, c.sequence, c.bytes, c.sha256
+            )])
+        }
+        CheckpointCommand::List { conn, json } => {
+            let body = Api::new(&conn, None)?.get_text(&["checkpoints"], &[])?;
+            if json.json {
+                return print(&[body]);
+            }
+            let list: CheckpointList = parse(&body)?;
+            let mut rows = vec![vec![
+                "id".to_string(),
+                "sequence".into(),
+                "bytes".into(),
+                "created_at".into(),
+                "sha256".into(),
+            ]];
+            for c in &list.checkpoints {
+                rows.push(vec![
+                    c.id.to_string(),
+                    c.sequence.to_string(),
+                    c.bytes.to_string(),
+                    c.created_at.clone().unwrap_or_default(),
+                    c.sha256.clone(),
+                ]);
+            }
+            print(&[text::table(&rows).trim_end().to_string()])
+        }
+        CheckpointCommand::Get { conn, id, output } => {
+            let bytes = Api::new(&conn, None)?.get_bytes(&["checkpoints", &id.to_string()])?;
+            match output {
+                Some(path) => {
+                    std::fs::write(&path, &bytes)
+                        .with_context(|| format!("cannot write {}", path.display()))?;
+                    print(&[format!(
+                        "wrote checkpoint {id} to {} ({} bytes)",
+                        path.display(),
+                        bytes.len()
+                    )])
+                }
+                None => {
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(&bytes)?;
+                    out.flush()?;
+                    Ok(())
+                }
+            }
+        }
+        CheckpointCommand::Restore {
+            conn,
+            id,
+            file,
+            json,
+        } => {
+            let api = Api::new(&conn, None)?;
+            let body = match (id, file) {
+                (_, Some(path)) => {
+                    let bytes = std::fs::read(&path)
+                        .with_context(|| format!("cannot read {}", path.display()))?;
+                    api.post_text(&["restore"], "application/json", Some(bytes))?
+                }
+                (Some(id), None) => {
+                    api.post_text(&["checkpoints", &id.to_string(), "restore"], "", None)?
+                }
+                (None, None) => anyhow::bail!("give a checkpoint id or --file FILE"),
+            };
+            if json.json {
+                return print(&[body]);
+            }
+            let r: Restored = parse(&body)?;
+            print(&[format!(
+                "restored: sequence {}, late {}, watermark {}",
+                r.sequence,
+                r.late,
+                text::opt(r.watermark)
+            )])
+        }
+    }
+}
+
+/// Prints the changes of a `/watermarks` or idle answer, then a summary line.
+fn tick(body: &str, json: Json) -> anyhow::Result<()> {
+    if json.json {
+        return print(&[body.to_string()]);
+    }
+    let t: wire::Ticked = parse(body)?;
+    let mut lines: Vec<String> = t.changes.iter().map(text::change).collect();
+    lines.push(format!(
+        "# watermark {}, {} changes, {} finalized",
+        text::opt(t.watermark),
+        t.changes.len(),
+        t.finalized.len()
+    ));
+    print(&lines)
+}
+
+/// One item as its readable line or its JSON.
+fn item<T: serde::Serialize>(
+    v: &T,
+    json: bool,
+    line: impl Fn(&T) -> String,
+) -> anyhow::Result<String> {
+    Ok(if json {
+        serde_json::to_string(v)?
+    } else {
+        line(v)
+    })
+}
+
+/// Walks `/changes`- or `/late`-style pages from `--after`. `fetch` gets the
+/// query and returns the page's lines, `next` and `head`. Without `--follow`
+/// it stops at the head; with it, it long-polls (`wait_ms=30000`) forever. If
+/// it sees that a restore cut the log back below where it is, it goes on from
+/// the new head (it cannot see a cut that was regrown past its position
+/// before its next poll).
+fn pages(
+    paging: &Paging,
+    mut fetch: impl FnMut(&[(&str, String)]) -> anyhow::Result<(Vec<String>, u64, u64)>,
+) -> anyhow::Result<()> {
+    let mut after = paging.after;
+    let mut wait = false;
+    loop {
+        let mut query = vec![
+            ("after", after.to_string()),
+            ("limit", paging.limit.to_string()),
+        ];
+        if wait {
+            query.push(("wait_ms", "30000".to_string()));
+        }
+        let (lines, next, head) = fetch(&query)?;
+        print(&lines)?;
+        if !lines.is_empty() {
+            after = next;
+            wait = false;
+            if paging.follow || next < head {
+                continue;
+            }
+        }
+        if !paging.follow {
+            return Ok(());
+        }
+        if head < after {
+            eprintln!(
+                "streamforge: the log was cut back to {head} (a restore); following from there"
+            );
+            after = head;
+        }
+        wait = true;
+    }
+}
+
+/// Writes lines to stdout and flushes (followers see each page at once).
+fn print(lines: &[String]) -> anyhow::Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    for l in lines {
+        out.write_all(l.as_bytes())?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}

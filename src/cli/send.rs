@@ -1,0 +1,402 @@
+//! `streamforge send FILE|-`: replays an NDJSON file of operations.
+//!
+//! The format is the one `../shared/bench/gen_workload.py` writes, one
+//! operation per line, sent strictly in file order:
+//! - `{"op":"deliver","partition":"p0","offset":0,"event":{...}}`, or a bare
+//!   Delivery without `"op"`: consecutive deliveries are batched (`--batch`)
+//!   and POSTed to `/events` as NDJSON, with `"op"` stripped (the server
+//!   rejects unknown fields). An omitted offset is append mode.
+//! - `{"op":"advance","partition":"p0","watermark":100}`: `POST /watermarks`.
+//! - `{"op":"idle","partition":"p0"}`: `POST /partitions/p0/idle`.
+//!
+//! Blank lines are skipped. Lines are checked before they are sent: a bad line
+//! stops the run after everything before it was sent. A rejected batch is
+//! applied not at all (batches are atomic), and the error names the file line
+//! of the failing delivery.
+
+use std::io::{BufRead, BufReader, IsTerminal, Read};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::{Deserialize, Deserializer};
+
+use super::http::{parse, Api, CallError};
+use super::wire::{Advance, Ingested, Ticked};
+use crate::engine::{Delivery, Event};
+
+/// One input line as written by the workload generator.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    #[serde(default)]
+    op: Option<Kind>,
+    partition: String,
+    #[serde(default, deserialize_with = "present")]
+    offset: Option<i64>,
+    #[serde(default)]
+    event: Option<Event>,
+    #[serde(default, deserialize_with = "present")]
+    watermark: Option<i64>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    Deliver,
+    Advance,
+    Idle,
+}
+
+/// A present field must hold an integer (`null` is refused, as the server does).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    i64::deserialize(d).map(Some)
+}
+
+/// One checked operation.
+enum Operation {
+    Deliver(Delivery),
+    Advance { partition: String, watermark: i64 },
+    Idle(String),
+}
+
+fn parse_line(text: &str) -> Result<Operation, String> {
+    let l: Line = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let forbid = |field: &str, present: bool, op: &str| {
+        if present {
+            Err(format!("an {op:?} line has no {field:?} field"))
+        } else {
+            Ok(())
+        }
+    };
+    match l.op.unwrap_or(Kind::Deliver) {
+        Kind::Deliver => {
+            forbid("watermark", l.watermark.is_some(), "deliver")?;
+            let event = l
+                .event
+                .ok_or_else(|| "a delivery needs an \"event\"".to_string())?;
+            Ok(Operation::Deliver(Delivery {
+                partition: l.partition,
+                offset: l.offset,
+                event,
+            }))
+        }
+        Kind::Advance => {
+            forbid("offset", l.offset.is_some(), "advance")?;
+            forbid("event", l.event.is_some(), "advance")?;
+            let watermark = l
+                .watermark
+                .ok_or_else(|| "an advance needs a \"watermark\"".to_string())?;
+            Ok(Operation::Advance {
+                partition: l.partition,
+                watermark,
+            })
+        }
+        Kind::Idle => {
+            forbid("offset", l.offset.is_some(), "idle")?;
+            forbid("event", l.event.is_some(), "idle")?;
+            forbid("watermark", l.watermark.is_some(), "idle")?;
+            Ok(Operation::Idle(l.partition))
+        }
+    }
+}
+
+/// Counts for the final line.
+#[derive(Default)]
+struct Tally {
+    deliveries: u64,
+    batches: u64,
+    advances: u64,
+    idles: u64,
+    changes: u64,
+    late: u64,
+}
+
+/// The pending batch: NDJSON body and the file line of each delivery.
+#[derive(Default)]
+struct Batch {
+    body: Vec<u8>,
+    lines: Vec<u64>,
+}
+
+struct Sender<'a> {
+    api: &'a Api,
+    batch_size: usize,
+    batch: Batch,
+    tally: Tally,
+    progress: Progress,
+}
+
+impl Sender<'_> {
+    fn push(&mut self, line_no: u64, d: &Delivery) -> anyhow::Result<()> {
+        if !self.batch.lines.is_empty() {
+            self.batch.body.push(b'\n');
+        }
+        serde_json::to_writer(&mut self.batch.body, d)?;
+        self.batch.lines.push(line_no);
+        if self.batch.lines.len() >= self.batch_size {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        if self.batch.lines.is_empty() {
+            return Ok(());
+        }
+        let Batch { body, lines } = std::mem::take(&mut self.batch);
+        let first = lines[0];
+        let answer = self
+            .api
+            .post_text(&["events"], "application/x-ndjson", Some(body))
+            .map_err(|e| batch_error(e, &lines))?;
+        let ingested: Ingested =
+            parse(&answer).with_context(|| format!("line {first}: the answer to POST /events"))?;
+        self.tally.deliveries += lines.len() as u64;
+        self.tally.batches += 1;
+        self.tally.changes += ingested.changes.len() as u64;
+        self.tally.late += ingested.late.len() as u64;
+        self.progress.update(self.tally.deliveries);
+        Ok(())
+    }
+
+    fn tick(&mut self, line_no: u64, op: &Operation) -> anyhow::Result<()> {
+        self.flush()?;
+        let (answer, what) = match op {
+            Operation::Advance {
+                partition,
+                watermark,
+            } => {
+                let body = serde_json::to_vec(&Advance {
+                    partition,
+                    watermark: *watermark,
+                })?;
+                self.tally.advances += 1;
+                (
+                    self.api
+                        .post_text(&["watermarks"], "application/json", Some(body)),
+                    "advance",
+                )
+            }
+            Operation::Idle(p) => {
+                self.tally.idles += 1;
+                (
+                    self.api.post_text(&["partitions", p, "idle"], "", None),
+                    "idle",
+                )
+            }
+            Operation::Deliver(_) => unreachable!("deliveries are batched"),
+        };
+        let answer = answer.with_context(|| format!("line {line_no} ({what})"))?;
+        let ticked: Ticked = parse(&answer).with_context(|| format!("line {line_no} ({what})"))?;
+        self.tally.changes += ticked.changes.len() as u64;
+        Ok(())
+    }
+}
+
+/// Names the file line of a rejected batch's failing delivery.
+fn batch_error(e: CallError, lines: &[u64]) -> anyhow::Error {
+    let (first, last) = (lines[0], lines[lines.len() - 1]);
+    let at = match &e {
+        CallError::Problem(p) => p
+            .index
+            .and_then(|i| lines.get(i as usize))
+            .map(|l| format!("line {l}: ")),
+        _ => None,
+    };
+    let batch = if first == last {
+        format!("the delivery of line {first}")
+    } else {
+        format!("the batch of lines {first}-{last}")
+    };
+    // A rejection applies nothing; a lost answer leaves it unknown.
+    let outcome = match &e {
+        CallError::Transport(_) => "may or may not have been applied",
+        _ => "was not applied",
+    };
+    anyhow::anyhow!(
+        "{}{e}\n  {batch} {outcome}; everything before line {first} was; fix the cause and run send again",
+        at.unwrap_or_default()
+    )
+}
+
+/// The progress bar on stderr (hidden when stderr is not a terminal).
+struct Progress {
+    bar: ProgressBar,
+    started: Instant,
+}
+
+impl Progress {
+    fn new(total_bytes: Option<u64>) -> Progress {
+        let target = if std::io::stderr().is_terminal() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let bar = match total_bytes {
+            Some(n) => {
+                let bar = ProgressBar::with_draw_target(Some(n), target);
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{spinner} [{elapsed_precise}] {wide_bar} {percent:>3}% {msg} ETA {eta}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+                bar
+            }
+            None => {
+                let bar = ProgressBar::with_draw_target(None, target);
+                bar.set_style(
+                    ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                bar
+            }
+        };
+        bar.enable_steady_tick(Duration::from_millis(200));
+        #[allow(clippy::disallowed_methods)] // the client measures its own throughput
+        let started = Instant::now();
+        Progress { bar, started }
+    }
+
+    fn read(&self, bytes: u64) {
+        self.bar.inc(bytes);
+    }
+
+    fn update(&self, events: u64) {
+        self.bar.set_message(format!(
+            "{events} events, {} events/s",
+            rate(events, self.started.elapsed())
+        ));
+    }
+}
+
+fn rate(events: u64, elapsed: Duration) -> u64 {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 {
+        (events as f64 / secs).round() as u64
+    } else {
+        0
+    }
+}
+
+/// Sends `path` (`-`: standard input) in order; prints the final line.
+pub fn run(api: &Api, path: &Path, batch_size: usize) -> anyhow::Result<()> {
+    let stdin = path == Path::new("-");
+    let (reader, total, shown): (Box<dyn Read>, Option<u64>, String) = if stdin {
+        (Box::new(std::io::stdin().lock()), None, "stdin".into())
+    } else {
+        let f =
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let len = f.metadata().ok().map(|m| m.len());
+        (Box::new(f), len, path.display().to_string())
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, reader);
+    let mut sender = Sender {
+        api,
+        batch_size: batch_size.max(1),
+        batch: Batch::default(),
+        tally: Tally::default(),
+        progress: Progress::new(total),
+    };
+    let mut buf = String::new();
+    let mut line_no = 0u64;
+    let outcome = (|| -> anyhow::Result<()> {
+        loop {
+            buf.clear();
+            let n = reader
+                .read_line(&mut buf)
+                .with_context(|| format!("reading {shown} after line {line_no}"))?;
+            if n == 0 {
+                break;
+            }
+            line_no += 1;
+            sender.progress.read(n as u64);
+            let text = buf.trim();
+            if text.is_empty() {
+                continue;
+            }
+            match parse_line(text) {
+                Ok(Operation::Deliver(d)) => sender.push(line_no, &d)?,
+                Ok(op) => sender.tick(line_no, &op)?,
+                Err(e) => {
+                    sender.flush()?;
+                    anyhow::bail!(
+                        "{shown} line {line_no}: {e}\n  everything before line {line_no} was sent"
+                    );
+                }
+            }
+        }
+        sender.flush()
+    })();
+    sender.progress.bar.finish_and_clear();
+    outcome?;
+    let t = &sender.tally;
+    let elapsed = sender.progress.started.elapsed();
+    println!(
+        "sent {shown}: {} deliveries in {} batches, {} advances, {} idles; {} changes, {} late; {:.2} s, {} events/s",
+        t.deliveries,
+        t.batches,
+        t.advances,
+        t.idles,
+        t.changes,
+        t.late,
+        elapsed.as_secs_f64(),
+        rate(t.deliveries, elapsed)
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(op: &Operation) -> String {
+        match op {
+            Operation::Deliver(d) => serde_json::to_string(d).unwrap(),
+            Operation::Advance {
+                partition,
+                watermark,
+            } => format!("advance {partition} {watermark}"),
+            Operation::Idle(p) => format!("idle {p}"),
+        }
+    }
+
+    #[test]
+    fn lines_of_the_generator_format() {
+        let ok = [
+            (
+                r#"{"op":"deliver","partition":"p0","offset":0,"event":{"id":"e0","key":"k17","timestamp":-5,"value":-31}}"#,
+                r#"{"partition":"p0","offset":0,"event":{"id":"e0","key":"k17","timestamp":-5,"value":-31}}"#,
+            ),
+            (
+                r#"{"partition":"p0","event":{"id":"e0","key":"k","timestamp":1,"value":2}}"#,
+                r#"{"partition":"p0","event":{"id":"e0","key":"k","timestamp":1,"value":2}}"#,
+            ),
+            (
+                r#"{"op":"advance","partition":"p0","watermark":1700000000499}"#,
+                "advance p0 1700000000499",
+            ),
+            (r#"{"op":"idle","partition":"p1"}"#, "idle p1"),
+        ];
+        for (line, want) in ok {
+            assert_eq!(body(&parse_line(line).expect(line)), want);
+        }
+        let bad = [
+            r#"{"op":"deliver","partition":"p0","offset":0}"#,
+            r#"{"op":"advance","partition":"p0"}"#,
+            r#"{"op":"advance","partition":"p0","watermark":1,"offset":2}"#,
+            r#"{"op":"idle","partition":"p0","watermark":1}"#,
+            r#"{"op":"stop","partition":"p0"}"#,
+            r#"{"partition":"p0","offset":null,"event":{"id":"e","key":"k","timestamp":1,"value":2}}"#,
+            r#"{"partition":"p0","event":{"id":"","key":"k","timestamp":1,"value":2}}"#,
+            r#"{"partition":"p0","extra":1,"event":{"id":"e","key":"k","timestamp":1,"value":2}}"#,
+            r#"{"partition":"p0","event":{"id":"e","key":"k","timestamp":1.5,"value":2}}"#,
+            "not json",
+        ];
+        for line in bad {
+            assert!(parse_line(line).is_err(), "{line}");
+        }
+    }
+}
