@@ -2,12 +2,9 @@
 # Multi-stage: build with the Rust toolchain, run on slim Debian as non-root.
 FROM rust:1-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
-COPY src src
-COPY migrations migrations
-COPY pipelines pipelines
-COPY openapi.yaml openapi.yaml
-COPY benches benches
+# Everything the manifest names (bins, benches, embedded files); .dockerignore
+# keeps target/ and local databases out.
+COPY . .
 RUN cargo build --release --locked --bin streamforge \
  && cp target/release/streamforge /usr/local/bin/streamforge
 
