@@ -105,7 +105,7 @@ pub trait DeliveryInput {
     /// Value.
     fn value(&self) -> i64;
     /// Moves the id out (it becomes the stored id of a unique event).
-    fn take_id(&mut self) -> Box<str>;
+    fn take_id(&mut self) -> Cow<'_, str>;
 }
 
 impl DeliveryInput for Delivery {
@@ -127,8 +127,8 @@ impl DeliveryInput for Delivery {
     fn value(&self) -> i64 {
         self.event.value
     }
-    fn take_id(&mut self) -> Box<str> {
-        std::mem::take(&mut self.event.id).into_boxed_str()
+    fn take_id(&mut self) -> Cow<'_, str> {
+        Cow::Owned(std::mem::take(&mut self.event.id))
     }
 }
 
@@ -151,10 +151,8 @@ impl DeliveryInput for DeliveryRef<'_> {
     fn value(&self) -> i64 {
         self.event.value
     }
-    fn take_id(&mut self) -> Box<str> {
+    fn take_id(&mut self) -> Cow<'_, str> {
         std::mem::take(&mut self.event.id)
-            .into_owned()
-            .into_boxed_str()
     }
 }
 

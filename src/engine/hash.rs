@@ -128,7 +128,7 @@ impl StrIndex {
     /// The position of `s` (with hash `h`), given `get(pos)` yields the string
     /// at a position.
     #[inline]
-    pub fn find<'a>(&self, h: u32, s: &str, get: impl Fn(u32) -> &'a str) -> Option<u32> {
+    pub fn find<'a>(&self, h: u32, s: &str, get: impl Fn(u32) -> &'a [u8]) -> Option<u32> {
         let mask = self.mask();
         let mut i = h as usize & mask;
         loop {
@@ -136,7 +136,7 @@ impl StrIndex {
             if slot == EMPTY {
                 return None;
             }
-            if (slot >> 32) as u32 == h && get(slot as u32) == s {
+            if (slot >> 32) as u32 == h && get(slot as u32) == s.as_bytes() {
                 return Some(slot as u32);
             }
             i = (i + 1) & mask;
@@ -146,7 +146,7 @@ impl StrIndex {
     /// Like [`StrIndex::find`], but on a miss returns the empty slot where
     /// the string would go, for [`StrIndex::insert_vacant`].
     #[inline]
-    pub fn probe<'a>(&self, h: u32, s: &str, get: impl Fn(u32) -> &'a str) -> Result<u32, usize> {
+    pub fn probe<'a>(&self, h: u32, s: &str, get: impl Fn(u32) -> &'a [u8]) -> Result<u32, usize> {
         let mask = self.mask();
         let mut i = h as usize & mask;
         loop {
@@ -154,7 +154,7 @@ impl StrIndex {
             if slot == EMPTY {
                 return Err(i);
             }
-            if (slot >> 32) as u32 == h && get(slot as u32) == s {
+            if (slot >> 32) as u32 == h && get(slot as u32) == s.as_bytes() {
                 return Ok(slot as u32);
             }
             i = (i + 1) & mask;
@@ -256,7 +256,7 @@ mod tests {
         let mut store: Vec<String> = Vec::new();
         let mut idx = StrIndex::default();
         let find = |idx: &StrIndex, store: &Vec<String>, s: &str| {
-            idx.find(StrIndex::hash(s), s, |p| store[p as usize].as_str())
+            idx.find(StrIndex::hash(s), s, |p| store[p as usize].as_bytes())
         };
         for i in 0..5000 {
             let s = format!("e{i}");

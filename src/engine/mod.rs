@@ -79,6 +79,7 @@ mod aggregate;
 mod changelog;
 mod checkpoint;
 mod hash;
+mod idstr;
 mod keys;
 mod late;
 mod live;

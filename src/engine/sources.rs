@@ -13,9 +13,12 @@
 //! A batch is resolved first with tentative inserts that `rollback` undoes, so
 //! a rejected batch leaves this state exactly as it was.
 
+use std::borrow::Cow;
+
 use super::error::Rejection;
 use super::event::{DeliveryInput, Event};
 use super::hash::StrIndex;
+use super::idstr::IdStr;
 use super::keys::{KeyId, KeyTable};
 
 /// Number of a unique event record.
@@ -25,7 +28,7 @@ pub type EventNo = u32;
 #[derive(Debug, Clone)]
 pub struct EventRec {
     /// Event id.
-    pub id: Box<str>,
+    pub id: IdStr,
     /// Interned key.
     pub key: KeyId,
     /// Timestamp.
@@ -158,7 +161,8 @@ impl Sources {
     #[inline]
     fn find_hashed(&self, h: u32, id: &str) -> Option<EventNo> {
         let events = &self.events;
-        self.index.find(h, id, |p| &events.get(p as usize).id)
+        self.index
+            .find(h, id, |p| events.get(p as usize).id.as_bytes())
     }
 
     /// Brings the id-index slots of a batch into cache with independent loads
@@ -187,7 +191,7 @@ impl Sources {
         while self.events.len() > mark.events_len {
             let rec = self.events.pop().expect("non-empty");
             let pos = self.events.len() as u32;
-            self.index.remove(StrIndex::hash(&rec.id), pos);
+            self.index.remove(StrIndex::hash(rec.id.as_str()), pos);
         }
     }
 
@@ -215,7 +219,7 @@ impl Sources {
         if offset <= consumed {
             if offset >= 0 {
                 let rec = self.event(self.history[partition][offset as usize]);
-                if *rec.id == *id && same(rec, keys) {
+                if rec.id.as_bytes() == id.as_bytes() && same(rec, keys) {
                     return Ok(Resolved::Redelivery);
                 }
             }
@@ -232,7 +236,10 @@ impl Sources {
             )));
         }
         let events = &self.events;
-        match self.index.probe(hash, id, |p| &events.get(p as usize).id) {
+        match self
+            .index
+            .probe(hash, id, |p| events.get(p as usize).id.as_bytes())
+        {
             Ok(no) => {
                 if same(self.event(no), keys) {
                     self.history[partition].push(no);
@@ -247,7 +254,7 @@ impl Sources {
                 let no = self.events.len() as EventNo;
                 let key = keys.intern(delivery.key());
                 let (timestamp, value) = (delivery.timestamp(), delivery.value());
-                let id = delivery.take_id();
+                let id = IdStr::from_cow(delivery.take_id());
                 self.events.push(EventRec {
                     id,
                     key,
@@ -261,7 +268,7 @@ impl Sources {
         }
     }
 
-    fn push_unique(&mut self, hash: u32, id: Box<str>, key: KeyId, timestamp: i64, value: i64) {
+    fn push_unique(&mut self, hash: u32, id: IdStr, key: KeyId, timestamp: i64, value: i64) {
         let no = self.events.len() as u32;
         self.events.push(EventRec {
             id,
@@ -301,7 +308,13 @@ impl Sources {
             None => {
                 let no = self.events.len() as EventNo;
                 let key = keys.intern(&ev.key);
-                self.push_unique(hash, ev.id.into_boxed_str(), key, ev.timestamp, ev.value);
+                self.push_unique(
+                    hash,
+                    IdStr::from_cow(Cow::Owned(ev.id)),
+                    key,
+                    ev.timestamp,
+                    ev.value,
+                );
                 self.history[partition].push(no);
             }
         }
@@ -312,7 +325,7 @@ impl Sources {
     pub fn to_event(&self, no: EventNo, keys: &KeyTable) -> Event {
         let rec = self.event(no);
         Event {
-            id: rec.id.to_string(),
+            id: rec.id.as_str().to_string(),
             key: keys.name(rec.key).to_string(),
             timestamp: rec.timestamp,
             value: rec.value,

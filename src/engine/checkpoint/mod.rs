@@ -119,7 +119,7 @@ pub fn take(p: &Processor) -> Vec<u8> {
                         buf.push(b',');
                     }
                     let e = p.sources.event(no);
-                    write_event(buf, &e.id, p.keys.name(e.key), e.timestamp, e.value);
+                    write_event(buf, e.id.as_str(), p.keys.name(e.key), e.timestamp, e.value);
                 }
                 buf.push(b']');
             }
@@ -140,7 +140,7 @@ pub fn take(p: &Processor) -> Vec<u8> {
                 let e = p.sources.event(no);
                 (
                     (
-                        Cow::Borrowed(&*e.id),
+                        Cow::Borrowed(e.id.as_str()),
                         Cow::Borrowed(&**p.keys.name(e.key)),
                         e.timestamp,
                         e.value,
