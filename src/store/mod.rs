@@ -25,7 +25,7 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use checkpoints::CheckpointMeta;
 pub use error::{Error, Result};
-pub use log::{Base, Page};
+pub use log::{split_chunk, Base, CommandRow, Page};
 
 use error::Op;
 
