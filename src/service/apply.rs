@@ -85,6 +85,9 @@ pub struct TickAnswer {
     pub finalized: Vec<Address>,
 }
 
+/// Bytes committed between two pokes of the WAL checkpointer.
+const WAL_POKE_BYTES: u64 = 8 << 20;
+
 /// A call applied to the engine, waiting for its commit.
 pub(super) struct Pending {
     ticket: u64,
@@ -138,15 +141,6 @@ pub(super) fn run_engine(p: &mut Processor, cmd: Command<'_>) -> Result<Applied,
             .mark_idle(part)
             .map(Applied::Tick)
             .map_err(ServiceError::Rejected),
-    }
-}
-
-impl Applied {
-    pub(super) fn output(&self) -> (&[Change], &[LateRecord]) {
-        match self {
-            Applied::Ingest(o) => (&o.changes, &o.late),
-            Applied::Tick(o) => (&o.changes, &[]),
-        }
     }
 }
 
@@ -332,10 +326,7 @@ impl Service {
                 log = self.lead(log);
                 continue;
             }
-            log = self
-                .committed
-                .wait(log)
-                .unwrap_or_else(|e| e.into_inner());
+            log = self.committed.wait(log).unwrap_or_else(|e| e.into_inner());
         }
     }
 
@@ -343,11 +334,7 @@ impl Service {
     /// transaction and records their outcomes.
     fn lead<'a>(&'a self, mut log: MutexGuard<'a, Log>) -> MutexGuard<'a, Log> {
         log.leader = true;
-        let n = log
-            .queue
-            .iter()
-            .take_while(|p| p.encoded.is_some())
-            .count();
+        let n = log.queue.iter().take_while(|p| p.encoded.is_some()).count();
         let group: Vec<Pending> = log.queue.drain(..n).collect();
         drop(log);
         let res = {
@@ -376,6 +363,22 @@ impl Service {
                     log.outcomes.insert(*t, Ok(()));
                 }
                 log.logged += group.len() as u64;
+                let bytes: usize = group
+                    .iter()
+                    .map(|p| {
+                        p.body.len()
+                            + p.encoded
+                                .as_ref()
+                                .and_then(|e| e.changes.as_ref())
+                                .map_or(0, |c| c.2.len())
+                    })
+                    .sum();
+                let total =
+                    self.wal_bytes.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+                if total >= WAL_POKE_BYTES {
+                    self.wal_bytes.store(0, Ordering::Relaxed);
+                    self.wal.poke();
+                }
                 Metrics::inc(&self.metrics.commits, 1);
                 if let Some(last) = group.last() {
                     let (seq, late_len) = last.heads;
@@ -423,10 +426,7 @@ impl Service {
     pub(super) fn settle(&self, inner: &mut Inner) -> Result<(), ServiceError> {
         let mut log = self.log();
         while !log.poisoned && (log.leader || !log.queue.is_empty()) {
-            log = self
-                .committed
-                .wait(log)
-                .unwrap_or_else(|e| e.into_inner());
+            log = self.committed.wait(log).unwrap_or_else(|e| e.into_inner());
         }
         let poisoned = log.poisoned;
         drop(log);
@@ -440,7 +440,7 @@ impl Service {
     /// ready again on success; leaves it broken (and not ready) otherwise.
     /// The caller holds the processor lock and nothing is being committed.
     pub(super) fn rebuild(&self, inner: &mut Inner) -> Result<(), ServiceError> {
-        let replayed = super::recover::replay(&self.writer(), &self.pipeline);
+        let replayed = super::recover::replay(&self.writer(), &self.db, &self.pipeline);
         match replayed {
             Ok((p, logged)) => {
                 inner.processor = p;
@@ -518,10 +518,7 @@ impl Service {
         {
             let mut log = self.log();
             while !log.poisoned && (log.leader || !log.queue.is_empty()) {
-                log = self
-                    .committed
-                    .wait(log)
-                    .unwrap_or_else(|e| e.into_inner());
+                log = self.committed.wait(log).unwrap_or_else(|e| e.into_inner());
             }
         }
         let inner = &mut *g;

@@ -21,16 +21,16 @@ pub mod metrics;
 pub mod parse;
 mod recover;
 
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
-use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 
 use tokio::sync::watch;
 
 use crate::engine::{PartitionStatus, Pipeline, Processor, WindowResult};
-use crate::store::{self, CheckpointMeta, Page, Reader, Writer};
+use crate::store::{self, CheckpointMeta, Page, Reader, WalCheckpointer, Writer};
 
 pub use apply::{IngestAnswer, RestoreOutcome, RestoreSource, TickAnswer};
 pub use error::{ServiceError, StartError};
@@ -120,6 +120,9 @@ pub struct Service {
     /// The writing connection: used by the commit leader, and by recovery,
     /// checkpoints and restores once everything is committed.
     writer: Mutex<Writer>,
+    /// Checkpoints the WAL in the background; poked every `WAL_POKE_BYTES`.
+    wal: WalCheckpointer,
+    wal_bytes: std::sync::atomic::AtomicU64,
     heads: watch::Sender<Heads>,
     readers: Mutex<Vec<Reader>>,
     db: PathBuf,
@@ -161,8 +164,8 @@ impl Service {
                 stored
             }
         };
-        let (processor, logged) =
-            recover::replay(&writer, &pipeline).map_err(|e| fail("recovery failed", &e))?;
+        let (processor, logged) = recover::replay(&writer, &opts.db, &pipeline)
+            .map_err(|e| fail("recovery failed", &e))?;
         let heads = Heads {
             changes: processor.sequence(),
             late: processor.late_len(),
@@ -185,6 +188,9 @@ impl Service {
             }),
             committed: Condvar::new(),
             writer: Mutex::new(writer),
+            wal: WalCheckpointer::start(&opts.db)
+                .map_err(|e| fail("cannot start the WAL checkpointer", &e))?,
+            wal_bytes: std::sync::atomic::AtomicU64::new(0),
             heads: watch::Sender::new(heads),
             readers: Mutex::new(vec![reader]),
             db: opts.db.clone(),

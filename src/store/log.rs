@@ -74,8 +74,7 @@ impl Writer {
                 .prepare_cached("INSERT INTO late (seq, body) VALUES (?1, ?2)")
                 .op("prepare INSERT late")?;
             for r in rows {
-                cmd.execute(params![r.kind, r.body])
-                    .op("INSERT commands")?;
+                cmd.execute(params![r.kind, r.body]).op("INSERT commands")?;
                 if let Some((first, last, body)) = r.changes {
                     let body = std::str::from_utf8(body)
                         .map_err(|e| Error::Corrupt(format!("changes are not UTF-8: {e}")))?;
@@ -97,73 +96,6 @@ impl Writer {
             .query_row("SELECT count(*) FROM commands", [], |r| r.get::<_, i64>(0))
             .op("SELECT count(*) FROM commands")
             .map(|n| n.max(0) as u64)
-    }
-
-    /// Calls `f(kind, body)` for every logged command, in log order.
-    pub fn for_each_command<E: From<Error>>(
-        &self,
-        mut f: impl FnMut(&str, &[u8]) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
-        let mut st = self
-            .conn
-            .prepare("SELECT kind, body FROM commands ORDER BY id")
-            .op("prepare SELECT commands")?;
-        let mut rows = st.query([]).op("SELECT commands")?;
-        while let Some(row) = rows.next().op("SELECT commands (next)")? {
-            let kind: String = row.get(0).op("commands.kind")?;
-            let body: Vec<u8> = row.get(1).op("commands.body")?;
-            f(&kind, &body)?;
-        }
-        Ok(())
-    }
-
-    /// The stored chunk that starts at change `seq`: its last sequence and
-    /// its body (a JSON array, or one change for rows of schema version 1).
-    pub fn chunk_at(&self, seq: u64) -> Result<Option<(u64, String)>> {
-        self.conn
-            .prepare_cached("SELECT coalesce(last_seq, seq), body FROM changes WHERE seq = ?1")
-            .op("prepare SELECT change chunk")?
-            .query_row([seq_i64(seq)?], |r| {
-                Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get::<_, String>(1)?))
-            })
-            .optional()
-            .op("SELECT change chunk")
-    }
-
-    /// The stored changes with sequences `first..=last`, split out of their
-    /// chunks, in order (missing ones are absent).
-    pub fn changes_between(&self, first: u64, last: u64) -> Result<Vec<(u64, String)>> {
-        let mut out = Vec::new();
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT seq, body FROM changes WHERE seq <= ?2 AND coalesce(last_seq, seq) >= ?1
-                 ORDER BY seq",
-            )
-            .op("prepare SELECT changes between")?;
-        let mut rows = st
-            .query(params![seq_i64(first)?, seq_i64(last)?])
-            .op("SELECT changes between")?;
-        while let Some(row) = rows.next().op("SELECT changes between (next)")? {
-            let seq: i64 = row.get(0).op("changes.seq")?;
-            let body: String = row.get(1).op("changes.body")?;
-            for (s, c) in split_chunk(seq.max(0) as u64, &body)? {
-                if (first..=last).contains(&s) {
-                    out.push((s, c.to_string()));
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// The stored late record with sequence `seq`, as JSON.
-    pub fn late_at(&self, seq: u64) -> Result<Option<String>> {
-        self.conn
-            .prepare_cached("SELECT body FROM late WHERE seq = ?1")
-            .op("prepare SELECT late")?
-            .query_row([seq_i64(seq)?], |r| r.get(0))
-            .optional()
-            .op("SELECT late")
     }
 
     /// The largest stored change and late sequences (0 when empty).
@@ -266,6 +198,85 @@ impl Writer {
     }
 }
 
+/// The reads recovery needs, on the writing connection and on readers (the
+/// pipelined replay reads commands and verifies chunks on connections of its
+/// own).
+macro_rules! replay_reads {
+    ($t:ty) => {
+        impl $t {
+    /// Calls `f(kind, body)` for every logged command, in log order.
+            pub fn for_each_command<E: From<Error>>(
+                &self,
+                mut f: impl FnMut(&str, &[u8]) -> std::result::Result<(), E>,
+            ) -> std::result::Result<(), E> {
+                let mut st = self
+                    .conn
+                    .prepare("SELECT kind, body FROM commands ORDER BY id")
+                    .op("prepare SELECT commands")?;
+                let mut rows = st.query([]).op("SELECT commands")?;
+                while let Some(row) = rows.next().op("SELECT commands (next)")? {
+                    let kind: String = row.get(0).op("commands.kind")?;
+                    let body: Vec<u8> = row.get(1).op("commands.body")?;
+                    f(&kind, &body)?;
+                }
+                Ok(())
+            }
+
+            /// The stored chunk that starts at change `seq`: its last sequence and
+            /// its body (a JSON array, or one change for rows of schema version 1).
+            pub fn chunk_at(&self, seq: u64) -> Result<Option<(u64, String)>> {
+                self.conn
+                    .prepare_cached("SELECT coalesce(last_seq, seq), body FROM changes WHERE seq = ?1")
+                    .op("prepare SELECT change chunk")?
+                    .query_row([seq_i64(seq)?], |r| {
+                        Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get::<_, String>(1)?))
+                    })
+                    .optional()
+                    .op("SELECT change chunk")
+            }
+
+            /// The stored changes with sequences `first..=last`, split out of their
+            /// chunks, in order (missing ones are absent).
+            pub fn changes_between(&self, first: u64, last: u64) -> Result<Vec<(u64, String)>> {
+                let mut out = Vec::new();
+                let mut st = self
+                    .conn
+                    .prepare_cached(
+                        "SELECT seq, body FROM changes WHERE seq <= ?2 AND coalesce(last_seq, seq) >= ?1
+                         ORDER BY seq",
+                    )
+                    .op("prepare SELECT changes between")?;
+                let mut rows = st
+                    .query(params![seq_i64(first)?, seq_i64(last)?])
+                    .op("SELECT changes between")?;
+                while let Some(row) = rows.next().op("SELECT changes between (next)")? {
+                    let seq: i64 = row.get(0).op("changes.seq")?;
+                    let body: String = row.get(1).op("changes.body")?;
+                    for (s, c) in split_chunk(seq.max(0) as u64, &body)? {
+                        if (first..=last).contains(&s) {
+                            out.push((s, c.to_string()));
+                        }
+                    }
+                }
+                Ok(out)
+            }
+
+            /// The stored late record with sequence `seq`, as JSON.
+            pub fn late_at(&self, seq: u64) -> Result<Option<String>> {
+                self.conn
+                    .prepare_cached("SELECT body FROM late WHERE seq = ?1")
+                    .op("prepare SELECT late")?
+                    .query_row([seq_i64(seq)?], |r| r.get(0))
+                    .optional()
+                    .op("SELECT late")
+            }
+        }
+    };
+}
+
+replay_reads!(Writer);
+replay_reads!(Reader);
+
 impl Reader {
     fn page(&mut self, table: Table, after: u64, limit: u32, base_floor: bool) -> Result<Page> {
         let tx = self.conn.transaction().op("BEGIN (page)")?;
@@ -273,7 +284,9 @@ impl Reader {
             Table::Changes => changes_rows(&tx, after, limit)?,
             Table::Late => {
                 let mut st = tx
-                    .prepare_cached("SELECT seq, body FROM late WHERE seq > ?1 ORDER BY seq LIMIT ?2")
+                    .prepare_cached(
+                        "SELECT seq, body FROM late WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                    )
                     .op("prepare page query")?;
                 let mut out = Vec::new();
                 let mut rows = st
