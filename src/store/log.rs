@@ -419,3 +419,80 @@ impl Table {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(first: u64, n: u64) -> String {
+        let items: Vec<String> = (first..first + n)
+            .map(|s| format!(r#"{{"seq":{s},"op":"upsert"}}"#))
+            .collect();
+        format!("[{}]", items.join(","))
+    }
+
+    #[test]
+    fn change_chunks_page_split_and_truncate() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let mut w = Writer::open(&db).unwrap();
+        let (a, b) = (chunk(1, 5), chunk(6, 3));
+        w.append(&[
+            CommandRow {
+                kind: "ndjson",
+                body: b"{}",
+                changes: Some((1, 5, a.as_bytes())),
+                late: &[],
+            },
+            CommandRow {
+                kind: "advance",
+                body: b"{}",
+                changes: None,
+                late: &[],
+            },
+            CommandRow {
+                kind: "advance",
+                body: b"{}",
+                changes: Some((6, 8, b.as_bytes())),
+                late: &[],
+            },
+        ])
+        .unwrap();
+        assert_eq!(w.max_seqs().unwrap(), (8, 0));
+        assert_eq!(w.command_count().unwrap(), 3);
+        let mut r = Reader::open(&db).unwrap();
+        let seqs = |p: &Page| p.rows.iter().map(|(s, _)| *s).collect::<Vec<_>>();
+        // From inside the first chunk, across into the second, limited.
+        let p = r.changes_page(3, 4).unwrap();
+        assert_eq!((seqs(&p), p.head), (vec![4, 5, 6, 7], 8));
+        assert_eq!(p.rows[0].1, r#"{"seq":4,"op":"upsert"}"#);
+        assert_eq!(
+            seqs(&r.changes_page(0, 100).unwrap()),
+            (1..=8).collect::<Vec<_>>()
+        );
+        assert!(r.changes_page(8, 10).unwrap().rows.is_empty());
+        assert_eq!(
+            w.changes_between(4, 6)
+                .unwrap()
+                .iter()
+                .map(|(s, _)| *s)
+                .collect::<Vec<_>>(),
+            vec![4, 5, 6]
+        );
+        assert_eq!(w.chunk_at(6).unwrap(), Some((8, b.clone())));
+        // A restore to sequence 3 keeps the prefix of the straddling chunk.
+        w.restore(None, b"{}", 3, &[]).unwrap();
+        let p = r.changes_page(0, 100).unwrap();
+        assert_eq!((seqs(&p), p.head), (vec![1, 2, 3], 3));
+        assert_eq!(w.chunk_at(1).unwrap(), Some((3, chunk(1, 3))));
+        // Rows of the version-1 layout (one change, no last_seq) still read.
+        w.conn
+            .execute(
+                "INSERT INTO changes (seq, body) VALUES (4, '{\"seq\":4}')",
+                [],
+            )
+            .unwrap();
+        let p = r.changes_page(2, 100).unwrap();
+        assert_eq!((seqs(&p), p.head), (vec![3, 4], 4));
+    }
+}
