@@ -10,8 +10,10 @@
 //! mode `NORMAL` already survives a crash of the process, but it may roll back
 //! the last commits after a power loss or an OS crash; `FULL` syncs the WAL on
 //! every commit, so an acknowledged call survives both. The cost is one fsync
-//! per commit (see BENCHMARKS.md); batching many deliveries per request
-//! amortizes it.
+//! per commit (see BENCHMARKS.md); the service amortizes it by group commit
+//! (one transaction for all the calls queued meanwhile) and clients by
+//! batching many deliveries per request. The WAL is copied back into the
+//! database by [`WalCheckpointer`], off the commit path.
 
 mod checkpoints;
 mod error;
