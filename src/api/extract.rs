@@ -2,22 +2,19 @@
 //! bodies with unknown fields rejected, and query strings. Every failure is
 //! an [`ApiError`]; nothing here panics on any input.
 
-use std::cell::Cell;
-use std::fmt;
-
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
-use serde::de::{DeserializeOwned, DeserializeSeed, SeqAccess, Visitor};
-use serde::Deserializer;
+use serde::de::DeserializeOwned;
 
 use super::error::{ApiError, Code};
-use crate::engine::Delivery;
+use crate::engine::DeliveryRef;
+use crate::service::parse::{self, Framing, ParseError};
 
-/// Parsed `POST /events` body.
+/// Parsed `POST /events` body: deliveries borrowing from the body.
 #[derive(Debug)]
-pub struct Deliveries {
+pub struct Deliveries<'a> {
     /// The deliveries in request order.
-    pub items: Vec<Delivery>,
+    pub items: Vec<DeliveryRef<'a>>,
     /// Whether the body was a batch (array or NDJSON): errors carry `index`.
     pub batch: bool,
 }
@@ -41,72 +38,22 @@ pub fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 }
 
 /// Parses a `POST /events` body. `ndjson` is true for
-/// `Content-Type: application/x-ndjson`.
-pub fn deliveries(body: &[u8], ndjson: bool) -> Result<Deliveries, ApiError> {
-    let items = if ndjson {
-        // Blank lines (including a final newline) separate nothing and are
-        // skipped; `index` counts deliveries, not lines.
-        let mut items = Vec::new();
-        for (n, line) in body.split(|b| *b == b'\n').enumerate() {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let i = items.len();
-            let d = serde_json::from_slice::<Delivery>(line)
-                .map_err(|e| ApiError::bad_request(format!("line {}: {e}", n + 1)).at(Some(i)))?;
-            items.push(d);
-        }
-        items
+/// `Content-Type: application/x-ndjson`. The parser is the service's (the
+/// one recovery replays the stored body with).
+pub fn deliveries(body: &[u8], ndjson: bool) -> Result<Deliveries<'_>, ApiError> {
+    let framing = if ndjson {
+        Framing::Ndjson
     } else {
-        let first = body.iter().find(|b| !b.is_ascii_whitespace());
-        if first != Some(&b'[') {
-            let d = serde_json::from_slice::<Delivery>(body)
-                .map_err(|e| ApiError::bad_request(format!("invalid delivery: {e}")))?;
-            return Ok(Deliveries {
-                items: vec![d],
-                batch: false,
-            });
-        }
-        let at = Cell::new(0usize);
-        let mut de = serde_json::Deserializer::from_slice(body);
-        let items = BatchSeed(&at)
-            .deserialize(&mut de)
-            .and_then(|v| de.end().map(|()| v))
-            .map_err(|e| {
-                ApiError::bad_request(format!("delivery {}: {e}", at.get())).at(Some(at.get()))
-            })?;
-        items
+        Framing::Json
     };
-    if items.is_empty() {
-        return Err(ApiError::invalid_request("the batch is empty"));
-    }
-    Ok(Deliveries { items, batch: true })
-}
-
-/// Deserializes a JSON array of deliveries, recording the index being read
-/// so that an error can name the failing element.
-struct BatchSeed<'a>(&'a Cell<usize>);
-
-impl<'de> DeserializeSeed<'de> for BatchSeed<'_> {
-    type Value = Vec<Delivery>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for BatchSeed<'_> {
-    type Value = Vec<Delivery>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an array of deliveries")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
-        loop {
-            self.0.set(out.len());
-            match seq.next_element::<Delivery>()? {
-                Some(d) => out.push(d),
-                None => return Ok(out),
-            }
+    match parse::deliveries(body, framing) {
+        Ok(p) => Ok(Deliveries {
+            items: p.items,
+            batch: p.batch,
+        }),
+        Err(ParseError::Empty) => Err(ApiError::invalid_request("the batch is empty")),
+        Err(ParseError::Malformed { message, index }) => {
+            Err(ApiError::bad_request(message).at(index))
         }
     }
 }

@@ -4,6 +4,7 @@
 //! - [`routes`]: the handlers; each parses its request, then runs the service
 //!   call inside `spawn_blocking` (the service takes a std mutex and may wait
 //!   for an fsync).
+//! - [`ingest`]: the handlers of the write path (events, watermarks, idle).
 //! - `stream`: `GET /changes/stream` (server-sent events).
 //! - `dashboard`: `GET /`, the live dashboard page (public; the data it
 //!   reads is not).
@@ -18,6 +19,7 @@ mod dashboard;
 pub mod dto;
 pub mod error;
 pub mod extract;
+pub mod ingest;
 pub mod routes;
 mod stream;
 
@@ -107,9 +109,9 @@ pub fn router(
             .map(Arc::from),
     };
     let app = Router::new()
-        .route("/events", post(routes::post_events))
-        .route("/watermarks", post(routes::post_watermarks))
-        .route("/partitions/{partition}/idle", post(routes::post_idle))
+        .route("/events", post(ingest::post_events))
+        .route("/watermarks", post(ingest::post_watermarks))
+        .route("/partitions/{partition}/idle", post(ingest::post_idle))
         .route("/changes", get(routes::get_changes))
         .route("/changes/stream", get(stream::get_stream))
         .route("/late", get(routes::get_late))

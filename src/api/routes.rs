@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
@@ -15,7 +15,7 @@ use super::dto::{self, page_body};
 use super::error::{ApiError, Code};
 use super::extract::{self, PageQuery, QueryParams};
 use super::AppState;
-use crate::service::{Batch, RestoreSource, Service};
+use crate::service::{RestoreSource, Service};
 use crate::store::Page;
 
 /// The OpenAPI document, served verbatim.
@@ -33,7 +33,7 @@ pub(super) async fn blocking<T: Send + 'static>(
     })
 }
 
-fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+pub(super) fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     let mut r = (status, body).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -42,7 +42,7 @@ fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     r
 }
 
-fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>, ApiError> {
+pub(super) fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>, ApiError> {
     serde_json::to_vec(v)
         .map_err(|e| ApiError::new(Code::Unavailable, format!("cannot encode the answer: {e}")))
 }
@@ -52,77 +52,6 @@ fn query(
 ) -> Result<QueryParams, ApiError> {
     q.map(|Query(v)| QueryParams(v))
         .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))
-}
-
-/// `POST /events`.
-pub async fn post_events(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let body = body.map_err(extract::body_error)?;
-    let svc = st.service()?;
-    let ndjson = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.trim_start()
-                .to_ascii_lowercase()
-                .starts_with("application/x-ndjson")
-        });
-    blocking(move || {
-        let parsed = extract::deliveries(&body, ndjson)?;
-        drop(body);
-        let batch = parsed.batch;
-        let out = svc
-            .ingest(Batch::new(parsed.items))
-            .map_err(|e| ApiError::from_service(e, batch))?;
-        to_json(&dto::IngestResponse {
-            changes: &out.changes,
-            late: &out.late,
-            watermark: out.watermark,
-            offsets: &out.offsets,
-        })
-    })
-    .await
-    .map(|b| json_response(StatusCode::OK, b))
-}
-
-fn tick_body(o: &crate::engine::TickOutcome) -> Result<Vec<u8>, ApiError> {
-    to_json(&dto::TickResponse {
-        changes: &o.changes,
-        watermark: o.watermark,
-        finalized: &o.finalized,
-    })
-}
-
-/// `POST /watermarks`.
-pub async fn post_watermarks(
-    State(st): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let body = body.map_err(extract::body_error)?;
-    let svc = st.service()?;
-    blocking(move || {
-        let req: dto::WatermarkBody = extract::json(&body)?;
-        let out = svc.advance(&req.partition, req.watermark)?;
-        tick_body(&out)
-    })
-    .await
-    .map(|b| json_response(StatusCode::OK, b))
-}
-
-/// `POST /partitions/{partition}/idle`.
-pub async fn post_idle(
-    State(st): State<AppState>,
-    partition: Result<Path<String>, axum::extract::rejection::PathRejection>,
-) -> Result<Response, ApiError> {
-    let Path(partition) =
-        partition.map_err(|e| ApiError::bad_request(format!("bad partition in path: {e}")))?;
-    let svc = st.service()?;
-    blocking(move || tick_body(&svc.mark_idle(&partition)?))
-        .await
-        .map(|b| json_response(StatusCode::OK, b))
 }
 
 /// Waits (up to `wait_ms`) for a page with rows: the long poll of

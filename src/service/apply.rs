@@ -1,46 +1,44 @@
-//! The single write path.
+//! The single write path, with group commit.
 //!
-//! Every mutating call runs [`Service::apply`]: take the processor lock,
-//! apply the call to the engine, write the command (the request as ONE
-//! compact row), its changes and its late records in ONE SQLite transaction,
-//! commit, publish the new heads, release the lock. The caller answers after
-//! that, so a 2xx means durable.
+//! Every mutating call runs in three steps:
 //!
-//! - A rejection by the engine writes nothing (the engine changed nothing).
-//! - If the transaction fails, the engine has already moved on: the
-//!   processor is rebuilt from the store (`recover`), never undone in memory,
-//!   and the call answers `Unavailable`. If that rebuild fails too, the
-//!   service stays "broken" (readyz 503) and every later call retries it
-//!   first.
-//! - Checkpoints and restores follow the same order: engine first (validate,
-//!   or serialize), then one transaction, then swap or notify.
+//! 1. **Engine** (under the processor lock, nothing else): apply the call to
+//!    the engine; a rejection returns here and writes nothing. Otherwise the
+//!    call gets the next ticket and is queued (its raw request body) on the
+//!    commit queue, still under the lock, so the queue is in engine order and
+//!    every applied call is queued or committed whenever the lock is free.
+//! 2. **Encode** (no lock): the call's changes are serialized ONCE, into the
+//!    JSON array that is both the stored chunk and the answer's `changes`.
+//! 3. **Commit**: the first caller that finds no commit running and an
+//!    encoded call at the head of the queue becomes the leader: it takes
+//!    every encoded call from the head and stores them all in ONE SQLite
+//!    transaction (one fsync), then wakes the others. Each call is answered
+//!    only after the commit that includes it, so a 2xx means durable.
+//!
+//! If a commit fails, every call of that group and every call queued behind
+//! it (their engine state builds on the failed ones) is answered 503, the
+//! queue is "poisoned" (calls applied meanwhile are refused with 503 too), and
+//! the processor is rebuilt from the store (`recover`) before anything else
+//! uses it: nothing of those calls was applied, and the processor equals the
+//! store. If the rebuild fails, the service stays broken (readyz 503) and
+//! every later call retries it first.
+//!
+//! Readers of the processor (`/results`, `/status`), checkpoints and
+//! restores first wait until everything applied is committed ("settled"),
+//! holding the processor lock, so they never see a state that a failed
+//! commit takes back.
 
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
 
 use crate::engine::{
-    Delivery, IngestOutcome, LateRecord, Pipeline, Processor, Rejection, TickOutcome,
+    Address, Change, DeliveryRef, IngestOutcome, LateRecord, Pipeline, Processor, Rejection,
+    TickOutcome,
 };
-use crate::store::CheckpointMeta;
+use crate::store::{CheckpointMeta, CommandRow};
 
-use super::{Inner, Metrics, Service, ServiceError};
-
-/// A parsed ingest request. Parsing and the compact encoding of the command
-/// happen in the api, outside the processor lock.
-#[derive(Debug, Clone)]
-pub struct Batch {
-    /// The deliveries, in request order.
-    pub deliveries: Vec<Delivery>,
-    /// The compact JSON array of the deliveries as sent (the command row).
-    pub body: Vec<u8>,
-}
-
-impl Batch {
-    /// Builds the command row for `deliveries`.
-    pub fn new(deliveries: Vec<Delivery>) -> Batch {
-        let body = serde_json::to_vec(&deliveries).unwrap_or_default();
-        Batch { deliveries, body }
-    }
-}
+use super::parse::Framing;
+use super::{Inner, Log, Metrics, Service, ServiceError};
 
 /// Where a restore takes its envelope from.
 #[derive(Debug, Clone)]
@@ -62,9 +60,56 @@ pub struct RestoreOutcome {
     pub watermark: Option<i64>,
 }
 
+/// An acknowledged `POST /events`: the outcome with its output already
+/// encoded (the bytes that were stored).
+#[derive(Debug, Clone)]
+pub struct IngestAnswer {
+    /// JSON array of the changes.
+    pub changes: Arc<Vec<u8>>,
+    /// JSON array of the late records.
+    pub late: Vec<u8>,
+    /// The global watermark.
+    pub watermark: Option<i64>,
+    /// Consumed offset of each touched partition, sorted by name.
+    pub offsets: Vec<(String, i64)>,
+}
+
+/// An acknowledged `POST /watermarks` or idle call.
+#[derive(Debug, Clone)]
+pub struct TickAnswer {
+    /// JSON array of the changes.
+    pub changes: Arc<Vec<u8>>,
+    /// The global watermark after the call.
+    pub watermark: Option<i64>,
+    /// Addresses finalized by the call, in address order.
+    pub finalized: Vec<Address>,
+}
+
+/// Bytes committed between two pokes of the WAL checkpointer.
+const WAL_POKE_BYTES: u64 = 8 << 20;
+
+/// A call applied to the engine, waiting for its commit.
+pub(super) struct Pending {
+    ticket: u64,
+    kind: &'static str,
+    body: Vec<u8>,
+    /// Processor sequence and late count after this call.
+    heads: (u64, u64),
+    /// Filled by the caller outside the processor lock.
+    encoded: Option<Encoded>,
+}
+
+/// A call's output as stored.
+struct Encoded {
+    /// First and last sequence and the JSON array of the changes.
+    changes: Option<(u64, u64, Arc<Vec<u8>>)>,
+    /// Late records as `(seq, compact JSON)`.
+    late: Vec<(u64, String)>,
+}
+
 /// A logged command: what the command log stores and recovery replays.
 pub(super) enum Command<'a> {
-    Ingest(Vec<Delivery>),
+    Ingest(Vec<DeliveryRef<'a>>),
     Advance(&'a str, i64),
     Idle(&'a str),
 }
@@ -99,72 +144,135 @@ pub(super) fn run_engine(p: &mut Processor, cmd: Command<'_>) -> Result<Applied,
     }
 }
 
-impl Command<'_> {
-    /// The command row of a watermark call (ingest rows come with the batch).
-    fn tick_row(&self) -> (&'static str, Vec<u8>) {
-        match self {
-            Command::Ingest(_) => ("events", Vec::new()),
-            Command::Advance(p, w) => (
-                "advance",
-                serde_json::to_vec(&AdvanceRow {
-                    partition: (*p).to_string(),
-                    watermark: *w,
-                })
-                .unwrap_or_default(),
-            ),
-            Command::Idle(p) => ("idle", serde_json::to_vec(p).unwrap_or_default()),
+/// The compact JSON array of `items` (each element exactly as serde writes
+/// it alone).
+pub(super) fn json_array<T: serde::Serialize>(items: &[T]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + items.len() * 160);
+    out.push(b'[');
+    for (i, c) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
+        // Serializing these engine types cannot fail (no maps with non-string
+        // keys, no failing Serialize impls).
+        let _ = serde_json::to_writer(&mut out, c);
+    }
+    out.push(b']');
+    out
+}
+
+fn encode(changes: &[Change], late: &[LateRecord]) -> Encoded {
+    Encoded {
+        changes: match (changes.first(), changes.last()) {
+            (Some(f), Some(l)) => Some((f.seq, l.seq, Arc::new(json_array(changes)))),
+            _ => None,
+        },
+        late: late
+            .iter()
+            .map(|l| (l.seq, serde_json::to_string(l).unwrap_or_default()))
+            .collect(),
     }
 }
 
-impl Applied {
-    fn output(&self) -> (&[crate::engine::Change], &[LateRecord]) {
-        match self {
-            Applied::Ingest(o) => (&o.changes, &o.late),
-            Applied::Tick(o) => (&o.changes, &[]),
+/// Marks the queue poisoned if a caller leaves before encoding its call
+/// (a panic): nothing behind it could ever commit otherwise.
+struct Unfilled<'a> {
+    svc: &'a Service,
+    armed: bool,
+}
+
+impl Drop for Unfilled<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut log = self.svc.log();
+            self.svc
+                .fail_all(&mut log, "internal failure; nothing was applied", &[]);
+            self.svc.committed.notify_all();
         }
     }
 }
 
 impl Service {
-    /// `POST /events`.
-    pub fn ingest(&self, batch: Batch) -> Result<IngestOutcome, ServiceError> {
-        let n = batch.deliveries.len() as u64;
-        let Batch { deliveries, body } = batch;
-        match self.apply(Command::Ingest(deliveries), ("events", body))? {
-            Applied::Ingest(o) => {
-                Metrics::inc(&self.metrics.deliveries, n);
-                Metrics::inc(&self.metrics.ingest_requests, 1);
-                Ok(o)
-            }
-            Applied::Tick(_) => Err(ServiceError::Unavailable("internal mix-up".into())),
-        }
+    /// `POST /events`: `raw` is the body as received (stored as the command
+    /// row), `deliveries` its parse.
+    pub fn ingest(
+        &self,
+        raw: &[u8],
+        framing: Framing,
+        deliveries: Vec<DeliveryRef<'_>>,
+    ) -> Result<IngestAnswer, ServiceError> {
+        let n = deliveries.len() as u64;
+        let body = raw.to_vec();
+        let (ticket, applied) = self.apply(framing.kind(), body, Command::Ingest(deliveries))?;
+        let Applied::Ingest(o) = applied else {
+            return Err(ServiceError::Unavailable("internal mix-up".into()));
+        };
+        let enc = encode(&o.changes, &o.late);
+        let late = json_array(&o.late);
+        let changes = Self::changes_bytes(&enc);
+        self.commit(ticket, enc)?;
+        Metrics::inc(&self.metrics.deliveries, n);
+        Metrics::inc(&self.metrics.ingest_requests, 1);
+        Metrics::inc(&self.metrics.changes, o.changes.len() as u64);
+        Metrics::inc(&self.metrics.late, o.late.len() as u64);
+        Ok(IngestAnswer {
+            changes,
+            late,
+            watermark: o.watermark,
+            offsets: o.offsets,
+        })
     }
 
     /// `POST /watermarks`.
-    pub fn advance(&self, partition: &str, watermark: i64) -> Result<TickOutcome, ServiceError> {
-        self.tick(Command::Advance(partition, watermark))
+    pub fn advance(&self, partition: &str, watermark: i64) -> Result<TickAnswer, ServiceError> {
+        let body = serde_json::to_vec(&AdvanceRow {
+            partition: partition.to_string(),
+            watermark,
+        })
+        .unwrap_or_default();
+        self.tick("advance", body, Command::Advance(partition, watermark))
     }
 
     /// `POST /partitions/{partition}/idle`.
-    pub fn mark_idle(&self, partition: &str) -> Result<TickOutcome, ServiceError> {
-        self.tick(Command::Idle(partition))
+    pub fn mark_idle(&self, partition: &str) -> Result<TickAnswer, ServiceError> {
+        let body = serde_json::to_vec(partition).unwrap_or_default();
+        self.tick("idle", body, Command::Idle(partition))
     }
 
-    fn tick(&self, cmd: Command<'_>) -> Result<TickOutcome, ServiceError> {
-        let row = cmd.tick_row();
-        match self.apply(cmd, row)? {
-            Applied::Tick(o) => Ok(o),
-            Applied::Ingest(_) => Err(ServiceError::Unavailable("internal mix-up".into())),
-        }
-    }
-
-    /// The write path (see the module docs).
-    fn apply(
+    fn tick(
         &self,
+        kind: &'static str,
+        body: Vec<u8>,
         cmd: Command<'_>,
-        (kind, body): (&'static str, Vec<u8>),
-    ) -> Result<Applied, ServiceError> {
+    ) -> Result<TickAnswer, ServiceError> {
+        let (ticket, applied) = self.apply(kind, body, cmd)?;
+        let Applied::Tick(o) = applied else {
+            return Err(ServiceError::Unavailable("internal mix-up".into()));
+        };
+        let enc = encode(&o.changes, &[]);
+        let changes = Self::changes_bytes(&enc);
+        self.commit(ticket, enc)?;
+        Metrics::inc(&self.metrics.changes, o.changes.len() as u64);
+        Ok(TickAnswer {
+            changes,
+            watermark: o.watermark,
+            finalized: o.finalized,
+        })
+    }
+
+    fn changes_bytes(enc: &Encoded) -> Arc<Vec<u8>> {
+        enc.changes
+            .as_ref()
+            .map_or_else(|| Arc::new(b"[]".to_vec()), |(_, _, b)| b.clone())
+    }
+
+    /// Step 1: the engine, under the processor lock; queues the call.
+    fn apply<'a>(
+        &self,
+        kind: &'static str,
+        body: Vec<u8>,
+        cmd: Command<'a>,
+    ) -> Result<(u64, Applied), ServiceError> {
         let mut guard = self.lock_consistent()?;
         let inner = &mut *guard;
         let applied = match run_engine(&mut inner.processor, cmd) {
@@ -174,39 +282,172 @@ impl Service {
                 return Err(e);
             }
         };
-        let (changes, late) = applied.output();
-        if let Err(e) = inner.writer.append(kind, &body, changes, late) {
-            tracing::error!(error = %e, "storage failure; rebuilding the processor from the store");
+        inner.ticket += 1;
+        let ticket = inner.ticket;
+        let heads = (inner.processor.sequence(), inner.processor.late_len());
+        let mut log = self.log();
+        if log.poisoned {
+            // A commit failed after this call's lock was taken: this call
+            // builds on state that is being taken back. The processor is
+            // rebuilt (poisoned) before anyone uses it again.
             Metrics::inc(&self.metrics.storage_failures, 1);
-            inner.broken = true;
-            let _ = self.rebuild(inner);
-            return Err(e.into());
+            return Err(ServiceError::Unavailable(
+                "storage failure; the state is being rebuilt".into(),
+            ));
         }
-        inner.logged += 1;
-        Metrics::inc(&self.metrics.changes, changes.len() as u64);
-        Metrics::inc(&self.metrics.late, late.len() as u64);
-        let (seq, late_len) = (inner.processor.sequence(), inner.processor.late_len());
-        self.heads.send_if_modified(|h| {
-            let changed = h.changes != seq || h.late != late_len;
-            h.changes = seq;
-            h.late = late_len;
-            changed
+        log.queue.push_back(Pending {
+            ticket,
+            kind,
+            body,
+            heads,
+            encoded: None,
         });
-        if self.checkpoint_every > 0 && inner.logged >= self.checkpoint_every {
-            // The checkpointer thread takes it after this call has answered.
-            let _ = self.checkpoint_due.try_send(());
+        Ok((ticket, applied))
+    }
+
+    /// Steps 2 and 3: hands the encoded output to the queue, then leads a
+    /// commit or waits for the one that includes this call.
+    fn commit(&self, ticket: u64, enc: Encoded) -> Result<(), ServiceError> {
+        let mut guard = Unfilled {
+            svc: self,
+            armed: true,
+        };
+        let mut log = self.log();
+        if let Some(p) = log.queue.iter_mut().rev().find(|p| p.ticket == ticket) {
+            p.encoded = Some(enc);
         }
-        Ok(applied)
+        guard.armed = false;
+        drop(guard);
+        loop {
+            if let Some(r) = log.outcomes.remove(&ticket) {
+                return r.map_err(ServiceError::Unavailable);
+            }
+            if !log.leader && log.queue.front().is_some_and(|p| p.encoded.is_some()) {
+                log = self.lead(log);
+                continue;
+            }
+            log = self.committed.wait(log).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Commits every encoded call at the head of the queue in one
+    /// transaction and records their outcomes.
+    fn lead<'a>(&'a self, mut log: MutexGuard<'a, Log>) -> MutexGuard<'a, Log> {
+        log.leader = true;
+        let n = log.queue.iter().take_while(|p| p.encoded.is_some()).count();
+        let group: Vec<Pending> = log.queue.drain(..n).collect();
+        drop(log);
+        let res = {
+            let rows: Vec<CommandRow<'_>> = group
+                .iter()
+                .map(|p| {
+                    let e = p.encoded.as_ref();
+                    CommandRow {
+                        kind: p.kind,
+                        body: &p.body,
+                        changes: e
+                            .and_then(|e| e.changes.as_ref())
+                            .map(|(f, l, b)| (*f, *l, b.as_slice())),
+                        late: e.map_or(&[], |e| &e.late),
+                    }
+                })
+                .collect();
+            self.writer().append(&rows)
+        };
+        let mut log = self.log();
+        log.leader = false;
+        let tickets: Vec<u64> = group.iter().map(|p| p.ticket).collect();
+        let failed = match res {
+            Ok(()) => {
+                for t in &tickets {
+                    log.outcomes.insert(*t, Ok(()));
+                }
+                log.logged += group.len() as u64;
+                let bytes: usize = group
+                    .iter()
+                    .map(|p| {
+                        p.body.len()
+                            + p.encoded
+                                .as_ref()
+                                .and_then(|e| e.changes.as_ref())
+                                .map_or(0, |c| c.2.len())
+                    })
+                    .sum();
+                let total =
+                    self.wal_bytes.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+                if total >= WAL_POKE_BYTES {
+                    self.wal_bytes.store(0, Ordering::Relaxed);
+                    self.wal.poke();
+                }
+                Metrics::inc(&self.metrics.commits, 1);
+                if let Some(last) = group.last() {
+                    let (seq, late_len) = last.heads;
+                    self.heads.send_if_modified(|h| {
+                        let changed = h.changes != seq || h.late != late_len;
+                        h.changes = seq;
+                        h.late = late_len;
+                        changed
+                    });
+                }
+                if self.checkpoint_every > 0 && log.logged >= self.checkpoint_every {
+                    // The checkpointer thread takes it after these calls.
+                    let _ = self.checkpoint_due.try_send(());
+                }
+                false
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "storage failure; rebuilding the processor from the store");
+                self.fail_all(&mut log, &format!("storage failure: {e}"), &tickets);
+                true
+            }
+        };
+        self.committed.notify_all();
+        if failed {
+            drop(log);
+            // Rebuild now (the next caller would otherwise do it).
+            drop(self.lock_consistent());
+            return self.log();
+        }
+        log
+    }
+
+    /// Fails `tickets` and everything queued, and poisons the queue.
+    fn fail_all(&self, log: &mut Log, msg: &str, tickets: &[u64]) {
+        log.poisoned = true;
+        let queued: Vec<u64> = log.queue.drain(..).map(|p| p.ticket).collect();
+        for t in tickets.iter().chain(&queued) {
+            Metrics::inc(&self.metrics.storage_failures, 1);
+            log.outcomes.insert(*t, Err(msg.to_string()));
+        }
+    }
+
+    /// Waits (holding the processor lock) until every applied call is
+    /// committed, then rebuilds if a commit failed or the state is broken.
+    pub(super) fn settle(&self, inner: &mut Inner) -> Result<(), ServiceError> {
+        let mut log = self.log();
+        while !log.poisoned && (log.leader || !log.queue.is_empty()) {
+            log = self.committed.wait(log).unwrap_or_else(|e| e.into_inner());
+        }
+        let poisoned = log.poisoned;
+        drop(log);
+        if poisoned || inner.broken {
+            self.rebuild(inner)?;
+        }
+        Ok(())
     }
 
     /// Replaces the processor with the store's state. Marks the service
     /// ready again on success; leaves it broken (and not ready) otherwise.
+    /// The caller holds the processor lock and nothing is being committed.
     pub(super) fn rebuild(&self, inner: &mut Inner) -> Result<(), ServiceError> {
-        match super::recover::replay(&inner.writer, &self.pipeline) {
+        let replayed = super::recover::replay(&self.writer(), &self.db, &self.pipeline);
+        match replayed {
             Ok((p, logged)) => {
                 inner.processor = p;
-                inner.logged = logged;
                 inner.broken = false;
+                let mut log = self.log();
+                log.poisoned = false;
+                log.logged = logged;
                 self.healthy.store(true, Ordering::Relaxed);
                 Ok(())
             }
@@ -223,28 +464,28 @@ impl Service {
 
     fn checkpoint_locked(&self, inner: &mut Inner) -> Result<CheckpointMeta, ServiceError> {
         let envelope = inner.processor.checkpoint();
-        let meta = inner
-            .writer
+        let meta = self
+            .writer()
             .checkpoint(&envelope, inner.processor.sequence())
             .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
-        inner.logged = 0;
+        self.log().logged = 0;
         self.metrics.checkpoint_stored(meta.bytes);
         Ok(meta)
     }
 
     /// `POST /checkpoints`: stores a checkpoint of the current state.
     pub fn create_checkpoint(&self) -> Result<CheckpointMeta, ServiceError> {
-        let mut g = self.lock_consistent()?;
+        let mut g = self.lock_settled()?;
         self.checkpoint_locked(&mut g)
     }
 
     /// Called by the checkpointer thread when `checkpoint_every` commands
     /// have been logged.
     pub(super) fn automatic_checkpoint(&self) {
-        let Ok(mut g) = self.lock_consistent() else {
+        let Ok(mut g) = self.lock_settled() else {
             return;
         };
-        if self.checkpoint_every == 0 || g.logged < self.checkpoint_every {
+        if self.checkpoint_every == 0 || self.log().logged < self.checkpoint_every {
             return;
         }
         if let Err(e) = self.checkpoint_locked(&mut g) {
@@ -255,8 +496,8 @@ impl Service {
     /// The final checkpoint of a graceful shutdown: taken when commands were
     /// logged since the recovery base (so a restart replays nothing).
     pub fn final_checkpoint(&self) -> Result<Option<CheckpointMeta>, ServiceError> {
-        let mut g = self.lock_consistent()?;
-        if g.logged == 0 {
+        let mut g = self.lock_settled()?;
+        if self.log().logged == 0 {
             return Ok(None);
         }
         self.checkpoint_locked(&mut g).map(Some)
@@ -272,9 +513,16 @@ impl Service {
         let processor = restore_processor(&envelope, &self.pipeline)?;
         let late = processor.late(0, usize::MAX);
         let mut g = self.lock();
+        // Wait for the commits in flight; a failed one needs no rebuild
+        // here: the processor is replaced.
+        {
+            let mut log = self.log();
+            while !log.poisoned && (log.leader || !log.queue.is_empty()) {
+                log = self.committed.wait(log).unwrap_or_else(|e| e.into_inner());
+            }
+        }
         let inner = &mut *g;
-        inner
-            .writer
+        self.writer()
             .restore(id, &envelope, processor.sequence(), &late)
             .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
         let out = RestoreOutcome {
@@ -283,8 +531,12 @@ impl Service {
             watermark: processor.watermark(),
         };
         inner.processor = processor;
-        inner.logged = 0;
         inner.broken = false;
+        {
+            let mut log = self.log();
+            log.poisoned = false;
+            log.logged = 0;
+        }
         self.healthy.store(true, Ordering::Relaxed);
         self.heads.send_modify(|h| {
             h.changes = out.sequence;

@@ -74,6 +74,9 @@ pub struct Metrics {
     pub storage_failures: AtomicU64,
     /// Checkpoints stored.
     pub checkpoints: AtomicU64,
+    /// Transactions that stored acknowledged calls (one group commit stores
+    /// one or more calls).
+    pub commits: AtomicU64,
     /// Size of the last stored checkpoint.
     pub last_checkpoint_bytes: AtomicU64,
     checkpoint_sizes: Mutex<Histogram>,
@@ -108,7 +111,7 @@ impl Metrics {
     /// The Prometheus text exposition. `gauges` are `(name, help, value)`.
     pub fn render(&self, gauges: &[(&str, &str, f64)]) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 8] = [
+        let counters: [(&str, &str, &AtomicU64); 9] = [
             (
                 "streamforge_deliveries_total",
                 "Deliveries in acknowledged ingest calls (duplicates and redeliveries included).",
@@ -138,6 +141,11 @@ impl Metrics {
                 "streamforge_storage_failures_total",
                 "Calls answered 503 because storage failed.",
                 &self.storage_failures,
+            ),
+            (
+                "streamforge_commits_total",
+                "SQLite transactions that stored acknowledged calls (a group commit stores several).",
+                &self.commits,
             ),
             (
                 "streamforge_checkpoints_total",

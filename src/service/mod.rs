@@ -3,8 +3,10 @@
 //! a std `Mutex` and may wait for an fsync), so the api calls them inside
 //! `spawn_blocking`.
 //!
-//! - `apply`: the single write path (lock → engine → one SQLite transaction →
-//!   commit → notify), checkpoints and restores.
+//! - `apply`: the single write path (lock → engine → queue; encode outside
+//!   the lock; group commit: one SQLite transaction for every queued call →
+//!   notify → answer), checkpoints and restores.
+//! - [`parse`]: the `POST /events` body parser (api and recovery).
 //! - `recover`: the processor from the store (recovery base + replay of the
 //!   command log), at start and after a storage failure.
 //! - [`metrics`]: counters and histograms.
@@ -16,19 +18,21 @@
 mod apply;
 pub mod error;
 pub mod metrics;
+pub mod parse;
 mod recover;
 
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 
 use tokio::sync::watch;
 
 use crate::engine::{PartitionStatus, Pipeline, Processor, WindowResult};
-use crate::store::{self, CheckpointMeta, Page, Reader, Writer};
+use crate::store::{self, CheckpointMeta, Page, Reader, WalCheckpointer, Writer};
 
-pub use apply::{Batch, RestoreOutcome, RestoreSource};
+pub use apply::{IngestAnswer, RestoreOutcome, RestoreSource, TickAnswer};
 pub use error::{ServiceError, StartError};
 pub use metrics::Metrics;
 
@@ -76,26 +80,49 @@ pub struct Options {
     pub metrics: Arc<Metrics>,
 }
 
-/// What the processor lock guards: the processor and the writing connection
-/// together, so that the engine state and the store change in the same
-/// critical section (see `apply`).
+/// What the processor lock guards (see `apply`): the engine step of every
+/// call, in ticket order.
 struct Inner {
     processor: Processor,
-    writer: Writer,
-    /// Commands logged since the recovery base.
-    logged: u64,
+    /// The last ticket given to an applied call.
+    ticket: u64,
     /// The processor may not match the store (a storage failure whose
     /// rebuild failed, or a panic in the critical section): rebuild first.
     broken: bool,
 }
 
+/// The commit queue (see `apply`).
+struct Log {
+    /// Applied calls not yet committed, in ticket (engine) order.
+    queue: VecDeque<apply::Pending>,
+    /// A leader is committing a group.
+    leader: bool,
+    /// Decided calls whose callers have not yet collected the outcome.
+    outcomes: HashMap<u64, Result<(), String>>,
+    /// A commit failed: queued and newly applied calls fail until the
+    /// processor is rebuilt from the store.
+    poisoned: bool,
+    /// Commands logged since the recovery base.
+    logged: u64,
+}
+
 /// The service. Shared as `Arc<Service>`.
 pub struct Service {
-    /// The processor and the writer. A std `Mutex`, not a tokio one: the
-    /// critical section is synchronous (engine call + SQLite commit, which is
-    /// blocking I/O), it is never held across an `.await`, and callers run it
-    /// in `spawn_blocking` (mini-redis `db.rs`).
+    /// The processor. A std `Mutex`, not a tokio one: the critical section
+    /// is synchronous, it is never held across an `.await`, and callers run
+    /// it in `spawn_blocking` (mini-redis `db.rs`). Lock order: `inner`, then
+    /// `log`, then `writer`; nobody takes `inner` while holding another.
     inner: Mutex<Inner>,
+    /// The commit queue, and its condition (a commit finished, a call was
+    /// encoded).
+    log: Mutex<Log>,
+    committed: Condvar,
+    /// The writing connection: used by the commit leader, and by recovery,
+    /// checkpoints and restores once everything is committed.
+    writer: Mutex<Writer>,
+    /// Checkpoints the WAL in the background; poked every `WAL_POKE_BYTES`.
+    wal: WalCheckpointer,
+    wal_bytes: std::sync::atomic::AtomicU64,
     heads: watch::Sender<Heads>,
     readers: Mutex<Vec<Reader>>,
     db: PathBuf,
@@ -137,8 +164,8 @@ impl Service {
                 stored
             }
         };
-        let (processor, logged) =
-            recover::replay(&writer, &pipeline).map_err(|e| fail("recovery failed", &e))?;
+        let (processor, logged) = recover::replay(&writer, &opts.db, &pipeline)
+            .map_err(|e| fail("recovery failed", &e))?;
         let heads = Heads {
             changes: processor.sequence(),
             late: processor.late_len(),
@@ -149,10 +176,21 @@ impl Service {
         let service = Arc::new(Service {
             inner: Mutex::new(Inner {
                 processor,
-                writer,
-                logged,
+                ticket: 0,
                 broken: false,
             }),
+            log: Mutex::new(Log {
+                queue: VecDeque::new(),
+                leader: false,
+                outcomes: HashMap::new(),
+                poisoned: false,
+                logged,
+            }),
+            committed: Condvar::new(),
+            writer: Mutex::new(writer),
+            wal: WalCheckpointer::start(&opts.db)
+                .map_err(|e| fail("cannot start the WAL checkpointer", &e))?,
+            wal_bytes: std::sync::atomic::AtomicU64::new(0),
             heads: watch::Sender::new(heads),
             readers: Mutex::new(vec![reader]),
             db: opts.db.clone(),
@@ -191,13 +229,30 @@ impl Service {
         }
     }
 
-    /// Locks and makes sure the processor matches the store.
+    /// Locks and makes sure the processor is not ahead of a failed commit
+    /// (rebuilds it from the store after a storage failure or a panic).
     fn lock_consistent(&self) -> Result<MutexGuard<'_, Inner>, ServiceError> {
         let mut g = self.lock();
-        if g.broken {
-            self.rebuild(&mut g)?;
+        if g.broken || self.log().poisoned {
+            self.settle(&mut g)?;
         }
         Ok(g)
+    }
+
+    /// Locks once everything applied is committed: the processor equals
+    /// the store (reads, checkpoints).
+    fn lock_settled(&self) -> Result<MutexGuard<'_, Inner>, ServiceError> {
+        let mut g = self.lock();
+        self.settle(&mut g)?;
+        Ok(g)
+    }
+
+    fn log(&self) -> MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn writer(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Runs `f` on a pooled reading connection (never the processor lock).
@@ -249,13 +304,13 @@ impl Service {
         window: Option<&str>,
         key: Option<&str>,
     ) -> Result<(Vec<WindowResult>, Option<i64>), ServiceError> {
-        let g = self.lock_consistent()?;
+        let g = self.lock_settled()?;
         Ok((g.processor.results(window, key), g.processor.watermark()))
     }
 
     /// `GET /status`.
     pub fn status(&self) -> Result<Status, ServiceError> {
-        let g = self.lock_consistent()?;
+        let g = self.lock_settled()?;
         let p = &g.processor;
         Ok(Status {
             watermark: p.watermark(),
@@ -290,6 +345,7 @@ impl Service {
     /// Gauges for `/metrics` (current state).
     pub fn metrics_text(&self) -> String {
         let heads = *self.heads.borrow();
+        let logged = self.log().logged;
         let g = self.lock();
         let p = &g.processor;
         let gauges = [
@@ -311,7 +367,7 @@ impl Service {
             (
                 "streamforge_logged_commands",
                 "Commands logged since the last checkpoint or restore.",
-                g.logged as f64,
+                logged as f64,
             ),
             (
                 "streamforge_waiters",

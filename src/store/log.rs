@@ -1,15 +1,17 @@
 //! The command log, the changelog and late pages, the pipeline row and the
 //! recovery base.
 //!
-//! An acknowledged mutating call is ONE transaction ([`Writer::append`]): its
-//! command row (the request, compact), its changes and its late records. A
-//! restore is one transaction too ([`Writer::restore`]).
+//! Acknowledged mutating calls are stored by ONE transaction
+//! ([`Writer::append`], a group commit of one or more requests): per request
+//! its command row (the request body as received), one row holding all of
+//! its changes (a chunk: a JSON array) and its late records. A restore is one
+//! transaction too ([`Writer::restore`]).
 
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
 use super::error::{Error, Op, Result};
 use super::{Reader, Writer};
-use crate::engine::{Change, LateRecord};
+use crate::engine::LateRecord;
 
 /// The recovery base: the envelope to restore and its change sequence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,39 +56,35 @@ impl Writer {
             .map(drop)
     }
 
-    /// Appends one acknowledged command with its changes and late records,
-    /// in one transaction.
-    pub fn append(
-        &mut self,
-        kind: &str,
-        body: &[u8],
-        changes: &[Change],
-        late: &[LateRecord],
-    ) -> Result<()> {
+    /// Appends acknowledged commands (a group commit: several requests) with
+    /// their changes and late records, in ONE transaction.
+    pub fn append(&mut self, rows: &[CommandRow<'_>]) -> Result<()> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (append)")?;
-        tx.prepare_cached("INSERT INTO commands (kind, body) VALUES (?1, ?2)")
-            .op("prepare INSERT commands")?
-            .execute(params![kind, body])
-            .op("INSERT commands")?;
-        if !changes.is_empty() {
-            let mut st = tx
-                .prepare_cached("INSERT INTO changes (seq, body) VALUES (?1, ?2)")
+        {
+            let mut cmd = tx
+                .prepare_cached("INSERT INTO commands (kind, body) VALUES (?1, ?2)")
+                .op("prepare INSERT commands")?;
+            let mut chg = tx
+                .prepare_cached("INSERT INTO changes (seq, body, last_seq) VALUES (?1, ?2, ?3)")
                 .op("prepare INSERT changes")?;
-            for c in changes {
-                st.execute(params![seq_i64(c.seq)?, to_json(c)?])
-                    .op("INSERT changes")?;
-            }
-        }
-        if !late.is_empty() {
-            let mut st = tx
+            let mut late = tx
                 .prepare_cached("INSERT INTO late (seq, body) VALUES (?1, ?2)")
                 .op("prepare INSERT late")?;
-            for l in late {
-                st.execute(params![seq_i64(l.seq)?, to_json(l)?])
-                    .op("INSERT late")?;
+            for r in rows {
+                cmd.execute(params![r.kind, r.body]).op("INSERT commands")?;
+                if let Some((first, last, body)) = r.changes {
+                    let body = std::str::from_utf8(body)
+                        .map_err(|e| Error::Corrupt(format!("changes are not UTF-8: {e}")))?;
+                    chg.execute(params![seq_i64(first)?, body, seq_i64(last)?])
+                        .op("INSERT changes")?;
+                }
+                for (seq, body) in r.late {
+                    late.execute(params![seq_i64(*seq)?, body])
+                        .op("INSERT late")?;
+                }
             }
         }
         tx.commit().op("COMMIT (append)")
@@ -100,52 +98,12 @@ impl Writer {
             .map(|n| n.max(0) as u64)
     }
 
-    /// Calls `f(kind, body)` for every logged command, in log order.
-    pub fn for_each_command<E: From<Error>>(
-        &self,
-        mut f: impl FnMut(&str, &[u8]) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
-        let mut st = self
-            .conn
-            .prepare("SELECT kind, body FROM commands ORDER BY id")
-            .op("prepare SELECT commands")?;
-        let mut rows = st.query([]).op("SELECT commands")?;
-        while let Some(row) = rows.next().op("SELECT commands (next)")? {
-            let kind: String = row.get(0).op("commands.kind")?;
-            let body: Vec<u8> = row.get(1).op("commands.body")?;
-            f(&kind, &body)?;
-        }
-        Ok(())
-    }
-
-    /// The stored change with sequence `seq`, as JSON.
-    pub fn change_at(&self, seq: u64) -> Result<Option<String>> {
-        self.conn
-            .prepare_cached("SELECT body FROM changes WHERE seq = ?1")
-            .op("prepare SELECT change")?
-            .query_row([seq_i64(seq)?], |r| r.get(0))
-            .optional()
-            .op("SELECT change")
-    }
-
-    /// The stored late record with sequence `seq`, as JSON.
-    pub fn late_at(&self, seq: u64) -> Result<Option<String>> {
-        self.conn
-            .prepare_cached("SELECT body FROM late WHERE seq = ?1")
-            .op("prepare SELECT late")?
-            .query_row([seq_i64(seq)?], |r| r.get(0))
-            .optional()
-            .op("SELECT late")
-    }
-
     /// The largest stored change and late sequences (0 when empty).
     pub fn max_seqs(&self) -> Result<(u64, u64)> {
         let c: i64 = self
             .conn
-            .query_row("SELECT coalesce(max(seq), 0) FROM changes", [], |r| {
-                r.get(0)
-            })
-            .op("SELECT max(seq) FROM changes")?;
+            .query_row(CHANGES_HEAD_SQL, [], |r| r.get(0))
+            .op("SELECT the changes head")?;
         let l: i64 = self
             .conn
             .query_row("SELECT coalesce(max(seq), 0) FROM late", [], |r| r.get(0))
@@ -205,6 +163,27 @@ impl Writer {
             .op("DELETE FROM commands")?;
         tx.execute("DELETE FROM changes WHERE seq > ?1", [seq])
             .op("DELETE FROM changes WHERE seq > ?")?;
+        // A chunk that straddles the restored sequence keeps its prefix.
+        let straddling: Option<(i64, String)> = tx
+            .query_row(
+                "SELECT seq, body FROM changes WHERE seq <= ?1 AND coalesce(last_seq, seq) > ?1",
+                [seq],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .op("SELECT the straddling chunk")?;
+        if let Some((first, body)) = straddling {
+            let kept: Vec<&str> = split_chunk(first.max(0) as u64, &body)?
+                .into_iter()
+                .filter(|(s, _)| *s <= sequence)
+                .map(|(_, c)| c)
+                .collect();
+            tx.execute(
+                "UPDATE changes SET body = ?1, last_seq = ?2 WHERE seq = ?3",
+                params![format!("[{}]", kept.join(",")), seq, first],
+            )
+            .op("UPDATE the straddling chunk")?;
+        }
         tx.execute("DELETE FROM late", []).op("DELETE FROM late")?;
         {
             let mut st = tx
@@ -219,22 +198,106 @@ impl Writer {
     }
 }
 
+/// The reads recovery needs, on the writing connection and on readers (the
+/// pipelined replay reads commands and verifies chunks on connections of its
+/// own).
+macro_rules! replay_reads {
+    ($t:ty) => {
+        impl $t {
+    /// Calls `f(kind, body)` for every logged command, in log order.
+            pub fn for_each_command<E: From<Error>>(
+                &self,
+                mut f: impl FnMut(&str, &[u8]) -> std::result::Result<(), E>,
+            ) -> std::result::Result<(), E> {
+                let mut st = self
+                    .conn
+                    .prepare("SELECT kind, body FROM commands ORDER BY id")
+                    .op("prepare SELECT commands")?;
+                let mut rows = st.query([]).op("SELECT commands")?;
+                while let Some(row) = rows.next().op("SELECT commands (next)")? {
+                    let kind: String = row.get(0).op("commands.kind")?;
+                    let body: Vec<u8> = row.get(1).op("commands.body")?;
+                    f(&kind, &body)?;
+                }
+                Ok(())
+            }
+
+            /// The stored chunk that starts at change `seq`: its last sequence and
+            /// its body (a JSON array, or one change for rows of schema version 1).
+            pub fn chunk_at(&self, seq: u64) -> Result<Option<(u64, String)>> {
+                self.conn
+                    .prepare_cached("SELECT coalesce(last_seq, seq), body FROM changes WHERE seq = ?1")
+                    .op("prepare SELECT change chunk")?
+                    .query_row([seq_i64(seq)?], |r| {
+                        Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get::<_, String>(1)?))
+                    })
+                    .optional()
+                    .op("SELECT change chunk")
+            }
+
+            /// The stored changes with sequences `first..=last`, split out of their
+            /// chunks, in order (missing ones are absent).
+            pub fn changes_between(&self, first: u64, last: u64) -> Result<Vec<(u64, String)>> {
+                let mut out = Vec::new();
+                let mut st = self
+                    .conn
+                    .prepare_cached(
+                        "SELECT seq, body FROM changes WHERE seq <= ?2 AND coalesce(last_seq, seq) >= ?1
+                         ORDER BY seq",
+                    )
+                    .op("prepare SELECT changes between")?;
+                let mut rows = st
+                    .query(params![seq_i64(first)?, seq_i64(last)?])
+                    .op("SELECT changes between")?;
+                while let Some(row) = rows.next().op("SELECT changes between (next)")? {
+                    let seq: i64 = row.get(0).op("changes.seq")?;
+                    let body: String = row.get(1).op("changes.body")?;
+                    for (s, c) in split_chunk(seq.max(0) as u64, &body)? {
+                        if (first..=last).contains(&s) {
+                            out.push((s, c.to_string()));
+                        }
+                    }
+                }
+                Ok(out)
+            }
+
+            /// The stored late record with sequence `seq`, as JSON.
+            pub fn late_at(&self, seq: u64) -> Result<Option<String>> {
+                self.conn
+                    .prepare_cached("SELECT body FROM late WHERE seq = ?1")
+                    .op("prepare SELECT late")?
+                    .query_row([seq_i64(seq)?], |r| r.get(0))
+                    .optional()
+                    .op("SELECT late")
+            }
+        }
+    };
+}
+
+replay_reads!(Writer);
+replay_reads!(Reader);
+
 impl Reader {
     fn page(&mut self, table: Table, after: u64, limit: u32, base_floor: bool) -> Result<Page> {
         let tx = self.conn.transaction().op("BEGIN (page)")?;
-        let rows = {
-            let mut st = tx
-                .prepare_cached(table.page_sql())
-                .op("prepare page query")?;
-            let mut out = Vec::new();
-            let mut rows = st
-                .query(params![seq_i64(after)?, i64::from(limit)])
-                .op("page query")?;
-            while let Some(row) = rows.next().op("page query (next)")? {
-                let seq: i64 = row.get(0).op("page seq")?;
-                out.push((seq.max(0) as u64, row.get(1).op("page body")?));
+        let rows = match table {
+            Table::Changes => changes_rows(&tx, after, limit)?,
+            Table::Late => {
+                let mut st = tx
+                    .prepare_cached(
+                        "SELECT seq, body FROM late WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                    )
+                    .op("prepare page query")?;
+                let mut out = Vec::new();
+                let mut rows = st
+                    .query(params![seq_i64(after)?, i64::from(limit)])
+                    .op("page query")?;
+                while let Some(row) = rows.next().op("page query (next)")? {
+                    let seq: i64 = row.get(0).op("page seq")?;
+                    out.push((seq.max(0) as u64, row.get(1).op("page body")?));
+                }
+                out
             }
-            out
         };
         let max: i64 = tx
             .query_row(table.max_sql(), [], |r| r.get(0))
@@ -268,6 +331,80 @@ impl Reader {
     }
 }
 
+/// The latest change sequence (0 when empty).
+const CHANGES_HEAD_SQL: &str =
+    "SELECT coalesce((SELECT coalesce(last_seq, seq) FROM changes ORDER BY seq DESC LIMIT 1), 0)";
+
+/// Changes with `seq > after`, at most `limit`, split out of their chunks.
+fn changes_rows(conn: &rusqlite::Connection, after: u64, limit: u32) -> Result<Vec<(u64, String)>> {
+    let limit = limit as usize;
+    let mut out = Vec::new();
+    let take = |first: i64, body: &str, out: &mut Vec<(u64, String)>| -> Result<()> {
+        for (s, c) in split_chunk(first.max(0) as u64, body)? {
+            if s > after && out.len() < limit {
+                out.push((s, c.to_string()));
+            }
+        }
+        Ok(())
+    };
+    // The chunk holding `after + 1`, if it starts at or before `after`.
+    let holding: Option<(i64, String)> = conn
+        .prepare_cached(
+            "SELECT seq, body FROM changes WHERE seq <= ?1 AND coalesce(last_seq, seq) > ?1
+             ORDER BY seq DESC LIMIT 1",
+        )
+        .op("prepare page query (holding chunk)")?
+        .query_row([seq_i64(after)?], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+        .op("page query (holding chunk)")?;
+    if let Some((first, body)) = holding {
+        take(first, &body, &mut out)?;
+    }
+    let mut st = conn
+        .prepare_cached("SELECT seq, body FROM changes WHERE seq > ?1 ORDER BY seq LIMIT ?2")
+        .op("prepare page query")?;
+    let mut rows = st
+        .query(params![seq_i64(after)?, limit as i64])
+        .op("page query")?;
+    while out.len() < limit {
+        let Some(row) = rows.next().op("page query (next)")? else {
+            break;
+        };
+        let first: i64 = row.get(0).op("page seq")?;
+        let body: String = row.get(1).op("page body")?;
+        take(first, &body, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// The changes of a stored chunk that starts at `first`, with their
+/// sequences: a JSON array of changes, or one change (schema version 1 rows).
+pub fn split_chunk(first: u64, body: &str) -> Result<Vec<(u64, &str)>> {
+    if !body.trim_start().starts_with('[') {
+        return Ok(vec![(first, body)]);
+    }
+    let items: Vec<&serde_json::value::RawValue> = serde_json::from_str(body)
+        .map_err(|e| Error::Corrupt(format!("change chunk at {first}: {e}")))?;
+    Ok(items
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| (first + i as u64, c.get()))
+        .collect())
+}
+
+/// One acknowledged command as [`Writer::append`] stores it.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandRow<'a> {
+    /// `events` (a JSON body), `ndjson`, `advance` or `idle`.
+    pub kind: &'a str,
+    /// The request as received (events) or its compact form (watermarks).
+    pub body: &'a [u8],
+    /// First and last change sequence and the JSON array of the changes.
+    pub changes: Option<(u64, u64, &'a [u8])>,
+    /// Late records: sequence and compact JSON.
+    pub late: &'a [(u64, String)],
+}
+
 #[derive(Clone, Copy)]
 enum Table {
     Changes,
@@ -275,16 +412,87 @@ enum Table {
 }
 
 impl Table {
-    fn page_sql(self) -> &'static str {
-        match self {
-            Table::Changes => "SELECT seq, body FROM changes WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-            Table::Late => "SELECT seq, body FROM late WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-        }
-    }
     fn max_sql(self) -> &'static str {
         match self {
-            Table::Changes => "SELECT coalesce(max(seq), 0) FROM changes",
+            Table::Changes => CHANGES_HEAD_SQL,
             Table::Late => "SELECT coalesce(max(seq), 0) FROM late",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(first: u64, n: u64) -> String {
+        let items: Vec<String> = (first..first + n)
+            .map(|s| format!(r#"{{"seq":{s},"op":"upsert"}}"#))
+            .collect();
+        format!("[{}]", items.join(","))
+    }
+
+    #[test]
+    fn change_chunks_page_split_and_truncate() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let mut w = Writer::open(&db).unwrap();
+        let (a, b) = (chunk(1, 5), chunk(6, 3));
+        w.append(&[
+            CommandRow {
+                kind: "ndjson",
+                body: b"{}",
+                changes: Some((1, 5, a.as_bytes())),
+                late: &[],
+            },
+            CommandRow {
+                kind: "advance",
+                body: b"{}",
+                changes: None,
+                late: &[],
+            },
+            CommandRow {
+                kind: "advance",
+                body: b"{}",
+                changes: Some((6, 8, b.as_bytes())),
+                late: &[],
+            },
+        ])
+        .unwrap();
+        assert_eq!(w.max_seqs().unwrap(), (8, 0));
+        assert_eq!(w.command_count().unwrap(), 3);
+        let mut r = Reader::open(&db).unwrap();
+        let seqs = |p: &Page| p.rows.iter().map(|(s, _)| *s).collect::<Vec<_>>();
+        // From inside the first chunk, across into the second, limited.
+        let p = r.changes_page(3, 4).unwrap();
+        assert_eq!((seqs(&p), p.head), (vec![4, 5, 6, 7], 8));
+        assert_eq!(p.rows[0].1, r#"{"seq":4,"op":"upsert"}"#);
+        assert_eq!(
+            seqs(&r.changes_page(0, 100).unwrap()),
+            (1..=8).collect::<Vec<_>>()
+        );
+        assert!(r.changes_page(8, 10).unwrap().rows.is_empty());
+        assert_eq!(
+            w.changes_between(4, 6)
+                .unwrap()
+                .iter()
+                .map(|(s, _)| *s)
+                .collect::<Vec<_>>(),
+            vec![4, 5, 6]
+        );
+        assert_eq!(w.chunk_at(6).unwrap(), Some((8, b.clone())));
+        // A restore to sequence 3 keeps the prefix of the straddling chunk.
+        w.restore(None, b"{}", 3, &[]).unwrap();
+        let p = r.changes_page(0, 100).unwrap();
+        assert_eq!((seqs(&p), p.head), (vec![1, 2, 3], 3));
+        assert_eq!(w.chunk_at(1).unwrap(), Some((3, chunk(1, 3))));
+        // Rows of the version-1 layout (one change, no last_seq) still read.
+        w.conn
+            .execute(
+                "INSERT INTO changes (seq, body) VALUES (4, '{\"seq\":4}')",
+                [],
+            )
+            .unwrap();
+        let p = r.changes_page(2, 100).unwrap();
+        assert_eq!((seqs(&p), p.head), (vec![3, 4], 4));
     }
 }

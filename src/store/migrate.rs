@@ -12,8 +12,13 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::error::{Error, Op, Result};
 
 /// The migrations, in order. Version `n` means the first `n` are applied.
-pub const MIGRATIONS: &[(&str, &str)] =
-    &[("0001_init", include_str!("../../migrations/0001_init.sql"))];
+pub const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_init", include_str!("../../migrations/0001_init.sql")),
+    (
+        "0002_change_chunks",
+        include_str!("../../migrations/0002_change_chunks.sql"),
+    ),
+];
 
 /// The schema version this binary writes.
 pub fn latest_version() -> i64 {

@@ -1,0 +1,832 @@
+//! End-to-end HTTP benchmark of `streamforge serve` (issue 6).
+//!
+//! `cargo bench --bench http` builds nothing itself: build the release binary
+//! first (`cargo build --release`). It runs the shared workload
+//! (`../shared/bench/gen_workload.py`, 4 partitions, 1,000 keys) against a
+//! server it starts on a temporary database (pipeline: fixed 10 s, sliding
+//! 10 s / 2 s, session 50 ms; partitions p0..p3; lateness 0), or against
+//! `BENCH_URL`, and prints:
+//!
+//! - throughput: events/s with C concurrent clients posting NDJSON batches of
+//!   B deliveries, batch latency p50/p99/max, server CPU seconds (from
+//!   `/proc/PID/stat`), peak RSS (`VmHWM`), RSS per million delivered events,
+//!   and bytes on disk at the end; the engine-only rate of the same requests
+//!   in this process, for the ratio;
+//! - latency at half the maximum rate (each client paces its batches);
+//! - recovery: process start to `/readyz` 200 after SIGKILL with N logged
+//!   events since the last checkpoint (`--checkpoint-every 0`), and after a
+//!   clean shutdown (final checkpoint); `POST /checkpoints` and `POST
+//!   /restore` of that checkpoint through the service;
+//! - the checkpoint size model: envelope bytes against delivered events and
+//!   live buckets (least-squares fit of bytes/event and bytes/bucket), and
+//!   take/restore time per MB, from the engine in this process.
+//!
+//! Every client owns whole partitions (client i sends partitions p with
+//! p mod C = i), so each partition's offsets arrive in order. Within a
+//! partition the deliveries are cut into batches of B in file order; the
+//! file's watermark advances that fall inside a batch are coalesced into one
+//! `POST /watermarks` (the last, since progress is monotone) sent right after
+//! that batch. Delaying an advance never makes an event late.
+//!
+//! Environment (all optional):
+//! - `BENCH_EVENTS` (1000000): deliveries in the throughput runs;
+//! - `BENCH_C` (4), `BENCH_B` (1000): clients and batch size;
+//! - `BENCH_RUNS` (3): throughput runs (the median is printed with the rest);
+//! - `BENCH_RECOVERY` ("100000,1000000"): logged events for the SIGKILL runs;
+//!   the last one is also used for the clean-shutdown run;
+//! - `BENCH_MODEL` ("125000,250000,500000,1000000"): checkpoint model sizes;
+//! - `BENCH_SKIP`: comma list of sections to skip: `throughput`, `latency`,
+//!   `recovery`, `model`;
+//! - `BENCH_URL`: an already running server (throughput only; its CPU and
+//!   RSS are read when `BENCH_PID` is given);
+//! - `STREAMFORGE_BIN` (target/release/streamforge), `BENCH_DIR` (a temp dir
+//!   under target/), `STREAMFORGE_WORKLOAD` (an NDJSON workload file with 4
+//!   partitions).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use streamforge::engine::{DeliveryRef, EventRef, Pipeline, Processor};
+
+const PIPELINE: &str = r#"{"partitions":["p0","p1","p2","p3"],"windows":{"fixed_10s":{"kind":"fixed","size":10000},"sliding_10s_2s":{"kind":"sliding","size":10000,"step":2000},"session_50ms":{"kind":"session","gap":50}},"lateness":0}"#;
+const PARTITIONS: usize = 4;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.replace('_', "").parse().ok())
+        .unwrap_or(default)
+}
+
+fn env_list(name: &str, default: &str) -> Vec<usize> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.to_string())
+        .split(',')
+        .filter_map(|s| s.trim().replace('_', "").parse().ok())
+        .collect()
+}
+
+fn skip(section: &str) -> bool {
+    std::env::var("BENCH_SKIP")
+        .unwrap_or_default()
+        .split(',')
+        .any(|s| s.trim() == section)
+}
+
+// ---------------------------------------------------------------- workload
+
+fn workload(min_events: usize) -> PathBuf {
+    if let Ok(p) = std::env::var("STREAMFORGE_WORKLOAD") {
+        return PathBuf::from(p);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let events = min_events.max(1_000_000);
+    let out = root.join(format!("target/workload-{events}-1k-4p.ndjson"));
+    if !out.exists() {
+        let status = Command::new("python3")
+            .arg(root.join("../shared/bench/gen_workload.py"))
+            .args(["--events", &events.to_string()])
+            .args(["--keys", "1000", "--partitions", "4", "--out"])
+            .arg(&out)
+            .status()
+            .expect("python3 runs gen_workload.py");
+        assert!(status.success(), "gen_workload.py failed");
+    }
+    out
+}
+
+#[derive(Deserialize)]
+struct Line<'a> {
+    op: &'a str,
+    partition: &'a str,
+    #[serde(default)]
+    offset: i64,
+    #[serde(default)]
+    watermark: i64,
+    #[serde(borrow, default)]
+    event: Option<EventRef<'a>>,
+}
+
+/// One HTTP call of the workload.
+#[derive(Clone)]
+enum Req {
+    /// NDJSON body and its number of deliveries.
+    Events(Vec<u8>, usize),
+    /// `POST /watermarks` body and the parsed advance.
+    Advance(Vec<u8>, String, i64),
+}
+
+/// Per-partition request lists for the first `limit` deliveries.
+fn requests(text: &str, limit: usize, b: usize) -> (Vec<Vec<Req>>, usize) {
+    let mut out: Vec<Vec<Req>> = vec![Vec::new(); PARTITIONS];
+    let mut batch: Vec<Vec<u8>> = vec![Vec::new(); PARTITIONS];
+    let mut count = vec![0usize; PARTITIONS];
+    let mut pending: Vec<Option<(String, i64)>> = vec![None; PARTITIONS];
+    let mut events = 0;
+    let advance = |p: &str, w: i64| {
+        Req::Advance(
+            format!(r#"{{"partition":"{p}","watermark":{w}}}"#).into_bytes(),
+            p.to_string(),
+            w,
+        )
+    };
+    let flush = |i: usize,
+                 out: &mut Vec<Vec<Req>>,
+                 batch: &mut Vec<Vec<u8>>,
+                 count: &mut Vec<usize>,
+                 pending: &mut Vec<Option<(String, i64)>>| {
+        if count[i] > 0 {
+            out[i].push(Req::Events(std::mem::take(&mut batch[i]), count[i]));
+            count[i] = 0;
+        }
+        if let Some((p, w)) = pending[i].take() {
+            out[i].push(advance(&p, w));
+        }
+    };
+    for line in text.lines() {
+        if line.is_empty() {
+            continue;
+        }
+        let l: Line<'_> = serde_json::from_str(line).expect("workload line");
+        let i: usize = l.partition[1..].parse().expect("partition pN");
+        assert!(i < PARTITIONS, "the workload must have 4 partitions");
+        match l.op {
+            "deliver" => {
+                if events == limit {
+                    break;
+                }
+                events += 1;
+                let e = l.event.expect("event");
+                // The delivery line without its "op" field.
+                let body = &mut batch[i];
+                serde_json::to_writer(
+                    &mut *body,
+                    &serde_json::json!({"partition": l.partition, "offset": l.offset, "event": {
+                        "id": e.id, "key": e.key, "timestamp": e.timestamp, "value": e.value}}),
+                )
+                .expect("encode");
+                body.push(b'\n');
+                count[i] += 1;
+                if count[i] == b {
+                    flush(i, &mut out, &mut batch, &mut count, &mut pending);
+                }
+            }
+            "advance" => {
+                if count[i] == 0 {
+                    out[i].push(advance(l.partition, l.watermark));
+                } else {
+                    pending[i] = Some((l.partition.to_string(), l.watermark));
+                }
+            }
+            other => panic!("unknown op {other}"),
+        }
+    }
+    for i in 0..PARTITIONS {
+        flush(i, &mut out, &mut batch, &mut count, &mut pending);
+    }
+    (out, events)
+}
+
+/// The requests of client `c` of `clients`: its partitions' lists,
+/// interleaved round-robin (each keeps its own order).
+fn client_requests(all: &[Vec<Req>], c: usize, clients: usize) -> Vec<Req> {
+    let mine: Vec<&Vec<Req>> = (0..PARTITIONS)
+        .filter(|p| p % clients == c)
+        .map(|p| &all[p])
+        .collect();
+    let mut out = Vec::new();
+    let longest = mine.iter().map(|v| v.len()).max().unwrap_or(0);
+    for k in 0..longest {
+        for v in &mine {
+            if let Some(r) = v.get(k) {
+                out.push(r.clone());
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------- client
+
+/// A minimal HTTP/1.1 keep-alive client (little CPU next to the server's).
+struct Conn {
+    addr: String,
+    stream: BufReader<TcpStream>,
+    body: Vec<u8>,
+}
+
+impl Conn {
+    fn new(addr: &str) -> Conn {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_nodelay(true).ok();
+        Conn {
+            addr: addr.to_string(),
+            stream: BufReader::with_capacity(1 << 16, s),
+            body: Vec::new(),
+        }
+    }
+
+    /// Sends one request and reads the answer; returns the status.
+    fn call(&mut self, method: &str, path: &str, ctype: &str, body: &[u8]) -> u16 {
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        let s = self.stream.get_mut();
+        s.write_all(head.as_bytes()).expect("write");
+        s.write_all(body).expect("write");
+        let mut line = String::new();
+        self.stream.read_line(&mut line).expect("status line");
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("bad status line {line:?}"));
+        let mut len = None;
+        loop {
+            line.clear();
+            self.stream.read_line(&mut line).expect("header");
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse::<usize>().ok();
+                }
+            }
+        }
+        let len = len.expect("the server answers with content-length");
+        self.body.resize(len, 0);
+        self.stream.read_exact(&mut self.body).expect("body");
+        status
+    }
+
+    fn send(&mut self, r: &Req) -> u16 {
+        match r {
+            Req::Events(b, _) => self.call("POST", "/events", "application/x-ndjson", b),
+            Req::Advance(b, _, _) => self.call("POST", "/watermarks", "application/json", b),
+        }
+    }
+}
+
+fn get_status(addr: &str, path: &str) -> Option<u16> {
+    let s = TcpStream::connect(addr).ok()?;
+    let mut c = Conn {
+        addr: addr.to_string(),
+        stream: BufReader::new(s),
+        body: Vec::new(),
+    };
+    let head = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    c.stream.get_mut().write_all(head.as_bytes()).ok()?;
+    let mut line = String::new();
+    c.stream.read_line(&mut line).ok()?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn http_body(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let mut c = Conn::new(addr);
+    let st = c.call(method, path, "application/json", body);
+    (st, std::mem::take(&mut c.body))
+}
+
+// ---------------------------------------------------------------- server
+
+struct Server {
+    child: Child,
+    addr: String,
+    db: PathBuf,
+    /// Spawn to `/readyz` 200.
+    ready_after: Duration,
+}
+
+fn binary() -> PathBuf {
+    std::env::var("STREAMFORGE_BIN").map_or_else(
+        |_| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/streamforge"),
+        PathBuf::from,
+    )
+}
+
+impl Server {
+    fn start(dir: &Path, db: &Path, checkpoint_every: u64) -> Server {
+        let pipeline = dir.join("pipeline.json");
+        std::fs::write(&pipeline, PIPELINE).expect("write pipeline");
+        let t = Instant::now();
+        let mut child = Command::new(binary())
+            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+            .arg(db)
+            .arg("--pipeline")
+            .arg(&pipeline)
+            .args(["--checkpoint-every", &checkpoint_every.to_string()])
+            .args(["--max-body-bytes", "268435456"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start streamforge (build it with cargo build --release)");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("listening line");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        loop {
+            if get_status(&addr, "/readyz") == Some(200) {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(600),
+                "server not ready in 600 s"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Server {
+            ready_after: t.elapsed(),
+            child,
+            addr,
+            db: db.to_path_buf(),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+
+    fn terminate(mut self) {
+        Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("kill -TERM");
+        let st = self.child.wait().expect("wait");
+        assert!(st.success(), "server exit {st:?}");
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        ["", "-wal", "-shm"]
+            .iter()
+            .filter_map(|s| {
+                let mut p = self.db.clone().into_os_string();
+                p.push(s);
+                std::fs::metadata(p).ok().map(|m| m.len())
+            })
+            .sum()
+    }
+}
+
+fn clk_tck() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// User + system CPU seconds of a process.
+fn cpu_seconds(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the command name: state is field 3, utime 14, stime 15.
+    let t = |i: usize| {
+        f.get(i - 3)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (t(14) + t(15)) / clk_tck()
+}
+
+/// A `/proc/PID/status` field in bytes (`VmRSS`, `VmHWM`).
+fn proc_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+        * 1024
+}
+
+// ---------------------------------------------------------------- runs
+
+struct RunResult {
+    secs: f64,
+    events: usize,
+    lat: Vec<f64>,
+}
+
+/// Sends every client's requests; `rate` (events/s over all clients) paces
+/// the event batches when given.
+fn drive(addr: &str, per_client: &[Vec<Req>], rate: Option<f64>) -> RunResult {
+    let events: usize = per_client
+        .iter()
+        .flatten()
+        .map(|r| match r {
+            Req::Events(_, n) => *n,
+            Req::Advance(..) => 0,
+        })
+        .sum();
+    let clients = per_client.len() as f64;
+    let t0 = Instant::now();
+    let lat: Vec<f64> = std::thread::scope(|s| {
+        let handles: Vec<_> = per_client
+            .iter()
+            .map(|reqs| {
+                s.spawn(move || {
+                    let mut conn = Conn::new(addr);
+                    let mut lat = Vec::new();
+                    let mut sent = 0usize;
+                    for r in reqs {
+                        if let (Some(rate), Req::Events(_, n)) = (rate, r) {
+                            let due = Duration::from_secs_f64(sent as f64 / (rate / clients));
+                            if let Some(wait) = due.checked_sub(t0.elapsed()) {
+                                std::thread::sleep(wait);
+                            }
+                            sent += n;
+                        }
+                        let t = Instant::now();
+                        let st = conn.send(r);
+                        if st != 200 {
+                            panic!(
+                                "status {st}: {}",
+                                String::from_utf8_lossy(&conn.body[..conn.body.len().min(500)])
+                            );
+                        }
+                        if matches!(r, Req::Events(..)) {
+                            lat.push(t.elapsed().as_secs_f64());
+                        }
+                    }
+                    lat
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("client"))
+            .collect()
+    });
+    RunResult {
+        secs: t0.elapsed().as_secs_f64(),
+        events,
+        lat,
+    }
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[xs.len() / 2]
+}
+
+fn lat_summary(mut lat: Vec<f64>) -> String {
+    lat.sort_by(|a, b| a.total_cmp(b));
+    format!(
+        "p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        pct(&lat, 0.5) * 1e3,
+        pct(&lat, 0.99) * 1e3,
+        lat.last().copied().unwrap_or(0.0) * 1e3
+    )
+}
+
+fn mb(b: f64) -> f64 {
+    b / 1e6
+}
+
+/// Engine-only rate of the same requests, fed in the same round-robin order
+/// over partitions (deliveries parsed before timing, as benches/engine.rs).
+fn engine_rate(all: &[Vec<Req>], events: usize) -> (f64, f64) {
+    let order = client_requests(all, 0, 1);
+    let mut rates = Vec::new();
+    let mut parse_rates = Vec::new();
+    for _ in 0..3 {
+        let mut p = Processor::new(Pipeline::from_json(PIPELINE.as_bytes()).expect("pipeline"));
+        let t = Instant::now();
+        let parsed: Vec<Result<Vec<DeliveryRef<'_>>, (&str, i64)>> = order
+            .iter()
+            .map(|r| match r {
+                Req::Events(b, _) => Ok(b
+                    .split(|c| *c == b'\n')
+                    .filter(|l| !l.is_empty())
+                    .map(|l| serde_json::from_slice::<DeliveryRef<'_>>(l).expect("delivery"))
+                    .collect()),
+                Req::Advance(_, p, w) => Err((p.as_str(), *w)),
+            })
+            .collect();
+        let parse = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        for r in parsed {
+            match r {
+                Ok(b) => {
+                    p.ingest(b).expect("valid");
+                }
+                Err((part, w)) => {
+                    p.advance(part, w).expect("valid");
+                }
+            }
+        }
+        let secs = t.elapsed().as_secs_f64();
+        rates.push(events as f64 / secs);
+        parse_rates.push(events as f64 / parse);
+    }
+    (median(rates), median(parse_rates))
+}
+
+fn main() {
+    let n = env_usize("BENCH_EVENTS", 1_000_000);
+    let clients = env_usize("BENCH_C", 4).clamp(1, PARTITIONS);
+    let b = env_usize("BENCH_B", 1000).max(1);
+    let runs = env_usize("BENCH_RUNS", 3).max(1);
+    let recovery = env_list("BENCH_RECOVERY", "100000,1000000");
+    let model = env_list("BENCH_MODEL", "125000,250000,500000,1000000");
+    let biggest = [n]
+        .into_iter()
+        .chain(recovery.iter().copied())
+        .chain(model.iter().copied())
+        .max()
+        .unwrap_or(n);
+    let path = workload(biggest);
+    let text = std::fs::read_to_string(&path).expect("read the workload");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let base_dir = std::env::var("BENCH_DIR").map_or_else(|_| root.join("target"), PathBuf::from);
+    std::fs::create_dir_all(&base_dir).ok();
+    let tmp = tempfile::Builder::new()
+        .prefix("bench-http-")
+        .tempdir_in(&base_dir)
+        .expect("temp dir");
+    let url = std::env::var("BENCH_URL").ok();
+    println!(
+        "workload: {} | C={clients} B={b} | {} | pipeline: fixed 10s + sliding 10s/2s + session 50ms, lateness 0",
+        path.display(),
+        url.as_deref().map_or_else(|| binary().display().to_string(), str::to_string)
+    );
+
+    let (all, events) = requests(&text, n, b);
+    let per_client: Vec<Vec<Req>> = (0..clients)
+        .map(|c| client_requests(&all, c, clients))
+        .collect();
+    let calls: usize = per_client.iter().map(Vec::len).sum();
+    println!("{events} deliveries in {calls} calls");
+
+    // ---- throughput
+    let mut max_rate = 0.0;
+    if !skip("throughput") {
+        let (engine, parse) = engine_rate(&all, events);
+        println!(
+            "engine only (same requests, parsed before timing; median of 3): {engine:.0} events/s; parse alone (1 thread): {parse:.0} events/s"
+        );
+        let mut rates = Vec::new();
+        for run in 0..runs {
+            let (addr, server) = match &url {
+                Some(u) => (
+                    u.trim_start_matches("http://")
+                        .trim_end_matches('/')
+                        .to_string(),
+                    None,
+                ),
+                None => {
+                    let db = tmp.path().join(format!("tp{run}.db"));
+                    let s = Server::start(tmp.path(), &db, 1000);
+                    (s.addr.clone(), Some(s))
+                }
+            };
+            let pid = server
+                .as_ref()
+                .map(Server::pid)
+                .or_else(|| std::env::var("BENCH_PID").ok()?.parse().ok());
+            let (cpu0, rss0) = pid.map_or((0.0, 0), |p| (cpu_seconds(p), proc_kib(p, "VmRSS")));
+            let r = drive(&addr, &per_client, None);
+            let rate = r.events as f64 / r.secs;
+            rates.push(rate);
+            let mut line = format!(
+                "run {}: {:.0} events/s ({} events in {:.2} s); batch latency {}",
+                run + 1,
+                rate,
+                r.events,
+                r.secs,
+                lat_summary(r.lat)
+            );
+            if let Some(p) = pid {
+                let rss = proc_kib(p, "VmRSS");
+                line += &format!(
+                    "; server CPU {:.2} s ({:.2} cores); peak RSS {:.1} MB; RSS {:.0} B/event ({:.1} MB per 1M events)",
+                    cpu_seconds(p) - cpu0,
+                    (cpu_seconds(p) - cpu0) / r.secs,
+                    mb(proc_kib(p, "VmHWM") as f64),
+                    rss.saturating_sub(rss0) as f64 / r.events as f64,
+                    mb(rss.saturating_sub(rss0) as f64 * 1e6 / r.events as f64),
+                );
+            }
+            if let Some(s) = server {
+                line += &format!("; on disk {:.1} MB", mb(s.disk_bytes() as f64));
+                s.kill9();
+            }
+            println!("{line}");
+        }
+        max_rate = median(rates.clone());
+        println!(
+            "throughput median of {runs}: {max_rate:.0} events/s = {:.2} of the engine-only rate",
+            max_rate / engine
+        );
+    }
+
+    // ---- latency at half the maximum rate
+    if !skip("latency") && url.is_none() {
+        if max_rate == 0.0 {
+            max_rate = env_usize("BENCH_MAX_RATE", 500_000) as f64;
+        }
+        let db = tmp.path().join("lat.db");
+        let s = Server::start(tmp.path(), &db, 1000);
+        let r = drive(&s.addr, &per_client, Some(max_rate / 2.0));
+        println!(
+            "at half the max rate ({:.0} events/s offered): achieved {:.0} events/s; batch latency {}",
+            max_rate / 2.0,
+            r.events as f64 / r.secs,
+            lat_summary(r.lat)
+        );
+        s.kill9();
+    }
+
+    // ---- recovery
+    if !skip("recovery") && url.is_none() {
+        for (k, &logged) in recovery.iter().enumerate() {
+            let (all, ev) = requests(&text, logged, b);
+            let pc: Vec<Vec<Req>> = (0..clients)
+                .map(|c| client_requests(&all, c, clients))
+                .collect();
+            let db = tmp.path().join(format!("rec{k}.db"));
+            let s = Server::start(tmp.path(), &db, 0);
+            drive(&s.addr, &pc, None);
+            let disk = s.disk_bytes();
+            s.kill9();
+            let mut times = Vec::new();
+            for _ in 0..3 {
+                let s = Server::start(tmp.path(), &db, 0);
+                times.push(s.ready_after.as_secs_f64());
+                s.kill9();
+            }
+            let t = median(times);
+            println!(
+                "recovery after SIGKILL, {ev} logged events ({:.1} MB on disk): start to /readyz {t:.2} s (median of 3) = {:.2} s per 1M events",
+                mb(disk as f64),
+                t * 1e6 / ev as f64
+            );
+            if k + 1 == recovery.len() {
+                // Through the service: checkpoint and restore timing.
+                let s = Server::start(tmp.path(), &db, 0);
+                let t = Instant::now();
+                let (st, meta) = http_body(&s.addr, "POST", "/checkpoints", b"");
+                let take = t.elapsed().as_secs_f64();
+                assert_eq!(st, 201, "{}", String::from_utf8_lossy(&meta));
+                let meta: serde_json::Value = serde_json::from_slice(&meta).expect("json");
+                let id = meta["id"].as_i64().expect("id");
+                let (_, env) = http_body(&s.addr, "GET", &format!("/checkpoints/{id}"), b"");
+                let t = Instant::now();
+                let (st, body) = http_body(&s.addr, "POST", "/restore", &env);
+                let restore = t.elapsed().as_secs_f64();
+                assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
+                let size = mb(env.len() as f64);
+                println!(
+                    "service checkpoint of {ev} events: {size:.1} MB; POST /checkpoints {take:.2} s ({:.3} s/MB); POST /restore {restore:.2} s ({:.3} s/MB)",
+                    take / size,
+                    restore / size
+                );
+                // Clean shutdown: the final checkpoint holds everything.
+                s.terminate();
+                let mut times = Vec::new();
+                for _ in 0..3 {
+                    let s = Server::start(tmp.path(), &db, 0);
+                    times.push(s.ready_after.as_secs_f64());
+                    s.terminate();
+                }
+                println!(
+                    "start from a {ev}-event checkpoint (clean shutdown): start to /readyz {:.2} s (median of 3)",
+                    median(times)
+                );
+            }
+        }
+    }
+
+    // ---- checkpoint size model (engine, in process)
+    if !skip("model") {
+        checkpoint_model(&text, &model, b);
+    }
+}
+
+/// Envelope bytes for several sizes, with the watermark advancing (few live
+/// buckets) and without any advance (every bucket stays live); fits
+/// bytes = a·events + b·buckets + c by least squares.
+fn checkpoint_model(text: &str, sizes: &[usize], b: usize) {
+    let mut rows: Vec<[f64; 3]> = Vec::new();
+    let mut take_per_mb = Vec::new();
+    let mut restore_per_mb = Vec::new();
+    println!(
+        "{:>10} {:>10} {:>12} {:>10} {:>10} {:>10}",
+        "events", "advances", "live buckets", "MB", "take s", "restore s"
+    );
+    for &n in sizes {
+        let (all, events) = requests(text, n, b);
+        let order = client_requests(&all, 0, 1);
+        for advances in [true, false] {
+            let mut p = Processor::new(Pipeline::from_json(PIPELINE.as_bytes()).expect("pipeline"));
+            for r in &order {
+                match r {
+                    Req::Events(body, _) => {
+                        let d: Vec<DeliveryRef<'_>> = body
+                            .split(|c| *c == b'\n')
+                            .filter(|l| !l.is_empty())
+                            .map(|l| serde_json::from_slice(l).expect("delivery"))
+                            .collect();
+                        p.ingest(d).expect("valid");
+                    }
+                    Req::Advance(_, part, w) if advances => {
+                        p.advance(part, *w).expect("valid");
+                    }
+                    Req::Advance(..) => {}
+                }
+            }
+            let t = Instant::now();
+            let cp = p.checkpoint();
+            let take = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let back = Processor::restore(&cp, p.pipeline()).expect("restores");
+            let restore = t.elapsed().as_secs_f64();
+            drop(back);
+            let size = cp.len() as f64;
+            take_per_mb.push(take / mb(size));
+            restore_per_mb.push(restore / mb(size));
+            println!(
+                "{events:>10} {:>10} {:>12} {:>10.1} {take:>10.3} {restore:>10.3}",
+                if advances { "yes" } else { "no" },
+                p.live_buckets(),
+                mb(size)
+            );
+            rows.push([events as f64, p.live_buckets() as f64, size]);
+        }
+    }
+    if let Some((a, bb, c)) = fit(&rows) {
+        println!(
+            "checkpoint model: {a:.1} bytes/event + {bb:.1} bytes/live bucket + {:.0} bytes; take {:.3} s/MB, restore {:.3} s/MB (medians)",
+            c,
+            median(take_per_mb),
+            median(restore_per_mb)
+        );
+    }
+}
+
+/// Least squares for y = a·x1 + b·x2 + c.
+fn fit(rows: &[[f64; 3]]) -> Option<(f64, f64, f64)> {
+    if rows.len() < 3 {
+        return None;
+    }
+    // Normal equations, 3x3, solved by Cramer's rule.
+    let mut m = [[0.0f64; 3]; 3];
+    let mut v = [0.0f64; 3];
+    for r in rows {
+        let x = [r[0], r[1], 1.0];
+        for i in 0..3 {
+            for j in 0..3 {
+                m[i][j] += x[i] * x[j];
+            }
+            v[i] += x[i] * r[2];
+        }
+    }
+    let det = |m: &[[f64; 3]; 3]| {
+        m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+            - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+    };
+    let d = det(&m);
+    if d.abs() < 1e-9 {
+        return None;
+    }
+    let solve = |k: usize| {
+        let mut mk = m;
+        for i in 0..3 {
+            mk[i][k] = v[i];
+        }
+        det(&mk) / d
+    };
+    Some((solve(0), solve(1), solve(2)))
+}
