@@ -10,8 +10,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::Event;
-
 /// `POST /watermarks` body.
 #[derive(Debug, Serialize)]
 pub struct Advance<'a> {
@@ -21,71 +19,10 @@ pub struct Advance<'a> {
     pub watermark: i64,
 }
 
-/// A result row: `{window, key, start, end, count, sum, min, max}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Row {
-    /// Window name.
-    pub window: String,
-    /// Key.
-    pub key: String,
-    /// Inclusive start.
-    pub start: i128,
-    /// Exclusive end.
-    pub end: i128,
-    /// Number of unique events.
-    pub count: u64,
-    /// Exact sum.
-    pub sum: i128,
-    /// Smallest value.
-    pub min: i64,
-    /// Largest value.
-    pub max: i64,
-}
-
-/// `upsert` or `retract`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Op {
-    /// A row is emitted (new or corrected).
-    Upsert,
-    /// A previously emitted row is withdrawn.
-    Retract,
-}
-
-/// One changelog entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Change {
-    /// Global sequence.
-    pub seq: u64,
-    /// Upsert or retract.
-    pub op: Op,
-    /// The row.
-    pub result: Row,
-}
-
-/// One record of the late side output.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Late {
-    /// Position in the late output, from 1.
-    pub seq: u64,
-    /// The late event.
-    pub event: Event,
-    /// The watermark it was late against.
-    pub watermark: i64,
-}
-
-/// A bucket address (finalized lists).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Address {
-    /// Window name.
-    pub window: String,
-    /// Key.
-    pub key: String,
-    /// Inclusive start.
-    pub start: i128,
-    /// Exclusive end.
-    pub end: i128,
-}
+/// The engine's output records read back from the wire (their serde shapes
+/// are API.md's): a result row, `upsert`/`retract`, a change, a late record
+/// and a bucket address.
+pub use crate::engine::{Address, Change, ChangeOp as Op, LateRecord as Late, WindowResult as Row};
 
 /// `GET /changes` page.
 #[derive(Debug, Deserialize)]

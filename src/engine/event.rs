@@ -172,7 +172,7 @@ fn present_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error>
 
 /// The address of a bucket: `(window, key, start, end)`. Addresses are ordered
 /// by window name, then key (byte order), then start, then end.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Address {
     /// Window name.
     pub window: Arc<str>,
@@ -185,7 +185,7 @@ pub struct Address {
 }
 
 /// A bucket's aggregate as a result row (`Result` in SPEC.md and API.md).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowResult {
     /// Window name.
     pub window: Arc<str>,
@@ -218,7 +218,7 @@ impl WindowResult {
 }
 
 /// The operation of a change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChangeOp {
     /// A previously emitted row is withdrawn (carries that exact row).
@@ -228,7 +228,7 @@ pub enum ChangeOp {
 }
 
 /// One entry of the changelog.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     /// Global sequence, from 1, one per change, for the life of the processor.
     pub seq: u64,
@@ -239,7 +239,7 @@ pub struct Change {
 }
 
 /// One record of the late side output.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LateRecord {
     /// Position in the late output, from 1.
     pub seq: u64,
