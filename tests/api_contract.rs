@@ -12,14 +12,6 @@ fn ev(p: &str, off: i64, id: &str, key: &str, ts: i64, v: i64) -> String {
     delivery(p, Some(off), id, key, ts, v)
 }
 
-fn metric(s: &Server, name: &str) -> f64 {
-    let text = s.get("/metrics").body;
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("metric {name} missing"))
-}
-
 #[test]
 fn every_route_answers_in_api_shapes() {
     let dir = tempdir();
@@ -502,7 +494,7 @@ fn long_poll_returns_as_soon_as_a_change_exists() {
         let started = Instant::now();
         let poll = std::thread::spawn(move || client.get(url).send().unwrap().text().unwrap());
         wait_until("the poll to wait", DEADLINE, || {
-            (metric(&s, "streamforge_waiters") >= 1.0).then_some(())
+            (s.metric("streamforge_waiters") >= 1.0).then_some(())
         });
         if key == "changes" {
             s.ok("/events", &ev("p0", 0, "a", "k", 1, 1));

@@ -9,14 +9,6 @@ use std::time::Duration;
 
 use common::*;
 
-fn metric(s: &Server, name: &str) -> f64 {
-    let text = s.get("/metrics").body;
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("metric {name} missing"))
-}
-
 /// What an acknowledged op guarantees: per-partition consumed offset and
 /// reported progress at least these.
 #[derive(Default, Debug)]
@@ -102,7 +94,7 @@ fn sigkill_at_seeded_points_loses_nothing_acknowledged() {
             // Right after an acknowledgement that is due an automatic
             // checkpoint: the checkpointer thread is likely mid-transaction.
             0 => {
-                while i < ops.len() && metric(&s, "streamforge_logged_commands") as u64 != 3 {
+                while i < ops.len() && s.metric("streamforge_logged_commands") as u64 != 3 {
                     assert_eq!(ops[i].send(&s).status, 200);
                     acked.record(&ops[i]);
                     i += 1;
@@ -172,10 +164,7 @@ fn graceful_shutdown_checkpoints_and_restart_replays_nothing() {
         assert_eq!(op.send(&s).status, 200);
     }
     let snap = (s.all_changes(), s.all_late(), s.snapshot());
-    assert_eq!(
-        metric(&s, "streamforge_logged_commands") as usize,
-        ops.len()
-    );
+    assert_eq!(s.metric("streamforge_logged_commands") as usize, ops.len());
     assert_eq!(
         s.get("/checkpoints").json()["checkpoints"]
             .as_array()
@@ -197,7 +186,7 @@ fn graceful_shutdown_checkpoints_and_restart_replays_nothing() {
         std::thread::spawn(move || c.get(u).send().map(|r| r.status().as_u16()))
     };
     wait_until("waiters", DEADLINE, || {
-        (metric(&s, "streamforge_waiters") >= 2.0).then_some(())
+        (s.metric("streamforge_waiters") >= 2.0).then_some(())
     });
     let t = std::time::Instant::now();
     let status = s.terminate();
@@ -208,7 +197,7 @@ fn graceful_shutdown_checkpoints_and_restart_replays_nothing() {
 
     let s = start(&db, &["--checkpoint-every", "0"]);
     assert_eq!(
-        metric(&s, "streamforge_logged_commands"),
+        s.metric("streamforge_logged_commands"),
         0.0,
         "restart replayed commands"
     );

@@ -108,49 +108,39 @@ pub trait DeliveryInput {
     fn take_id(&mut self) -> Cow<'_, str>;
 }
 
+/// The accessors both delivery forms share (same field names).
+macro_rules! delivery_accessors {
+    () => {
+        fn partition(&self) -> &str {
+            &self.partition
+        }
+        fn offset(&self) -> Option<i64> {
+            self.offset
+        }
+        fn id(&self) -> &str {
+            &self.event.id
+        }
+        fn key(&self) -> &str {
+            &self.event.key
+        }
+        fn timestamp(&self) -> i64 {
+            self.event.timestamp
+        }
+        fn value(&self) -> i64 {
+            self.event.value
+        }
+    };
+}
+
 impl DeliveryInput for Delivery {
-    fn partition(&self) -> &str {
-        &self.partition
-    }
-    fn offset(&self) -> Option<i64> {
-        self.offset
-    }
-    fn id(&self) -> &str {
-        &self.event.id
-    }
-    fn key(&self) -> &str {
-        &self.event.key
-    }
-    fn timestamp(&self) -> i64 {
-        self.event.timestamp
-    }
-    fn value(&self) -> i64 {
-        self.event.value
-    }
+    delivery_accessors!();
     fn take_id(&mut self) -> Cow<'_, str> {
         Cow::Owned(std::mem::take(&mut self.event.id))
     }
 }
 
 impl DeliveryInput for DeliveryRef<'_> {
-    fn partition(&self) -> &str {
-        &self.partition
-    }
-    fn offset(&self) -> Option<i64> {
-        self.offset
-    }
-    fn id(&self) -> &str {
-        &self.event.id
-    }
-    fn key(&self) -> &str {
-        &self.event.key
-    }
-    fn timestamp(&self) -> i64 {
-        self.event.timestamp
-    }
-    fn value(&self) -> i64 {
-        self.event.value
-    }
+    delivery_accessors!();
     fn take_id(&mut self) -> Cow<'_, str> {
         std::mem::take(&mut self.event.id)
     }

@@ -37,6 +37,17 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     out
 }
 
+/// The stored envelope of checkpoint `id`, exactly as stored.
+fn envelope_by_id(conn: &rusqlite::Connection, id: i64) -> Result<Option<Vec<u8>>> {
+    conn.query_row(
+        "SELECT envelope FROM checkpoints WHERE id = ?1",
+        [id],
+        |r| r.get(0),
+    )
+    .optional()
+    .op("SELECT checkpoints.envelope")
+}
+
 impl Writer {
     /// Stores `envelope` (change sequence `sequence`) as a checkpoint and the
     /// new recovery base, and deletes the command log it covers.
@@ -75,28 +86,14 @@ impl Writer {
 
     /// A stored checkpoint's envelope (used by restore by id).
     pub fn checkpoint_envelope(&self, id: i64) -> Result<Option<Vec<u8>>> {
-        self.conn
-            .query_row(
-                "SELECT envelope FROM checkpoints WHERE id = ?1",
-                [id],
-                |r| r.get(0),
-            )
-            .optional()
-            .op("SELECT checkpoints.envelope")
+        envelope_by_id(&self.conn, id)
     }
 }
 
 impl Reader {
     /// The envelope bytes exactly as stored.
     pub fn checkpoint(&mut self, id: i64) -> Result<Option<Vec<u8>>> {
-        self.conn
-            .query_row(
-                "SELECT envelope FROM checkpoints WHERE id = ?1",
-                [id],
-                |r| r.get(0),
-            )
-            .optional()
-            .op("SELECT checkpoints.envelope")
+        envelope_by_id(&self.conn, id)
     }
 
     /// Every stored checkpoint, newest first.

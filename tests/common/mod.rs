@@ -189,6 +189,15 @@ impl Resp {
 }
 
 impl Server {
+    /// The value of a Prometheus metric line `name value` from `/metrics`.
+    pub fn metric(&self, name: &str) -> f64 {
+        let text = self.get("/metrics").body;
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("metric {name} missing"))
+    }
+
     fn req(&self, rb: reqwest::blocking::RequestBuilder) -> Resp {
         let rb = match &self.token {
             Some(t) => rb.bearer_auth(t),
