@@ -46,6 +46,11 @@ pub struct IngestOutcome {
     pub watermark: Option<i64>,
     /// Consumed offset of each partition the batch named, sorted by name.
     pub offsets: Vec<(String, i64)>,
+    /// Deliveries consumed as duplicates (known id, same identity, new
+    /// offset): counted once, nothing added.
+    pub duplicates: u64,
+    /// Identical redeliveries at already consumed offsets (no effect).
+    pub redeliveries: u64,
 }
 
 /// What a successful advance or mark_idle produced.

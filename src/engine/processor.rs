@@ -98,8 +98,11 @@ impl Processor {
         for (p, r) in resolved {
             touched[p] = true;
             match r {
-                Resolved::Redelivery => {}
-                Resolved::Duplicate => self.reconcile(Touches::default(), &mut out.changes),
+                Resolved::Redelivery => out.redeliveries += 1,
+                Resolved::Duplicate => {
+                    out.duplicates += 1;
+                    self.reconcile(Touches::default(), &mut out.changes)
+                }
                 Resolved::Unique(no) => self.apply_unique(no, &mut out),
             }
         }

@@ -213,6 +213,8 @@ impl Service {
         self.commit(ticket, enc)?;
         Metrics::inc(&self.metrics.deliveries, n);
         Metrics::inc(&self.metrics.ingest_requests, 1);
+        Metrics::inc(&self.metrics.duplicates, o.duplicates);
+        Metrics::inc(&self.metrics.redeliveries, o.redeliveries);
         Metrics::inc(&self.metrics.changes, o.changes.len() as u64);
         Metrics::inc(&self.metrics.late, o.late.len() as u64);
         Ok(IngestAnswer {

@@ -64,6 +64,10 @@ pub struct Metrics {
     pub deliveries: AtomicU64,
     /// Acknowledged ingest requests.
     pub ingest_requests: AtomicU64,
+    /// Duplicate deliveries (known id, new offset) in acknowledged calls.
+    pub duplicates: AtomicU64,
+    /// Identical redeliveries (already consumed offset) in acknowledged calls.
+    pub redeliveries: AtomicU64,
     /// Late records produced.
     pub late: AtomicU64,
     /// Changes emitted.
@@ -111,7 +115,7 @@ impl Metrics {
     /// The Prometheus text exposition. `gauges` are `(name, help, value)`.
     pub fn render(&self, gauges: &[(&str, &str, f64)]) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 9] = [
+        let counters: [(&str, &str, &AtomicU64); 11] = [
             (
                 "streamforge_deliveries_total",
                 "Deliveries in acknowledged ingest calls (duplicates and redeliveries included).",
@@ -121,6 +125,16 @@ impl Metrics {
                 "streamforge_ingest_requests_total",
                 "Acknowledged POST /events calls.",
                 &self.ingest_requests,
+            ),
+            (
+                "streamforge_duplicates_total",
+                "Duplicate deliveries (a known event id on a new offset): consumed, counted once.",
+                &self.duplicates,
+            ),
+            (
+                "streamforge_redeliveries_total",
+                "Identical redeliveries at an already consumed offset (no effect).",
+                &self.redeliveries,
             ),
             (
                 "streamforge_late_events_total",

@@ -114,6 +114,13 @@ fn floor_div(a: i128, b: i128) -> i128 {
     }
 }
 
+/// What a delivery turned out to be.
+enum Kind {
+    Unique,
+    Duplicate,
+    Redelivery,
+}
+
 impl Model {
     pub fn new(
         partitions: &[String],
@@ -305,6 +312,14 @@ impl Model {
     /// One delivery as its own call. `Ok(None)` = identical redelivery (no
     /// reconciliation at all).
     fn ingest_one(&mut self, d: &Delivery) -> Result<(Vec<Change>, Vec<LateRecord>), Rejection> {
+        self.ingest_counted(d).map(|(c, l, _)| (c, l))
+    }
+
+    /// `ingest_one`, also saying what the delivery was.
+    fn ingest_counted(
+        &mut self,
+        d: &Delivery,
+    ) -> Result<(Vec<Change>, Vec<LateRecord>, Kind), Rejection> {
         let Some(part) = self.parts.get(&d.partition) else {
             return Err(Rejection::UnknownPartition(d.partition.clone()));
         };
@@ -312,7 +327,7 @@ impl Model {
         let offset = d.offset.unwrap_or(c + 1);
         if offset <= c {
             if offset >= 0 && part.sources[offset as usize] == d.event {
-                return Ok((vec![], vec![]));
+                return Ok((vec![], vec![], Kind::Redelivery));
             }
             return Err(Rejection::OffsetConflict("model".into()));
         }
@@ -322,8 +337,10 @@ impl Model {
         let e = &d.event;
         let identity = (e.key.clone(), e.timestamp, e.value);
         let mut late_out = vec![];
+        let mut kind = Kind::Unique;
         match self.ids.get(&e.id) {
             Some(known) if *known == identity => {
+                kind = Kind::Duplicate;
                 self.parts
                     .get_mut(&d.partition)
                     .unwrap()
@@ -370,7 +387,7 @@ impl Model {
             }
         }
         let (changes, _finalized) = self.reconcile_and_finalize();
-        Ok((changes, late_out))
+        Ok((changes, late_out, kind))
     }
 
     pub fn ingest(&mut self, batch: &[Delivery]) -> Result<IngestOutcome, BatchRejection> {
@@ -387,10 +404,15 @@ impl Model {
         }
         let mut out = IngestOutcome::default();
         for (index, d) in batch.iter().enumerate() {
-            match self.ingest_one(d) {
-                Ok((ch, late)) => {
+            match self.ingest_counted(d) {
+                Ok((ch, late, kind)) => {
                     out.changes.extend(ch);
                     out.late.extend(late);
+                    match kind {
+                        Kind::Duplicate => out.duplicates += 1,
+                        Kind::Redelivery => out.redeliveries += 1,
+                        Kind::Unique => {}
+                    }
                 }
                 Err(rejection) => {
                     assert!(
