@@ -100,6 +100,9 @@ pub fn row(names: &[Arc<str>], keys: &KeyTable, b: &BucketRef, agg: &Agg) -> Win
     }
 }
 
+/// The largest `changelog.sequence` a checkpoint may hold.
+pub const MAX_RESTORED_SEQUENCE: u64 = i64::MAX as u64 - (1 << 32);
+
 /// The output sequence and the restored-but-not-yet-visible ready buckets.
 #[derive(Debug, Clone, Default)]
 pub struct Changelog {
@@ -181,7 +184,7 @@ impl Changelog {
         out.reserve(retracts.len() + upserts.len());
         for (op, list) in [(ChangeOp::Retract, retracts), (ChangeOp::Upsert, upserts)] {
             for (b, agg) in list {
-                self.sequence += 1;
+                self.sequence = self.sequence.saturating_add(1);
                 out.push(Change {
                     seq: self.sequence,
                     op,
@@ -201,6 +204,13 @@ impl Changelog {
         live: &LiveIndex,
         watermark: Option<i64>,
     ) -> Result<Changelog, String> {
+        // Every seq must stay a JSON integer in the i64 range (the service
+        // stores and pages by it); leave room for 2^32 more changes.
+        if sequence > MAX_RESTORED_SEQUENCE {
+            return Err(format!(
+                "changelog.sequence {sequence} is beyond {MAX_RESTORED_SEQUENCE}, too close to the end of the i64 range every seq must stay in"
+            ));
+        }
         if (visible.len() as u64) > sequence {
             return Err(format!(
                 "changelog.sequence {sequence} is below the number of visible rows {}",
