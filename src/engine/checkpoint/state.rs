@@ -254,7 +254,13 @@ impl StateDoc<'_> {
     /// parsed.
     pub fn canonical_with(&self, sort_partitions: bool) -> Vec<u8> {
         let mut buf = Vec::with_capacity(1 << 12);
-        let b = &mut buf;
+        self.write_canonical(&mut buf, sort_partitions);
+        buf
+    }
+
+    /// Appends the canonical bytes to `buf`.
+    pub fn write_canonical(&self, buf: &mut Vec<u8>, sort_partitions: bool) {
+        let b = buf;
         b.extend_from_slice(b"{\"changelog\":{\"sequence\":");
         int(b, self.changelog.sequence);
         b.extend_from_slice(b",\"visible\":");
@@ -334,17 +340,27 @@ impl StateDoc<'_> {
         b.extend_from_slice(b",\"windows\":");
         write_rows(b, &self.windows);
         b.push(b'}');
-        buf
     }
 }
 
-/// The envelope around canonical state bytes.
-pub fn envelope(state: &[u8], sha256_hex: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(state.len() + 128);
-    out.extend_from_slice(b"{\"format\":\"streamforge-checkpoint\",\"sha256\":\"");
-    out.extend_from_slice(sha256_hex.as_bytes());
+/// Writes the envelope of `state` into one buffer of about `estimate` bytes:
+/// the state is written in place after the envelope's prefix and its
+/// checksum patched in afterwards (no second copy of a large state).
+pub fn write_envelope(
+    state: &StateDoc<'_>,
+    estimate: usize,
+    hex: impl Fn(&[u8]) -> String,
+) -> Vec<u8> {
+    const PREFIX: &[u8] = b"{\"format\":\"streamforge-checkpoint\",\"sha256\":\"";
+    let mut out = Vec::with_capacity(estimate + 160);
+    out.extend_from_slice(PREFIX);
+    let sha_at = out.len();
+    out.extend_from_slice(&[b'0'; 64]);
     out.extend_from_slice(b"\",\"state\":");
-    out.extend_from_slice(state);
+    let start = out.len();
+    state.write_canonical(&mut out, true);
+    let digest = hex(&out[start..]);
+    out[sha_at..sha_at + 64].copy_from_slice(digest.as_bytes());
     out.extend_from_slice(b",\"version\":1}");
     out
 }
