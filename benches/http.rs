@@ -325,6 +325,13 @@ impl Server {
             .args(["--checkpoint-every", &checkpoint_every.to_string()])
             .args(["--max-body-bytes", "268435456"])
             .env("RUST_LOG", "warn")
+            // the deployment setting of the Dockerfile (README "Docker"):
+            // two malloc arenas keep freed request buffers from piling up
+            // per thread; override with MALLOC_ARENA_MAX in the environment
+            .env(
+                "MALLOC_ARENA_MAX",
+                std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "2".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

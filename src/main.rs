@@ -50,8 +50,12 @@ fn exit(result: anyhow::Result<()>) -> ExitCode {
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = Config::from_args(&args).map_err(anyhow::Error::msg)?;
+    // Calls run their locked section on the blocking pool; a small pool is
+    // plenty (group commit batches whoever waits) and bounds the number of
+    // malloc arenas that keep freed request buffers resident.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(8)
         .build()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&args.addr)
