@@ -466,10 +466,12 @@ impl Service {
 
     fn checkpoint_locked(&self, inner: &mut Inner) -> Result<CheckpointMeta, ServiceError> {
         let envelope = inner.processor.checkpoint();
-        let meta = self
-            .writer()
-            .checkpoint(&envelope, inner.processor.sequence())
-            .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
+        let meta = {
+            let mut w = self.writer();
+            self.base_epoch.fetch_add(1, Ordering::SeqCst);
+            w.checkpoint(&envelope, inner.processor.sequence())
+        }
+        .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
         self.log().logged = 0;
         self.metrics.checkpoint_stored(meta.bytes);
         Ok(meta)
@@ -483,15 +485,55 @@ impl Service {
 
     /// Called by the checkpointer thread when `checkpoint_every` commands
     /// have been logged.
+    ///
+    /// Only the snapshot is taken under the processor lock (settled, so the
+    /// snapshot is exactly the logged commands up to the last id); the
+    /// serialization and checksum run outside it, so ingestion does not stall
+    /// for the whole checkpoint. The checkpoint is then stored with the
+    /// commands it covers removed, unless a restore or another checkpoint
+    /// changed the recovery base meanwhile (then it is dropped: the base is
+    /// newer, and the log still covers everything after it).
     pub(super) fn automatic_checkpoint(&self) {
-        let Ok(mut g) = self.lock_settled() else {
-            return;
+        let (snapshot, up_to, logged, epoch) = {
+            let Ok(g) = self.lock_settled() else {
+                return;
+            };
+            let logged = self.log().logged;
+            if self.checkpoint_every == 0 || logged < self.checkpoint_every {
+                return;
+            }
+            let up_to = match self.writer().last_command_id() {
+                Ok(id) => id,
+                Err(e) => {
+                    tracing::warn!(error = %e, "automatic checkpoint skipped");
+                    return;
+                }
+            };
+            let epoch = self.base_epoch.load(Ordering::SeqCst);
+            (g.processor.clone(), up_to, logged, epoch)
         };
-        if self.checkpoint_every == 0 || self.log().logged < self.checkpoint_every {
-            return;
-        }
-        if let Err(e) = self.checkpoint_locked(&mut g) {
-            tracing::warn!(error = %e, "automatic checkpoint failed (the command log still covers it)");
+        let envelope = snapshot.checkpoint();
+        let sequence = snapshot.sequence();
+        drop(snapshot);
+        let stored = {
+            let mut w = self.writer();
+            if self.base_epoch.load(Ordering::SeqCst) != epoch {
+                return;
+            }
+            self.base_epoch.fetch_add(1, Ordering::SeqCst);
+            w.checkpoint_upto(&envelope, sequence, Some(up_to))
+        };
+        match stored {
+            Ok(meta) => {
+                let mut log = self.log();
+                log.logged = log.logged.saturating_sub(logged);
+                drop(log);
+                self.metrics.checkpoint_stored(meta.bytes);
+            }
+            Err(e) => {
+                Metrics::inc(&self.metrics.storage_failures, 1);
+                tracing::warn!(error = %e, "automatic checkpoint failed (the command log still covers it)");
+            }
         }
     }
 
@@ -524,9 +566,12 @@ impl Service {
             }
         }
         let inner = &mut *g;
-        self.writer()
-            .restore(id, &envelope, processor.sequence(), &late)
-            .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
+        {
+            let mut w = self.writer();
+            self.base_epoch.fetch_add(1, Ordering::SeqCst);
+            w.restore(id, &envelope, processor.sequence(), &late)
+        }
+        .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
         let out = RestoreOutcome {
             sequence: processor.sequence(),
             late: processor.late_len(),

@@ -123,6 +123,11 @@ pub struct Service {
     /// Checkpoints the WAL in the background; poked every `WAL_POKE_BYTES`.
     wal: WalCheckpointer,
     wal_bytes: std::sync::atomic::AtomicU64,
+    /// Bumped (under the writer lock) whenever the recovery base changes: a
+    /// checkpoint or a restore. The automatic checkpointer, which serializes
+    /// outside the processor lock, stores its checkpoint only if no other
+    /// base change happened since its snapshot.
+    base_epoch: std::sync::atomic::AtomicU64,
     heads: watch::Sender<Heads>,
     readers: Mutex<Vec<Reader>>,
     db: PathBuf,
@@ -191,6 +196,7 @@ impl Service {
             wal: WalCheckpointer::start(&opts.db)
                 .map_err(|e| fail("cannot start the WAL checkpointer", &e))?,
             wal_bytes: std::sync::atomic::AtomicU64::new(0),
+            base_epoch: std::sync::atomic::AtomicU64::new(0),
             heads: watch::Sender::new(heads),
             readers: Mutex::new(vec![reader]),
             db: opts.db.clone(),

@@ -52,6 +52,27 @@ impl Writer {
     /// Stores `envelope` (change sequence `sequence`) as a checkpoint and the
     /// new recovery base, and deletes the command log it covers.
     pub fn checkpoint(&mut self, envelope: &[u8], sequence: u64) -> Result<CheckpointMeta> {
+        self.checkpoint_upto(envelope, sequence, None)
+    }
+
+    /// The id of the last logged command (0 when the log is empty).
+    pub fn last_command_id(&self) -> Result<i64> {
+        self.conn
+            .query_row("SELECT COALESCE(MAX(id), 0) FROM commands", [], |r| {
+                r.get(0)
+            })
+            .op("SELECT MAX(commands.id)")
+    }
+
+    /// Stores a checkpoint that covers the logged commands up to `up_to`
+    /// (all of them with `None`) and makes it the recovery base, removing
+    /// the commands it covers, in one transaction.
+    pub fn checkpoint_upto(
+        &mut self,
+        envelope: &[u8],
+        sequence: u64,
+        up_to: Option<i64>,
+    ) -> Result<CheckpointMeta> {
         let sha256 = sha256_hex(envelope);
         let created_at = created_at_now();
         let seq = i64::try_from(sequence).unwrap_or(i64::MAX);
@@ -72,8 +93,11 @@ impl Writer {
             params![id, seq],
         )
         .op("INSERT OR REPLACE recovery_base")?;
-        tx.execute("DELETE FROM commands", [])
-            .op("DELETE FROM commands")?;
+        tx.execute(
+            "DELETE FROM commands WHERE id <= ?1",
+            [up_to.unwrap_or(i64::MAX)],
+        )
+        .op("DELETE FROM commands")?;
         tx.commit().op("COMMIT (checkpoint)")?;
         Ok(CheckpointMeta {
             id,
