@@ -119,9 +119,20 @@ fn equal_state_gives_identical_bytes_whatever_the_order() {
 fn a_checkpoint_does_not_change_when_the_processor_moves_on() {
     let mut p = scenario();
     let cp = p.checkpoint();
+    let snap = p.snapshot();
+    assert_eq!(
+        snap.checkpoint(),
+        cp,
+        "a snapshot checkpoints like its processor"
+    );
     p.ingest(vec![d("p1", 2, "z", "k", 30, 1)]).unwrap();
     p.advance("p1", 40).unwrap();
     assert_ne!(p.checkpoint(), cp);
+    assert_eq!(
+        snap.checkpoint(),
+        cp,
+        "a snapshot is frozen: the processor moved on"
+    );
     let back = Processor::restore(&cp, p.pipeline()).unwrap();
     assert_eq!(back.checkpoint(), cp);
 }

@@ -78,7 +78,7 @@ pub struct PartitionStatus {
 }
 
 mod processor;
-pub use processor::Processor;
+pub use processor::{Processor, Snapshot};
 
 mod aggregate;
 mod changelog;

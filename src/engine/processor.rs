@@ -334,6 +334,22 @@ impl Processor {
         checkpoint::take(self)
     }
 
+    /// A cheap frozen copy of the current state that can only be
+    /// checkpointed: take it under a lock, then serialize it elsewhere.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot(Processor {
+            pipeline: self.pipeline.clone(),
+            names: self.names.clone(),
+            defs: self.defs.clone(),
+            keys: self.keys.clone(),
+            sources: self.sources.history_copy(),
+            clock: self.clock.clone(),
+            live: self.live.clone(),
+            changelog: self.changelog.clone(),
+            late: self.late.clone(),
+        })
+    }
+
     /// Restores a checkpoint envelope for `pipeline` (which must be equivalent
     /// to the checkpoint's). Returns a new, independent processor.
     pub fn restore(envelope: &[u8], pipeline: &Pipeline) -> Result<Processor, Rejection> {
@@ -344,5 +360,23 @@ impl Processor {
     /// verify a checkpoint file offline).
     pub fn from_checkpoint(envelope: &[u8]) -> Result<Processor, Rejection> {
         checkpoint::restore(envelope, None).map_err(Rejection::InvalidCheckpoint)
+    }
+}
+
+/// A frozen copy of a processor's state for [`Snapshot::checkpoint`] (see
+/// [`Processor::snapshot`]).
+#[derive(Debug)]
+pub struct Snapshot(Processor);
+
+impl Snapshot {
+    /// The checkpoint envelope of the state when the snapshot was taken,
+    /// byte-identical to `Processor::checkpoint` at that moment.
+    pub fn checkpoint(&self) -> Vec<u8> {
+        checkpoint::take(&self.0)
+    }
+
+    /// The change sequence of that state.
+    pub fn sequence(&self) -> u64 {
+        self.0.sequence()
     }
 }

@@ -14,6 +14,7 @@
 //! a rejected batch leaves this state exactly as it was.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use super::error::Rejection;
 use super::event::{DeliveryInput, Event};
@@ -59,10 +60,13 @@ const CHUNK_BITS: u32 = 16;
 const CHUNK: usize = 1 << CHUNK_BITS;
 
 /// A vector stored in fixed-size chunks: pushing never moves what is stored
-/// (no doubling copies of a large history, no 2x peak while growing).
+/// (no doubling copies of a large history, no 2x peak while growing), and a
+/// clone shares every chunk (copy-on-write: a chunk is copied only if the
+/// original is appended to or popped while the clone still holds it), so a
+/// snapshot for a checkpoint costs almost nothing.
 #[derive(Debug, Clone)]
 pub struct Chunked<T> {
-    chunks: Vec<Vec<T>>,
+    chunks: Vec<Arc<Vec<T>>>,
     len: usize,
 }
 
@@ -75,27 +79,30 @@ impl<T> Default for Chunked<T> {
     }
 }
 
-impl<T> Chunked<T> {
+impl<T: Clone> Chunked<T> {
     /// Appends.
     #[inline]
     pub fn push(&mut self, x: T) {
         if self.len.is_multiple_of(CHUNK) {
-            self.chunks.push(Vec::with_capacity(CHUNK));
+            self.chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
         }
-        self.chunks.last_mut().expect("a chunk with room").push(x);
+        let last = self.chunks.last_mut().expect("a chunk with room");
+        Arc::make_mut(last).push(x);
         self.len += 1;
     }
 
     /// Removes the last element.
     pub fn pop(&mut self) -> Option<T> {
-        let x = self.chunks.last_mut()?.pop()?;
+        let x = Arc::make_mut(self.chunks.last_mut()?).pop()?;
         self.len -= 1;
-        if self.chunks.last().is_some_and(Vec::is_empty) {
+        if self.chunks.last().is_some_and(|c| c.is_empty()) {
             self.chunks.pop();
         }
         Some(x)
     }
+}
 
+impl<T> Chunked<T> {
     /// Number of elements.
     #[inline]
     pub fn len(&self) -> usize {
@@ -110,7 +117,7 @@ impl<T> Chunked<T> {
 
     /// All elements in order.
     pub fn iter(&self) -> impl Iterator<Item = &T> {
-        self.chunks.iter().flatten()
+        self.chunks.iter().flat_map(|c| c.iter())
     }
 }
 
@@ -123,6 +130,17 @@ pub struct Sources {
 }
 
 impl Sources {
+    /// A copy for reading history only (checkpoints): the events are shared
+    /// copy-on-write and the id index is left empty, so it costs the
+    /// per-partition offset lists and nothing else.
+    pub fn history_copy(&self) -> Sources {
+        Sources {
+            history: self.history.clone(),
+            events: self.events.clone(),
+            index: StrIndex::default(),
+        }
+    }
+
     /// Empty history for `partitions` partitions.
     pub fn new(partitions: usize) -> Sources {
         Sources {

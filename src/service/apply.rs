@@ -510,7 +510,7 @@ impl Service {
                 }
             };
             let epoch = self.base_epoch.load(Ordering::SeqCst);
-            (g.processor.clone(), up_to, logged, epoch)
+            (g.processor.snapshot(), up_to, logged, epoch)
         };
         let envelope = snapshot.checkpoint();
         let sequence = snapshot.sequence();
