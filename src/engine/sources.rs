@@ -124,7 +124,7 @@ impl<T> Chunked<T> {
 /// Consumed history and identities.
 #[derive(Debug, Clone, Default)]
 pub struct Sources {
-    history: Vec<Vec<EventNo>>,
+    history: Vec<Chunked<EventNo>>,
     events: Chunked<EventRec>,
     index: StrIndex,
 }
@@ -144,7 +144,7 @@ impl Sources {
     /// Empty history for `partitions` partitions.
     pub fn new(partitions: usize) -> Sources {
         Sources {
-            history: vec![Vec::new(); partitions],
+            history: (0..partitions).map(|_| Chunked::default()).collect(),
             events: Chunked::default(),
             index: StrIndex::default(),
         }
@@ -156,7 +156,7 @@ impl Sources {
     }
 
     /// Event numbers at offsets 0..=consumed of a partition.
-    pub fn history(&self, partition: usize) -> &[EventNo] {
+    pub fn history(&self, partition: usize) -> &Chunked<EventNo> {
         &self.history[partition]
     }
 
@@ -196,7 +196,7 @@ impl Sources {
     /// A mark to roll back to.
     pub fn mark(&self) -> Mark {
         Mark {
-            history_lens: self.history.iter().map(Vec::len).collect(),
+            history_lens: self.history.iter().map(Chunked::len).collect(),
             events_len: self.events.len(),
         }
     }
@@ -204,7 +204,9 @@ impl Sources {
     /// Undoes every resolution since `mark`.
     pub fn rollback(&mut self, mark: Mark) {
         for (h, len) in self.history.iter_mut().zip(mark.history_lens) {
-            h.truncate(len);
+            while h.len() > len {
+                h.pop();
+            }
         }
         while self.events.len() > mark.events_len {
             let rec = self.events.pop().expect("non-empty");
@@ -236,7 +238,7 @@ impl Sources {
         let offset = delivery.offset().unwrap_or(consumed + 1);
         if offset <= consumed {
             if offset >= 0 {
-                let rec = self.event(self.history[partition][offset as usize]);
+                let rec = self.event(*self.history[partition].get(offset as usize));
                 if rec.id.as_bytes() == id.as_bytes() && same(rec, keys) {
                     return Ok(Resolved::Redelivery);
                 }
