@@ -3,50 +3,20 @@
 mod support;
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use streamforge::engine::{Pipeline, Processor};
 use support::*;
-
-const PIPELINE: &str = r#"{"partitions":["p0","p1"],"windows":{"f":{"kind":"fixed","size":10},"h":{"kind":"sliding","size":10,"step":5},"s":{"kind":"session","gap":5},"st":{"kind":"stream_time","size":10}},"lateness":5}"#;
-
-/// A processor with visible rows, live buckets, a late record and history.
-fn scenario() -> Processor {
-    let mut p = Processor::new(pipeline(PIPELINE));
-    p.ingest(vec![
-        d("p0", 0, "a", "k", 1, 5),
-        d("p0", 1, "b", "k", 12, -3),
-        d("p1", 0, "c", "j\n\"", 4, 7),
-        d("p1", 1, "a", "k", 1, 5),
-    ])
-    .unwrap();
-    p.advance("p0", 20).unwrap();
-    p.advance("p1", 11).unwrap();
-    p.ingest(vec![
-        d("p0", 2, "late", "k", 2, 1),
-        d("p0", 3, "e", "k", 14, 2),
-    ])
-    .unwrap();
-    p
-}
-
-fn hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// Applies `f` to the parsed state, then re-wraps it with a correct checksum.
 fn mutate(cp: &[u8], f: impl FnOnce(&mut Value)) -> Vec<u8> {
     let mut env: Value = serde_json::from_slice(cp).unwrap();
     f(&mut env["state"]);
     let state = serde_json::to_vec(&env["state"]).unwrap();
-    env["sha256"] = json!(hex(&state));
+    env["sha256"] = json!(sha_hex(&state));
     serde_json::to_vec(&env).unwrap()
 }
 
 fn rejected(bytes: &[u8]) -> String {
-    match Processor::restore(bytes, &pipeline(PIPELINE)) {
+    match Processor::restore(bytes, &pipeline(CHECKPOINT_PIPELINE)) {
         Ok(_) => panic!(
             "restore accepted an invalid checkpoint: {}",
             String::from_utf8_lossy(bytes)
@@ -61,13 +31,13 @@ fn rejected(bytes: &[u8]) -> String {
 
 #[test]
 fn envelope_is_canonical_and_checksummed() {
-    let p = scenario();
+    let p = checkpoint_scenario();
     let cp = p.checkpoint();
     let env: Value = serde_json::from_slice(&cp).unwrap();
     // serde_json's Map is sorted and compact: the same bytes.
     assert_eq!(serde_json::to_vec(&env).unwrap(), cp);
     let state = serde_json::to_vec(&env["state"]).unwrap();
-    assert_eq!(env["sha256"], json!(hex(&state)));
+    assert_eq!(env["sha256"], json!(sha_hex(&state)));
     assert_eq!(env["format"], json!("streamforge-checkpoint"));
     assert_eq!(env["version"], json!(1));
     assert_eq!(
@@ -117,7 +87,7 @@ fn equal_state_gives_identical_bytes_whatever_the_order() {
 
 #[test]
 fn a_checkpoint_does_not_change_when_the_processor_moves_on() {
-    let mut p = scenario();
+    let mut p = checkpoint_scenario();
     let cp = p.checkpoint();
     let snap = p.snapshot();
     assert_eq!(
@@ -139,7 +109,7 @@ fn a_checkpoint_does_not_change_when_the_processor_moves_on() {
 
 #[test]
 fn restore_continues_exactly_like_the_original() {
-    let mut p = scenario();
+    let mut p = checkpoint_scenario();
     let mut q = Processor::restore(&p.checkpoint(), p.pipeline()).unwrap();
     let ops = [
         d("p0", 4, "n1", "k", 16, 3),
@@ -156,7 +126,7 @@ fn restore_continues_exactly_like_the_original() {
 
 #[test]
 fn restore_accepts_whitespace_and_reordered_pipelines() {
-    let p = scenario();
+    let p = checkpoint_scenario();
     let cp = p.checkpoint();
     let env: Value = serde_json::from_slice(&cp).unwrap();
     let pretty = serde_json::to_vec_pretty(&env).unwrap();
@@ -173,7 +143,7 @@ fn restore_accepts_whitespace_and_reordered_pipelines() {
 
 #[test]
 fn broken_envelopes_are_rejected() {
-    let p = scenario();
+    let p = checkpoint_scenario();
     let cp = p.checkpoint();
     let mut flipped = cp.clone();
     let at = flipped.len() / 2;
@@ -208,7 +178,7 @@ fn broken_envelopes_are_rejected() {
 
 #[test]
 fn duplicate_keys_are_rejected() {
-    let cp = String::from_utf8(scenario().checkpoint()).unwrap();
+    let cp = String::from_utf8(checkpoint_scenario().checkpoint()).unwrap();
     // duplicate a partition in clock.partitions, keeping the checksum honest is
     // impossible for a duplicate, so both checks must name the problem
     let dup = cp.replacen(
@@ -222,7 +192,7 @@ fn duplicate_keys_are_rejected() {
 /// Each SPEC validation rule, on a hand-made state with a correct checksum.
 #[test]
 fn every_restore_rule_names_what_is_wrong() {
-    let cp = scenario().checkpoint();
+    let cp = checkpoint_scenario().checkpoint();
     let state: Value = serde_json::from_slice::<Value>(&cp).unwrap()["state"].clone();
     let windows = state["windows"].as_array().unwrap().clone();
     let idx = |w: &str, s: i64| {
@@ -448,7 +418,7 @@ fn every_restore_rule_names_what_is_wrong() {
 
 #[test]
 fn restored_ready_rows_that_were_not_visible_are_upserted_next() {
-    let p = scenario();
+    let p = checkpoint_scenario();
     let cp = p.checkpoint();
     let bytes = mutate(&cp, |s| {
         let v = s["changelog"]["visible"].as_array_mut().unwrap();
@@ -475,7 +445,7 @@ fn restored_ready_rows_that_were_not_visible_are_upserted_next() {
 /// instead of overflowing later arithmetic.
 #[test]
 fn extreme_i128_bounds_are_rejected_without_overflow() {
-    let cp = String::from_utf8(scenario().checkpoint()).unwrap();
+    let cp = String::from_utf8(checkpoint_scenario().checkpoint()).unwrap();
     let env: Value = serde_json::from_str(&cp).unwrap();
     let state = serde_json::to_string(&env["state"]).unwrap();
     let row = r#"{"count":1,"end":170141183460469231731687303715884105727,"key":"zz","max":1,"min":1,"start":-170141183460469231731687303715884105728,"sum":1,"window":"f"}"#;
@@ -483,7 +453,7 @@ fn extreme_i128_bounds_are_rejected_without_overflow() {
     let state = state.replacen(r#""key":"zz""#, r#""key":"""#, 1);
     let envelope = format!(
         r#"{{"format":"streamforge-checkpoint","sha256":"{}","state":{state},"version":1}}"#,
-        hex(state.as_bytes())
+        sha_hex(state.as_bytes())
     );
     let m = rejected(envelope.as_bytes());
     assert!(m.contains("out of range"), "{m}");

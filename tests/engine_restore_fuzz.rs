@@ -6,37 +6,8 @@
 
 mod support;
 
-use sha2::{Digest, Sha256};
 use streamforge::engine::Processor;
 use support::*;
-
-const PIPELINE: &str = r#"{"partitions":["p0","p1"],"windows":{"f":{"kind":"fixed","size":10},"h":{"kind":"sliding","size":10,"step":3},"s":{"kind":"session","gap":5},"st":{"kind":"stream_time","size":10}},"lateness":4}"#;
-
-fn scenario() -> Processor {
-    let mut p = Processor::new(pipeline(PIPELINE));
-    p.ingest(vec![
-        d("p0", 0, "a", "k", 1, 5),
-        d("p0", 1, "b", "k", 12, -3),
-        d("p1", 0, "c", "j", 4, 7),
-        d("p1", 1, "a", "k", 1, 5),
-    ])
-    .unwrap();
-    p.advance("p0", 20).unwrap();
-    p.advance("p1", 13).unwrap();
-    p.ingest(vec![
-        d("p0", 2, "l", "k", 2, 1),
-        d("p0", 3, "e", "j", 14, 2),
-    ])
-    .unwrap();
-    p
-}
-
-fn hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// Exercises a restored processor; nothing may panic.
 fn exercise(mut p: Processor) {
@@ -60,8 +31,8 @@ fn exercise(mut p: Processor) {
 
 #[test]
 fn damaged_envelopes_never_panic() {
-    let cp = scenario().checkpoint();
-    let target = pipeline(PIPELINE);
+    let cp = checkpoint_scenario().checkpoint();
+    let target = pipeline(CHECKPOINT_PIPELINE);
     for i in 0..cp.len() {
         let mut b = cp.clone();
         b[i] ^= 0x20;
@@ -78,7 +49,7 @@ fn damaged_envelopes_never_panic() {
 
 #[test]
 fn crafted_integers_never_panic() {
-    let cp = String::from_utf8(scenario().checkpoint()).unwrap();
+    let cp = String::from_utf8(checkpoint_scenario().checkpoint()).unwrap();
     let start = cp.find(r#""state":"#).unwrap() + r#""state":"#.len();
     let end = cp.rfind(r#","version":1}"#).unwrap();
     let state = &cp[start..end];
@@ -112,14 +83,14 @@ fn crafted_integers_never_panic() {
         "-170141183460469231731687303715884105728",
         "99999999999999999999999999999999999999999",
     ];
-    let target = pipeline(PIPELINE);
+    let target = pipeline(CHECKPOINT_PIPELINE);
     let mut accepted = 0;
     for &(s, e) in &spans {
         for x in extremes {
             let crafted = format!("{}{}{}", &state[..s], x, &state[e..]);
             let envelope = format!(
                 r#"{{"format":"streamforge-checkpoint","sha256":"{}","state":{crafted},"version":1}}"#,
-                hex(crafted.as_bytes())
+                sha_hex(crafted.as_bytes())
             );
             if let Ok(p) = Processor::restore(envelope.as_bytes(), &target) {
                 accepted += 1;

@@ -78,3 +78,36 @@ pub fn advance(p: &mut Processor, partition: &str, w: i64) -> Vec<String> {
 pub fn tick(p: &mut Processor, partition: &str, w: i64) -> TickOutcome {
     p.advance(partition, w).expect("accepted")
 }
+
+/// The pipeline of [`checkpoint_scenario`].
+pub const CHECKPOINT_PIPELINE: &str = r#"{"partitions":["p0","p1"],"windows":{"f":{"kind":"fixed","size":10},"h":{"kind":"sliding","size":10,"step":5},"s":{"kind":"session","gap":5},"st":{"kind":"stream_time","size":10}},"lateness":5}"#;
+
+/// A processor with visible rows, live buckets of every window kind, a late
+/// record, a duplicate id on another partition, an escaped key and history.
+pub fn checkpoint_scenario() -> Processor {
+    let mut p = Processor::new(pipeline(CHECKPOINT_PIPELINE));
+    p.ingest(vec![
+        d("p0", 0, "a", "k", 1, 5),
+        d("p0", 1, "b", "k", 12, -3),
+        d("p1", 0, "c", "j\n\"", 4, 7),
+        d("p1", 1, "a", "k", 1, 5),
+    ])
+    .unwrap();
+    p.advance("p0", 20).unwrap();
+    p.advance("p1", 11).unwrap();
+    p.ingest(vec![
+        d("p0", 2, "late", "k", 2, 1),
+        d("p0", 3, "e", "k", 14, 2),
+    ])
+    .unwrap();
+    p
+}
+
+/// Lowercase hex SHA-256.
+pub fn sha_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
