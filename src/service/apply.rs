@@ -161,6 +161,20 @@ pub(super) fn json_array<T: serde::Serialize>(items: &[T]) -> Vec<u8> {
     out
 }
 
+/// `[r1,r2,...]` from records already serialized one by one.
+fn late_array(records: &[(u64, String)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + records.iter().map(|(_, r)| r.len() + 1).sum::<usize>());
+    out.push(b'[');
+    for (i, (_, r)) in records.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(r.as_bytes());
+    }
+    out.push(b']');
+    out
+}
+
 fn encode(changes: &[Change], late: &[LateRecord]) -> Encoded {
     Encoded {
         changes: match (changes.first(), changes.last()) {
@@ -208,7 +222,8 @@ impl Service {
             return Err(ServiceError::Unavailable("internal mix-up".into()));
         };
         let enc = encode(&o.changes, &o.late);
-        let late = json_array(&o.late);
+        // the answer's late array from the records already encoded for storage
+        let late = late_array(&enc.late);
         let changes = Self::changes_bytes(&enc);
         self.commit(ticket, enc)?;
         Metrics::inc(&self.metrics.deliveries, n);
