@@ -435,6 +435,8 @@ struct RunResult {
     secs: f64,
     events: usize,
     lat: Vec<f64>,
+    /// Latency of the `POST /watermarks` calls.
+    advance_lat: Vec<f64>,
 }
 
 /// Sends every client's requests; `rate` (events/s over all clients) paces
@@ -450,13 +452,14 @@ fn drive(addr: &str, per_client: &[Vec<Req>], rate: Option<f64>) -> RunResult {
         .sum();
     let clients = per_client.len() as f64;
     let t0 = Instant::now();
-    let lat: Vec<f64> = std::thread::scope(|s| {
+    let (lat, advance_lat): (Vec<Vec<f64>>, Vec<Vec<f64>>) = std::thread::scope(|s| {
         let handles: Vec<_> = per_client
             .iter()
             .map(|reqs| {
                 s.spawn(move || {
                     let mut conn = Conn::new(addr);
                     let mut lat = Vec::new();
+                    let mut advance_lat = Vec::new();
                     let mut sent = 0usize;
                     for r in reqs {
                         if let (Some(rate), Req::Events(_, n)) = (rate, r) {
@@ -476,21 +479,24 @@ fn drive(addr: &str, per_client: &[Vec<Req>], rate: Option<f64>) -> RunResult {
                         }
                         if matches!(r, Req::Events(..)) {
                             lat.push(t.elapsed().as_secs_f64());
+                        } else {
+                            advance_lat.push(t.elapsed().as_secs_f64());
                         }
                     }
-                    lat
+                    (lat, advance_lat)
                 })
             })
             .collect();
         handles
             .into_iter()
-            .flat_map(|h| h.join().expect("client"))
-            .collect()
+            .map(|h| h.join().expect("client"))
+            .unzip()
     });
     RunResult {
         secs: t0.elapsed().as_secs_f64(),
         events,
-        lat,
+        lat: lat.concat(),
+        advance_lat: advance_lat.concat(),
     }
 }
 
@@ -627,12 +633,13 @@ fn main() {
             let rate = r.events as f64 / r.secs;
             rates.push(rate);
             let mut line = format!(
-                "run {}: {:.0} events/s ({} events in {:.2} s); batch latency {}",
+                "run {}: {:.0} events/s ({} events in {:.2} s); batch latency {}; watermark call latency {}",
                 run + 1,
                 rate,
                 r.events,
                 r.secs,
-                lat_summary(r.lat)
+                lat_summary(r.lat),
+                lat_summary(r.advance_lat)
             );
             if let Some(p) = pid {
                 let rss = proc_kib(p, "VmRSS");

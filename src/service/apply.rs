@@ -86,7 +86,7 @@ pub struct TickAnswer {
 }
 
 /// Bytes committed between two pokes of the WAL checkpointer.
-const WAL_POKE_BYTES: u64 = 8 << 20;
+const WAL_POKE_BYTES: u64 = 4 << 20;
 
 /// A call applied to the engine, waiting for its commit.
 pub(super) struct Pending {
@@ -390,12 +390,7 @@ impl Service {
                                 .map_or(0, |c| c.2.len())
                     })
                     .sum();
-                let total =
-                    self.wal_bytes.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
-                if total >= WAL_POKE_BYTES {
-                    self.wal_bytes.store(0, Ordering::Relaxed);
-                    self.wal.poke();
-                }
+                self.wal_written(bytes);
                 Metrics::inc(&self.metrics.commits, 1);
                 if let Some(last) = group.last() {
                     let (seq, late_len) = last.heads;
@@ -425,7 +420,28 @@ impl Service {
             drop(self.lock_consistent());
             return self.log();
         }
+        if self.wal.restart_due() {
+            // The group is answered; the next leader waits for this short
+            // copy (the background checkpointer did nearly all of it).
+            drop(log);
+            match self.writer().restart_wal() {
+                Ok(true) => self.wal.restarted(),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "WAL restart failed (the WAL keeps the data)"),
+            }
+            return self.log();
+        }
         log
+    }
+
+    /// Counts bytes committed to the WAL; pokes the WAL checkpointer every
+    /// [`WAL_POKE_BYTES`].
+    fn wal_written(&self, bytes: usize) {
+        let total = self.wal_bytes.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+        if total >= WAL_POKE_BYTES {
+            self.wal_bytes.store(0, Ordering::Relaxed);
+            self.wal.poke();
+        }
     }
 
     /// Fails `tickets` and everything queued, and poisons the queue.
@@ -504,8 +520,9 @@ impl Service {
     /// Only the snapshot is taken under the processor lock (settled, so the
     /// snapshot is exactly the logged commands up to the last id); the
     /// serialization and checksum run outside it, so ingestion does not stall
-    /// for the whole checkpoint. The checkpoint is then stored with the
-    /// commands it covers removed, unless a restore or another checkpoint
+    /// for the whole checkpoint. The checkpoint is then stored (in pieces,
+    /// see [`Service::store_in_pieces`]) with the commands it covers
+    /// removed, unless a restore or another checkpoint
     /// changed the recovery base meanwhile (then it is dropped: the base is
     /// newer, and the log still covers everything after it).
     pub(super) fn automatic_checkpoint(&self) {
@@ -530,26 +547,52 @@ impl Service {
         let envelope = snapshot.checkpoint();
         let sequence = snapshot.sequence();
         drop(snapshot);
-        let stored = {
-            let mut w = self.writer();
-            if self.base_epoch.load(Ordering::SeqCst) != epoch {
-                return;
-            }
-            self.base_epoch.fetch_add(1, Ordering::SeqCst);
-            w.checkpoint_upto(&envelope, sequence, Some(up_to))
-        };
-        match stored {
-            Ok(meta) => {
+        match self.store_in_pieces(&envelope, sequence, up_to, epoch) {
+            Ok(Some(meta)) => {
                 let mut log = self.log();
                 log.logged = log.logged.saturating_sub(logged);
                 drop(log);
                 self.metrics.checkpoint_stored(meta.bytes);
             }
+            // a restore or another checkpoint moved the base meanwhile
+            Ok(None) => {}
             Err(e) => {
                 Metrics::inc(&self.metrics.storage_failures, 1);
                 tracing::warn!(error = %e, "automatic checkpoint failed (the command log still covers it)");
             }
         }
+    }
+
+    /// Stores an automatic checkpoint: its envelope in pieces, each in a
+    /// short transaction of its own (the writer is released between pieces,
+    /// so group commits interleave instead of waiting behind a write of tens
+    /// of MB), then the transaction that links them, makes the checkpoint the
+    /// recovery base and removes the commands up to `up_to`. `None` when the
+    /// base moved since `epoch` (the pieces are dropped).
+    fn store_in_pieces(
+        &self,
+        envelope: &[u8],
+        sequence: u64,
+        up_to: i64,
+        epoch: u64,
+    ) -> crate::store::Result<Option<CheckpointMeta>> {
+        let mut staging = None;
+        for piece in envelope.chunks(crate::store::PIECE_BYTES) {
+            staging = Some(self.writer().stage_piece(staging, piece)?);
+            self.wal_written(piece.len());
+        }
+        let Some(staging) = staging else {
+            return Ok(None);
+        };
+        let sha256 = crate::store::sha256_hex(envelope);
+        let mut w = self.writer();
+        if self.base_epoch.load(Ordering::SeqCst) != epoch {
+            w.drop_pieces(staging)?;
+            return Ok(None);
+        }
+        self.base_epoch.fetch_add(1, Ordering::SeqCst);
+        w.link_checkpoint(staging, sha256, envelope.len(), sequence, up_to)
+            .map(Some)
     }
 
     /// The final checkpoint of a graceful shutdown: taken when commands were

@@ -1,9 +1,14 @@
-//! Stored checkpoints: the envelope as one blob, served back byte for byte.
+//! Stored checkpoints: the envelope, served back byte for byte.
 //!
 //! Taking a checkpoint is one transaction: insert the envelope, make it the
-//! recovery base and delete the command-log rows it covers (all of them: the
-//! service takes checkpoints under its write lock). Checkpoints are never
-//! deleted.
+//! recovery base and delete the command-log rows it covers. Checkpoints are
+//! never deleted.
+//!
+//! A large envelope can be stored in pieces first ([`Writer::stage_piece`],
+//! one short transaction each, so the commits of acknowledged calls are
+//! interleaved instead of waiting behind one long write), then linked by
+//! that one transaction ([`Writer::link_checkpoint`]): until it commits, the
+//! pieces belong to no checkpoint (and are deleted at the next open).
 
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use sha2::{Digest, Sha256};
@@ -37,15 +42,53 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     out
 }
 
-/// The stored envelope of checkpoint `id`, exactly as stored.
-fn envelope_by_id(conn: &rusqlite::Connection, id: i64) -> Result<Option<Vec<u8>>> {
-    conn.query_row(
-        "SELECT envelope FROM checkpoints WHERE id = ?1",
-        [id],
-        |r| r.get(0),
-    )
-    .optional()
-    .op("SELECT checkpoints.envelope")
+/// Bytes per piece of an envelope stored with [`Writer::stage_piece`].
+pub const PIECE_BYTES: usize = 2 << 20;
+
+/// The stored envelope of checkpoint `id`, exactly as stored (its pieces
+/// concatenated when it was stored in pieces).
+pub(super) fn envelope_by_id(conn: &rusqlite::Connection, id: i64) -> Result<Option<Vec<u8>>> {
+    let row: Option<(Vec<u8>, Option<i64>, i64)> = conn
+        .query_row(
+            "SELECT envelope, pieces_from, bytes FROM checkpoints WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()
+        .op("SELECT checkpoints.envelope")?;
+    let Some((envelope, pieces_from, bytes)) = row else {
+        return Ok(None);
+    };
+    let Some(staging) = pieces_from else {
+        return Ok(Some(envelope));
+    };
+    let mut out = Vec::with_capacity(usize::try_from(bytes).unwrap_or(0));
+    let mut st = conn
+        .prepare_cached("SELECT bytes FROM checkpoint_pieces WHERE staging = ?1 ORDER BY id")
+        .op("prepare SELECT checkpoint_pieces")?;
+    let mut rows = st.query([staging]).op("SELECT checkpoint_pieces")?;
+    while let Some(r) = rows.next().op("SELECT checkpoint_pieces (row)")? {
+        let piece = r
+            .get_ref(0)
+            .and_then(|v| v.as_blob().map_err(Into::into))
+            .op("checkpoint_pieces.bytes")?;
+        out.extend_from_slice(piece);
+    }
+    if out.len() as i64 != bytes {
+        return Err(super::Error::Corrupt(format!(
+            "checkpoint {id}: its pieces hold {} bytes, the row says {bytes}",
+            out.len()
+        )));
+    }
+    Ok(Some(out))
+}
+
+/// How a checkpoint's envelope is stored.
+enum Stored<'a> {
+    /// In the checkpoint row.
+    Inline(&'a [u8]),
+    /// Staged pieces: staging id, SHA-256 and length of the whole envelope.
+    Pieces(i64, String, usize),
 }
 
 impl Writer {
@@ -73,7 +116,19 @@ impl Writer {
         sequence: u64,
         up_to: Option<i64>,
     ) -> Result<CheckpointMeta> {
-        let sha256 = sha256_hex(envelope);
+        self.store_checkpoint(Stored::Inline(envelope), sequence, up_to)
+    }
+
+    fn store_checkpoint(
+        &mut self,
+        stored: Stored<'_>,
+        sequence: u64,
+        up_to: Option<i64>,
+    ) -> Result<CheckpointMeta> {
+        let (envelope, pieces_from, sha256, bytes) = match stored {
+            Stored::Inline(e) => (e, None, sha256_hex(e), e.len()),
+            Stored::Pieces(staging, sha, bytes) => (&[][..], Some(staging), sha, bytes),
+        };
         let created_at = created_at_now();
         let seq = i64::try_from(sequence).unwrap_or(i64::MAX);
         let tx = self
@@ -81,9 +136,9 @@ impl Writer {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (checkpoint)")?;
         tx.execute(
-            "INSERT INTO checkpoints (sequence, sha256, bytes, created_at, envelope)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![seq, sha256, envelope.len() as i64, created_at, envelope],
+            "INSERT INTO checkpoints (sequence, sha256, bytes, created_at, envelope, pieces_from)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![seq, sha256, bytes as i64, created_at, envelope, pieces_from],
         )
         .op("INSERT checkpoints")?;
         let id = tx.last_insert_rowid();
@@ -103,9 +158,102 @@ impl Writer {
             id,
             sequence,
             sha256,
-            bytes: envelope.len() as u64,
+            bytes: bytes as u64,
             created_at,
         })
+    }
+
+    /// Stores one piece of an envelope in a short transaction of its own
+    /// (the first with `staging` None; the answer is the staging id to pass
+    /// with the next pieces and to [`Writer::link_checkpoint`]).
+    ///
+    /// The transaction does not wait for the disk (`synchronous = NORMAL`
+    /// for it alone): nothing refers to the piece yet, and the linking
+    /// commit, which syncs the WAL file (and with it every frame before its
+    /// own), makes it durable together with the row that names it.
+    pub fn stage_piece(&mut self, staging: Option<i64>, bytes: &[u8]) -> Result<i64> {
+        self.conn
+            .pragma_update(None, "synchronous", "NORMAL")
+            .op("PRAGMA synchronous = NORMAL (piece)")?;
+        let stored = self.insert_piece(staging, bytes);
+        let reset = self
+            .conn
+            .pragma_update(None, "synchronous", super::SYNCHRONOUS)
+            .op("PRAGMA synchronous (after piece)");
+        let id = stored?;
+        reset?;
+        Ok(id)
+    }
+
+    fn insert_piece(&mut self, staging: Option<i64>, bytes: &[u8]) -> Result<i64> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .op("BEGIN IMMEDIATE (checkpoint piece)")?;
+        let staging = match staging {
+            Some(s) => {
+                tx.execute(
+                    "INSERT INTO checkpoint_pieces (staging, bytes) VALUES (?1, ?2)",
+                    params![s, bytes],
+                )
+                .op("INSERT checkpoint_pieces")?;
+                s
+            }
+            None => {
+                // the first piece's own id names the staging
+                tx.execute(
+                    "INSERT INTO checkpoint_pieces (id, staging, bytes)
+                     VALUES ((SELECT coalesce(max(id), 0) + 1 FROM checkpoint_pieces),
+                             (SELECT coalesce(max(id), 0) + 1 FROM checkpoint_pieces), ?1)",
+                    params![bytes],
+                )
+                .op("INSERT checkpoint_pieces (first)")?;
+                tx.last_insert_rowid()
+            }
+        };
+        tx.commit().op("COMMIT (checkpoint piece)")?;
+        Ok(staging)
+    }
+
+    /// Makes the staged pieces `staging` a checkpoint (of `bytes` bytes with
+    /// SHA-256 `sha256`), the recovery base, and removes the logged commands
+    /// up to `up_to`, in one transaction.
+    pub fn link_checkpoint(
+        &mut self,
+        staging: i64,
+        sha256: String,
+        bytes: usize,
+        sequence: u64,
+        up_to: i64,
+    ) -> Result<CheckpointMeta> {
+        self.store_checkpoint(
+            Stored::Pieces(staging, sha256, bytes),
+            sequence,
+            Some(up_to),
+        )
+    }
+
+    /// Deletes staged pieces that will not be linked.
+    pub fn drop_pieces(&mut self, staging: i64) -> Result<()> {
+        self.conn
+            .execute(
+                "DELETE FROM checkpoint_pieces WHERE staging = ?1",
+                [staging],
+            )
+            .op("DELETE FROM checkpoint_pieces")
+            .map(drop)
+    }
+
+    /// Deletes pieces no checkpoint names (left by a crash while storing).
+    pub(super) fn drop_orphan_pieces(&mut self) -> Result<()> {
+        self.conn
+            .execute(
+                "DELETE FROM checkpoint_pieces WHERE staging NOT IN
+                   (SELECT pieces_from FROM checkpoints WHERE pieces_from IS NOT NULL)",
+                [],
+            )
+            .op("DELETE orphan checkpoint_pieces")
+            .map(drop)
     }
 
     /// A stored checkpoint's envelope (used by restore by id).
@@ -141,5 +289,97 @@ impl Reader {
             .op("SELECT checkpoints")?;
         rows.collect::<std::result::Result<Vec<_>, _>>()
             .op("SELECT checkpoints (row)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::CommandRow;
+
+    fn log_commands(w: &mut Writer, n: usize) {
+        for _ in 0..n {
+            w.append(&[CommandRow {
+                kind: "advance",
+                body: b"{}",
+                changes: None,
+                late: &[],
+            }])
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn pieces_are_linked_read_back_whole_and_orphans_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let mut w = Writer::open(&db).unwrap();
+        log_commands(&mut w, 5);
+        // an envelope of 2.5 pieces, every byte distinct in its position
+        let envelope: Vec<u8> = (0..PIECE_BYTES * 5 / 2).map(|i| (i % 251) as u8).collect();
+        let mut staging = None;
+        for piece in envelope.chunks(PIECE_BYTES) {
+            staging = Some(w.stage_piece(staging, piece).unwrap());
+            // commits interleave with the pieces
+            log_commands(&mut w, 1);
+        }
+        let staging = staging.unwrap();
+        // a second staging interleaved with the first: kept apart
+        let other = w.stage_piece(None, b"orphan").unwrap();
+        assert_ne!(other, staging);
+        let up_to = 5;
+        let meta = w
+            .link_checkpoint(staging, sha256_hex(&envelope), envelope.len(), 42, up_to)
+            .unwrap();
+        assert_eq!(meta.bytes, envelope.len() as u64);
+        assert_eq!(meta.sha256, sha256_hex(&envelope));
+        assert_eq!(
+            w.checkpoint_envelope(meta.id).unwrap(),
+            Some(envelope.clone())
+        );
+        // the base is the pieced checkpoint; commands after up_to are kept
+        let base = w.base().unwrap().unwrap();
+        assert_eq!((base.envelope == envelope, base.sequence), (true, 42));
+        assert_eq!(w.command_count().unwrap(), 3);
+        let mut r = Reader::open(&db).unwrap();
+        assert_eq!(r.checkpoint(meta.id).unwrap(), Some(envelope.clone()));
+        let pieces = |w: &Writer| -> i64 {
+            w.conn
+                .query_row("SELECT count(*) FROM checkpoint_pieces", [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(pieces(&w), 4);
+        drop(r);
+        drop(w);
+        // reopening drops the pieces no checkpoint names, and only those
+        let w = Writer::open(&db).unwrap();
+        assert_eq!(pieces(&w), 3);
+        assert_eq!(w.checkpoint_envelope(meta.id).unwrap(), Some(envelope));
+    }
+
+    #[test]
+    fn dropped_pieces_leave_nothing_and_a_missing_piece_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let mut w = Writer::open(&db).unwrap();
+        let s = w.stage_piece(None, b"abc").unwrap();
+        w.drop_pieces(s).unwrap();
+        let s = w.stage_piece(None, b"abc").unwrap();
+        w.stage_piece(Some(s), b"def").unwrap();
+        let meta = w
+            .link_checkpoint(s, sha256_hex(b"abcdef"), 6, 1, 0)
+            .unwrap();
+        assert_eq!(
+            w.checkpoint_envelope(meta.id).unwrap(),
+            Some(b"abcdef".to_vec())
+        );
+        w.conn
+            .execute(
+                "DELETE FROM checkpoint_pieces WHERE id = (SELECT max(id) FROM checkpoint_pieces)",
+                [],
+            )
+            .unwrap();
+        let err = w.checkpoint_envelope(meta.id).unwrap_err();
+        assert!(err.to_string().contains("pieces hold 3 bytes"), "{err}");
     }
 }

@@ -113,21 +113,37 @@ impl Writer {
 
     /// The recovery base, if any.
     pub fn base(&self) -> Result<Option<Base>> {
-        self.conn
+        let row: Option<(Option<Vec<u8>>, Option<i64>, i64)> = self
+            .conn
             .query_row(
-                "SELECT coalesce(b.envelope, c.envelope), b.sequence
-                   FROM recovery_base b LEFT JOIN checkpoints c ON c.id = b.checkpoint_id
-                  WHERE b.id = 1",
+                "SELECT envelope, checkpoint_id, sequence FROM recovery_base WHERE id = 1",
                 [],
-                |r| {
-                    Ok(Base {
-                        envelope: r.get(0)?,
-                        sequence: r.get::<_, i64>(1)?.max(0) as u64,
-                    })
-                },
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()
-            .op("SELECT recovery_base")
+            .op("SELECT recovery_base")?;
+        let Some((inline, checkpoint_id, sequence)) = row else {
+            return Ok(None);
+        };
+        let envelope = match (inline, checkpoint_id) {
+            (Some(e), _) => e,
+            (None, Some(id)) => {
+                super::checkpoints::envelope_by_id(&self.conn, id)?.ok_or_else(|| {
+                    Error::Corrupt(format!(
+                        "the recovery base names checkpoint {id}, which is missing"
+                    ))
+                })?
+            }
+            (None, None) => {
+                return Err(Error::Corrupt(
+                    "the recovery base has neither an envelope nor a checkpoint".into(),
+                ))
+            }
+        };
+        Ok(Some(Base {
+            envelope,
+            sequence: sequence.max(0) as u64,
+        }))
     }
 
     /// Makes a restored envelope the recovery base, in one transaction: the

@@ -18,6 +18,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0002_change_chunks",
         include_str!("../../migrations/0002_change_chunks.sql"),
     ),
+    (
+        "0003_checkpoint_pieces",
+        include_str!("../../migrations/0003_checkpoint_pieces.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

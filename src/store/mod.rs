@@ -12,8 +12,14 @@
 //! every commit, so an acknowledged call survives both. The cost is one fsync
 //! per commit (see BENCHMARKS.md); the service amortizes it by group commit
 //! (one transaction for all the calls queued meanwhile) and clients by
-//! batching many deliveries per request. The WAL is copied back into the
-//! database by [`WalCheckpointer`], off the commit path.
+//! batching many deliveries per request. (The one exception: the pieces of a
+//! checkpoint envelope are written with `NORMAL`; nothing refers to them
+//! until the `FULL` commit that links them, whose WAL sync covers them.)
+//!
+//! The WAL is copied back into the database by [`WalCheckpointer`] with
+//! passive checkpoints, off the commit path; the writer starts the WAL over
+//! between two of its commits once nearly all of it is copied
+//! ([`Writer::restart_wal`]).
 
 mod checkpoints;
 mod error;
@@ -21,11 +27,13 @@ mod log;
 pub mod migrate;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-pub use checkpoints::CheckpointMeta;
+pub use checkpoints::{sha256_hex, CheckpointMeta, PIECE_BYTES};
 pub use error::{Error, Result};
 pub use log::{split_chunk, Base, CommandRow, Page};
 
@@ -34,9 +42,11 @@ use error::Op;
 /// The `synchronous` level every connection uses (see the module docs).
 pub const SYNCHRONOUS: &str = "FULL";
 
+/// How long a connection waits for SQLite's locks.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 fn pragmas(conn: &Connection) -> Result<()> {
-    conn.busy_timeout(Duration::from_secs(10))
-        .op("busy_timeout")?;
+    conn.busy_timeout(BUSY_TIMEOUT).op("busy_timeout")?;
     let mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .op("PRAGMA journal_mode = WAL")?;
@@ -67,9 +77,10 @@ pub struct Reader {
 /// WAL frames and write calls per commit.
 pub const PAGE_SIZE: u32 = 16384;
 
-/// WAL pages after which the writer checkpoints by itself: a backstop only,
-/// [`WalCheckpointer`] keeps the WAL short without blocking commits.
-const AUTOCHECKPOINT_PAGES: u32 = 4096;
+/// WAL pages (1 GiB) after which the writer copies the WAL by itself, in its
+/// commit: a backstop only, should the background [`WalCheckpointer`] stall
+/// (it keeps the WAL near 64 MiB without blocking commits).
+const AUTOCHECKPOINT_PAGES: u32 = 65_536;
 
 impl Writer {
     /// Opens (creating if needed) the database, sets the pragmas and applies
@@ -86,28 +97,69 @@ impl Writer {
         conn.pragma_update(None, "journal_size_limit", 64i64 << 20)
             .op("PRAGMA journal_size_limit")?;
         migrate::migrate(&mut conn)?;
-        Ok(Writer { conn })
+        let mut w = Writer { conn };
+        w.drop_orphan_pieces()?;
+        Ok(w)
+    }
+
+    /// Copies what is left of the WAL into the database and starts the WAL
+    /// over (`PRAGMA wal_checkpoint(RESTART)`), between two commits of this
+    /// (the only) writer. Does not wait for readers: if one still reads an
+    /// older snapshot, it tries again later. True when the WAL restarted.
+    pub fn restart_wal(&mut self) -> Result<bool> {
+        self.conn
+            .busy_timeout(Duration::ZERO)
+            .op("busy_timeout (restart)")?;
+        let busy = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| r.get::<_, i64>(0))
+            .op("PRAGMA wal_checkpoint(RESTART)");
+        self.conn
+            .busy_timeout(BUSY_TIMEOUT)
+            .op("busy_timeout (after restart)")?;
+        Ok(busy? == 0)
     }
 }
 
-/// WAL frames left after a passive checkpoint above which the checkpointer
-/// restarts the WAL (briefly holding off the writer while it copies the
-/// frames the passive pass could not).
-const RESTART_FRAMES: i64 = 1024;
+/// WAL frames (16 KiB pages: 256 MiB) from which the writer restarts the WAL
+/// once the background checkpointer has copied nearly all of it.
+const RESTART_FRAMES: i64 = 16_384;
+/// At most this many frames (2 MiB) left to copy: a restart is cheap.
+const RESTART_LEFT: i64 = 128;
+/// Passive checkpoints per round.
+const PASSIVE_ROUNDS: usize = 4;
 
-/// One round of the background checkpointer: a passive checkpoint (copies
-/// what it can, never blocks the writer); when the WAL has grown long, a
-/// RESTART checkpoint so the next commit starts the WAL from its beginning
-/// (under continuous commits a passive one alone never lets it restart).
-fn checkpoint_wal(conn: &Connection) -> Result<()> {
-    let (log, done): (i64, i64) = conn
-        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-            Ok((r.get(1)?, r.get(2)?))
-        })
-        .op("PRAGMA wal_checkpoint(PASSIVE)")?;
-    if log >= RESTART_FRAMES && log - done < RESTART_FRAMES {
-        conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
-            .op("PRAGMA wal_checkpoint(RESTART)")?;
+/// What the last passive checkpoint saw: WAL frames and frames copied.
+#[derive(Debug, Default)]
+struct WalProgress {
+    frames: AtomicI64,
+    copied: AtomicI64,
+}
+
+/// One round of the background checkpointer: passive checkpoints (each
+/// copies the frames the WAL holds when it starts and never takes the write
+/// lock), repeated while commits landed meanwhile.
+///
+/// Under continuous commits a passive checkpoint never ends with the whole
+/// WAL copied at a moment the writer starts a transaction, so the WAL would
+/// never start over; a RESTART checkpoint run here would hold SQLite's write
+/// lock for its copy and the database fsync, and every commit would wait for
+/// it in SQLite's busy handler (sleeps of 10-400 ms seen under load). So the
+/// restart is the writer's own ([`Writer::restart_wal`], between two of its
+/// commits, once [`WalCheckpointer::restart_due`]): little is left to copy
+/// by then.
+fn checkpoint_wal(conn: &Connection, progress: &WalProgress) -> Result<()> {
+    for _ in 0..PASSIVE_ROUNDS {
+        let (frames, copied): (i64, i64) = conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((r.get(1)?, r.get(2)?))
+            })
+            .op("PRAGMA wal_checkpoint(PASSIVE)")?;
+        progress.frames.store(frames, Ordering::Relaxed);
+        progress.copied.store(copied, Ordering::Relaxed);
+        if copied >= frames || frames - copied <= RESTART_LEFT {
+            break;
+        }
     }
     Ok(())
 }
@@ -118,6 +170,7 @@ fn checkpoint_wal(conn: &Connection) -> Result<()> {
 /// second. The thread ends when this handle is dropped.
 pub struct WalCheckpointer {
     tx: std::sync::mpsc::SyncSender<()>,
+    progress: Arc<WalProgress>,
 }
 
 impl WalCheckpointer {
@@ -126,13 +179,15 @@ impl WalCheckpointer {
         let conn = Connection::open(path).op("open database (wal checkpointer)")?;
         pragmas(&conn)?;
         let (tx, rx) = std::sync::mpsc::sync_channel::<()>(1);
+        let progress = Arc::new(WalProgress::default());
+        let seen = progress.clone();
         std::thread::Builder::new()
             .name("wal-checkpoint".into())
             .spawn(move || loop {
                 use std::sync::mpsc::RecvTimeoutError;
                 match rx.recv_timeout(Duration::from_secs(1)) {
                     Ok(()) | Err(RecvTimeoutError::Timeout) => {
-                        if let Err(e) = checkpoint_wal(&conn) {
+                        if let Err(e) = checkpoint_wal(&conn, &seen) {
                             tracing::warn!(error = %e, "WAL checkpoint failed (the WAL keeps the data)");
                         }
                     }
@@ -140,7 +195,21 @@ impl WalCheckpointer {
                 }
             })
             .map_err(|e| Error::Corrupt(format!("cannot start the WAL checkpoint thread: {e}")))?;
-        Ok(WalCheckpointer { tx })
+        Ok(WalCheckpointer { tx, progress })
+    }
+
+    /// The WAL is long and nearly all copied: time for
+    /// [`Writer::restart_wal`].
+    pub fn restart_due(&self) -> bool {
+        let frames = self.progress.frames.load(Ordering::Relaxed);
+        let copied = self.progress.copied.load(Ordering::Relaxed);
+        frames >= RESTART_FRAMES && frames - copied <= RESTART_LEFT
+    }
+
+    /// Called after a restart: the WAL starts over.
+    pub fn restarted(&self) {
+        self.progress.frames.store(0, Ordering::Relaxed);
+        self.progress.copied.store(0, Ordering::Relaxed);
     }
 
     /// Asks for a checkpoint soon (never blocks).
@@ -211,5 +280,44 @@ mod tests {
         assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(951_782_400, 5), "2000-02-29T00:00:00.005Z");
         assert_eq!(rfc3339(1_700_000_000, 123), "2023-11-14T22:13:20.123Z");
+    }
+
+    fn wal_frames(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_writer_restarts_the_wal_unless_a_reader_holds_an_old_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let mut w = Writer::open(&db).unwrap();
+        let row = CommandRow {
+            kind: "advance",
+            body: &[7u8; 100_000],
+            changes: None,
+            late: &[],
+        };
+        w.append(&[row]).unwrap();
+        let r = Reader::open(&db).unwrap();
+        // a reader in the middle of a read transaction on this snapshot
+        r.conn.execute_batch("BEGIN").unwrap();
+        let _: i64 = r
+            .conn
+            .query_row("SELECT count(*) FROM commands", [], |x| x.get(0))
+            .unwrap();
+        w.append(&[row]).unwrap();
+        let t = std::time::Instant::now();
+        assert!(!w.restart_wal().unwrap(), "restarted under a reader");
+        // it does not wait for the reader (busy timeout is 10 s otherwise)
+        assert!(t.elapsed() < BUSY_TIMEOUT / 2);
+        r.conn.execute_batch("COMMIT").unwrap();
+        let before = wal_frames(&w.conn);
+        assert!(before > 0);
+        assert!(w.restart_wal().unwrap());
+        // the next commit writes from the start of the WAL
+        w.append(&[CommandRow { body: b"{}", ..row }]).unwrap();
+        assert!(wal_frames(&w.conn) < before, "the WAL did not start over");
+        assert_eq!(w.command_count().unwrap(), 3);
     }
 }
