@@ -6,6 +6,8 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+use streamforge::engine::ChangeOp;
+use streamforge::store::chunk;
 
 use common::*;
 
@@ -306,10 +308,20 @@ fn a_replay_that_disagrees_with_the_store_refuses_to_start() {
     }
     assert!(!s.all_changes().is_empty());
     s.kill();
+    // the first stored change, an upsert, becomes a retract
+    let first_chunk = |conn: &rusqlite::Connection| {
+        let body: Vec<u8> = conn
+            .query_row("SELECT body FROM changes WHERE seq = 1", [], |r| r.get(0))
+            .unwrap();
+        chunk::decode(1, &body).unwrap()
+    };
     let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut changes = first_chunk(&conn);
+    assert_eq!(changes[0].op, ChangeOp::Upsert);
+    changes[0].op = ChangeOp::Retract;
     conn.execute(
-        "UPDATE changes SET body = replace(body, '\"upsert\"', '\"retract\"') WHERE seq = 1",
-        [],
+        "UPDATE changes SET body = ?1 WHERE seq = 1",
+        [chunk::encode(&changes)],
     )
     .unwrap();
     drop(conn);
@@ -320,10 +332,7 @@ fn a_replay_that_disagrees_with_the_store_refuses_to_start() {
     );
     // Nothing was "repaired".
     let conn = rusqlite::Connection::open(&db).unwrap();
-    let body: String = conn
-        .query_row("SELECT body FROM changes WHERE seq = 1", [], |r| r.get(0))
-        .unwrap();
-    assert!(body.contains("retract"));
+    assert_eq!(first_chunk(&conn)[0].op, ChangeOp::Retract);
 }
 
 /// Automatic checkpoints serialize outside the processor lock while other

@@ -160,6 +160,15 @@ fn present_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error>
     i64::deserialize(d).map(Some)
 }
 
+/// Writes an `i128` as an `i64` when it fits: the same digits, without the
+/// slow 128-bit formatting path (window bounds and sums almost always fit).
+fn compact_i128<S: serde::Serializer>(v: &i128, s: S) -> Result<S::Ok, S::Error> {
+    match i64::try_from(*v) {
+        Ok(small) => s.serialize_i64(small),
+        Err(_) => s.serialize_i128(*v),
+    }
+}
+
 /// The address of a bucket: `(window, key, start, end)`. Addresses are ordered
 /// by window name, then key (byte order), then start, then end.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -169,8 +178,10 @@ pub struct Address {
     /// Key.
     pub key: Arc<str>,
     /// Inclusive start.
+    #[serde(serialize_with = "compact_i128")]
     pub start: i128,
     /// Exclusive end.
+    #[serde(serialize_with = "compact_i128")]
     pub end: i128,
 }
 
@@ -182,12 +193,15 @@ pub struct WindowResult {
     /// Key.
     pub key: Arc<str>,
     /// Inclusive start.
+    #[serde(serialize_with = "compact_i128")]
     pub start: i128,
     /// Exclusive end.
+    #[serde(serialize_with = "compact_i128")]
     pub end: i128,
     /// Number of unique events in the bucket (>= 1).
     pub count: u64,
     /// Exact sum of their values.
+    #[serde(serialize_with = "compact_i128")]
     pub sum: i128,
     /// Smallest value.
     pub min: i64,

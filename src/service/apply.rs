@@ -35,7 +35,7 @@ use crate::engine::{
     Address, Change, DeliveryRef, IngestOutcome, LateRecord, Pipeline, Processor, Rejection,
     TickOutcome,
 };
-use crate::store::{CheckpointMeta, CommandRow};
+use crate::store::{self, CheckpointMeta, CommandRow};
 
 use super::parse::Framing;
 use super::{Inner, Log, Metrics, Service, ServiceError};
@@ -99,12 +99,22 @@ pub(super) struct Pending {
     encoded: Option<Encoded>,
 }
 
-/// A call's output as stored.
+/// A call's output as stored and answered.
 struct Encoded {
-    /// First and last sequence and the JSON array of the changes.
-    changes: Option<(u64, u64, Arc<Vec<u8>>)>,
+    /// The changes, when the call produced any.
+    changes: Option<EncodedChanges>,
     /// Late records as `(seq, compact JSON)`.
     late: Vec<(u64, String)>,
+}
+
+/// A call's changes, encoded once for the store and once for the answer.
+struct EncodedChanges {
+    first: u64,
+    last: u64,
+    /// The binary chunk ([`store::chunk`]) that is stored.
+    stored: Vec<u8>,
+    /// The JSON array that is answered.
+    json: Arc<Vec<u8>>,
 }
 
 /// A logged command: what the command log stores and recovery replays.
@@ -178,7 +188,12 @@ fn late_array(records: &[(u64, String)]) -> Vec<u8> {
 fn encode(changes: &[Change], late: &[LateRecord]) -> Encoded {
     Encoded {
         changes: match (changes.first(), changes.last()) {
-            (Some(f), Some(l)) => Some((f.seq, l.seq, Arc::new(json_array(changes)))),
+            (Some(f), Some(l)) => Some(EncodedChanges {
+                first: f.seq,
+                last: l.seq,
+                stored: store::chunk::encode(changes),
+                json: Arc::new(json_array(changes)),
+            }),
             _ => None,
         },
         late: late
@@ -280,7 +295,7 @@ impl Service {
     fn changes_bytes(enc: &Encoded) -> Arc<Vec<u8>> {
         enc.changes
             .as_ref()
-            .map_or_else(|| Arc::new(b"[]".to_vec()), |(_, _, b)| b.clone())
+            .map_or_else(|| Arc::new(b"[]".to_vec()), |c| c.json.clone())
     }
 
     /// Step 1: the engine, under the processor lock; queues the call.
@@ -364,7 +379,7 @@ impl Service {
                         body: &p.body,
                         changes: e
                             .and_then(|e| e.changes.as_ref())
-                            .map(|(f, l, b)| (*f, *l, b.as_slice())),
+                            .map(|c| (c.first, c.last, c.stored.as_slice())),
                         late: e.map_or(&[], |e| &e.late),
                     }
                 })
@@ -387,7 +402,7 @@ impl Service {
                             + p.encoded
                                 .as_ref()
                                 .and_then(|e| e.changes.as_ref())
-                                .map_or(0, |c| c.2.len())
+                                .map_or(0, |c| c.stored.len())
                     })
                     .sum();
                 self.wal_written(bytes);

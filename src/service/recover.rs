@@ -15,7 +15,7 @@ use std::sync::mpsc::sync_channel;
 use crate::engine::{Change, Delivery, Event, LateRecord, Pipeline, Processor};
 use crate::store::{self, Reader, Writer};
 
-use super::apply::{json_array, AdvanceRow};
+use super::apply::AdvanceRow;
 use super::parse::{self, Framing};
 
 /// Why the store cannot be turned back into a processor.
@@ -204,11 +204,11 @@ impl From<store::Error> for Mismatch {
 /// stored with its command.
 fn verify(r: &Reader, changes: &[Change], late: &[LateRecord]) -> Result<(), Mismatch> {
     if let (Some(first), Some(last)) = (changes.first(), changes.last()) {
-        let now = json_array(changes);
+        let now = store::chunk::encode(changes);
         // Fast path: the chunk this command stored, byte for byte.
         let same = r
             .chunk_at(first.seq)?
-            .is_some_and(|(l, body)| l == last.seq && body.as_bytes() == now.as_slice());
+            .is_some_and(|(l, body)| l == last.seq && body == now);
         if !same {
             // Compare change by change (chunks of an older layout, or a
             // difference to name).

@@ -4,11 +4,13 @@
 //! Acknowledged mutating calls are stored by ONE transaction
 //! ([`Writer::append`], a group commit of one or more requests): per request
 //! its command row (the request body as received), one row holding all of
-//! its changes (a chunk: a JSON array) and its late records. A restore is one
-//! transaction too ([`Writer::restore`]).
+//! its changes (a binary chunk, [`chunk`]; rendered to JSON for pages) and
+//! its late records. A restore is one transaction too ([`Writer::restore`]).
 
+use rusqlite::types::{Value, ValueRef};
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
+use super::chunk;
 use super::error::{Error, Op, Result};
 use super::{Reader, Writer};
 use crate::engine::LateRecord;
@@ -76,8 +78,6 @@ impl Writer {
             for r in rows {
                 cmd.execute(params![r.kind, r.body]).op("INSERT commands")?;
                 if let Some((first, last, body)) = r.changes {
-                    let body = std::str::from_utf8(body)
-                        .map_err(|e| Error::Corrupt(format!("changes are not UTF-8: {e}")))?;
                     chg.execute(params![seq_i64(first)?, body, seq_i64(last)?])
                         .op("INSERT changes")?;
                 }
@@ -180,23 +180,37 @@ impl Writer {
         tx.execute("DELETE FROM changes WHERE seq > ?1", [seq])
             .op("DELETE FROM changes WHERE seq > ?")?;
         // A chunk that straddles the restored sequence keeps its prefix.
-        let straddling: Option<(i64, String)> = tx
+        let straddling: Option<(i64, Vec<u8>, bool)> = tx
             .query_row(
                 "SELECT seq, body FROM changes WHERE seq <= ?1 AND coalesce(last_seq, seq) > ?1",
                 [seq],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| {
+                    let body = r.get_ref(1)?;
+                    let binary = matches!(body, ValueRef::Blob(_));
+                    Ok((r.get(0)?, body.as_bytes()?.to_vec(), binary))
+                },
             )
             .optional()
             .op("SELECT the straddling chunk")?;
-        if let Some((first, body)) = straddling {
-            let kept: Vec<&str> = split_chunk(first.max(0) as u64, &body)?
-                .into_iter()
-                .filter(|(s, _)| *s <= sequence)
-                .map(|(_, c)| c)
-                .collect();
+        if let Some((first, body, binary)) = straddling {
+            let first_seq = first.max(0) as u64;
+            let kept = if binary {
+                let mut changes = chunk::decode(first_seq, &body)
+                    .map_err(|e| Error::Corrupt(format!("change chunk at {first}: {e}")))?;
+                changes.retain(|c| c.seq <= sequence);
+                Value::Blob(chunk::encode(&changes))
+            } else {
+                let rows = text_rows(first_seq, &String::from_utf8_lossy(&body))?;
+                let kept: Vec<String> = rows
+                    .into_iter()
+                    .filter(|(s, _)| *s <= sequence)
+                    .map(|(_, c)| c)
+                    .collect();
+                Value::Text(format!("[{}]", kept.join(",")))
+            };
             tx.execute(
                 "UPDATE changes SET body = ?1, last_seq = ?2 WHERE seq = ?3",
-                params![format!("[{}]", kept.join(",")), seq, first],
+                params![kept, seq, first],
             )
             .op("UPDATE the straddling chunk")?;
         }
@@ -239,13 +253,17 @@ macro_rules! replay_reads {
             }
 
             /// The stored chunk that starts at change `seq`: its last sequence and
-            /// its body (a JSON array, or one change for rows of schema version 1).
-            pub fn chunk_at(&self, seq: u64) -> Result<Option<(u64, String)>> {
+            /// its body as stored (a binary chunk, or for rows of schema versions
+            /// 1 and 2 a JSON array or one JSON change).
+            pub fn chunk_at(&self, seq: u64) -> Result<Option<(u64, Vec<u8>)>> {
                 self.conn
                     .prepare_cached("SELECT coalesce(last_seq, seq), body FROM changes WHERE seq = ?1")
                     .op("prepare SELECT change chunk")?
                     .query_row([seq_i64(seq)?], |r| {
-                        Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get::<_, String>(1)?))
+                        Ok((
+                            r.get::<_, i64>(0)?.max(0) as u64,
+                            r.get_ref(1)?.as_bytes()?.to_vec(),
+                        ))
                     })
                     .optional()
                     .op("SELECT change chunk")
@@ -267,10 +285,10 @@ macro_rules! replay_reads {
                     .op("SELECT changes between")?;
                 while let Some(row) = rows.next().op("SELECT changes between (next)")? {
                     let seq: i64 = row.get(0).op("changes.seq")?;
-                    let body: String = row.get(1).op("changes.body")?;
-                    for (s, c) in split_chunk(seq.max(0) as u64, &body)? {
+                    let body = row.get_ref(1).op("changes.body")?;
+                    for (s, c) in chunk_rows(seq.max(0) as u64, body)? {
                         if (first..=last).contains(&s) {
-                            out.push((s, c.to_string()));
+                            out.push((s, c));
                         }
                     }
                 }
@@ -355,16 +373,16 @@ const CHANGES_HEAD_SQL: &str =
 fn changes_rows(conn: &rusqlite::Connection, after: u64, limit: u32) -> Result<Vec<(u64, String)>> {
     let limit = limit as usize;
     let mut out = Vec::new();
-    let take = |first: i64, body: &str, out: &mut Vec<(u64, String)>| -> Result<()> {
-        for (s, c) in split_chunk(first.max(0) as u64, body)? {
+    let take = |first: i64, body: ValueRef<'_>, out: &mut Vec<(u64, String)>| -> Result<()> {
+        for (s, c) in chunk_rows(first.max(0) as u64, body)? {
             if s > after && out.len() < limit {
-                out.push((s, c.to_string()));
+                out.push((s, c));
             }
         }
         Ok(())
     };
     // The chunk holding `after + 1`, if it starts at or before `after`.
-    let holding: Option<(i64, String)> = conn
+    let holding: Option<(i64, Value)> = conn
         .prepare_cached(
             "SELECT seq, body FROM changes WHERE seq <= ?1 AND coalesce(last_seq, seq) > ?1
              ORDER BY seq DESC LIMIT 1",
@@ -374,7 +392,7 @@ fn changes_rows(conn: &rusqlite::Connection, after: u64, limit: u32) -> Result<V
         .optional()
         .op("page query (holding chunk)")?;
     if let Some((first, body)) = holding {
-        take(first, &body, &mut out)?;
+        take(first, (&body).into(), &mut out)?;
     }
     let mut st = conn
         .prepare_cached("SELECT seq, body FROM changes WHERE seq > ?1 ORDER BY seq LIMIT ?2")
@@ -387,24 +405,40 @@ fn changes_rows(conn: &rusqlite::Connection, after: u64, limit: u32) -> Result<V
             break;
         };
         let first: i64 = row.get(0).op("page seq")?;
-        let body: String = row.get(1).op("page body")?;
-        take(first, &body, &mut out)?;
+        let body = row.get_ref(1).op("page body")?;
+        take(first, body, &mut out)?;
     }
     Ok(out)
 }
 
 /// The changes of a stored chunk that starts at `first`, with their
-/// sequences: a JSON array of changes, or one change (schema version 1 rows).
-pub fn split_chunk(first: u64, body: &str) -> Result<Vec<(u64, &str)>> {
+/// sequences, as compact JSON: a binary chunk ([`chunk`]), or (rows of
+/// schema versions 1 and 2) a JSON array of changes or one change.
+pub fn chunk_rows(first: u64, body: ValueRef<'_>) -> Result<Vec<(u64, String)>> {
+    match body {
+        ValueRef::Blob(b) => Ok(chunk::decode(first, b)
+            .map_err(|e| Error::Corrupt(format!("change chunk at {first}: {e}")))?
+            .iter()
+            .map(|c| (c.seq, serde_json::to_string(c).unwrap_or_default()))
+            .collect()),
+        ValueRef::Text(t) => text_rows(first, &String::from_utf8_lossy(t)),
+        _ => Err(Error::Corrupt(format!(
+            "change chunk at {first} is neither a blob nor text"
+        ))),
+    }
+}
+
+/// The changes of a JSON chunk (schema versions 1 and 2).
+fn text_rows(first: u64, body: &str) -> Result<Vec<(u64, String)>> {
     if !body.trim_start().starts_with('[') {
-        return Ok(vec![(first, body)]);
+        return Ok(vec![(first, body.to_string())]);
     }
     let items: Vec<&serde_json::value::RawValue> = serde_json::from_str(body)
         .map_err(|e| Error::Corrupt(format!("change chunk at {first}: {e}")))?;
     Ok(items
         .into_iter()
         .enumerate()
-        .map(|(i, c)| (first + i as u64, c.get()))
+        .map(|(i, c)| (first + i as u64, c.get().to_string()))
         .collect())
 }
 
@@ -415,7 +449,8 @@ pub struct CommandRow<'a> {
     pub kind: &'a str,
     /// The request as received (events) or its compact form (watermarks).
     pub body: &'a [u8],
-    /// First and last change sequence and the JSON array of the changes.
+    /// First and last change sequence and the binary chunk of the changes
+    /// ([`chunk::encode`]).
     pub changes: Option<(u64, u64, &'a [u8])>,
     /// Late records: sequence and compact JSON.
     pub late: &'a [(u64, String)],
@@ -439,12 +474,31 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::{Change, ChangeOp, WindowResult};
 
-    fn chunk(first: u64, n: u64) -> String {
-        let items: Vec<String> = (first..first + n)
-            .map(|s| format!(r#"{{"seq":{s},"op":"upsert"}}"#))
-            .collect();
-        format!("[{}]", items.join(","))
+    fn changes(first: u64, n: u64) -> Vec<Change> {
+        (first..first + n)
+            .map(|seq| Change {
+                seq,
+                op: ChangeOp::Upsert,
+                result: WindowResult {
+                    window: "w".into(),
+                    key: format!("k{}", seq % 2).into(),
+                    start: 0,
+                    end: 10,
+                    count: seq,
+                    sum: seq as i128,
+                    min: 1,
+                    max: 2,
+                },
+            })
+            .collect()
+    }
+
+    fn json(c: &[Change]) -> Vec<(u64, String)> {
+        c.iter()
+            .map(|c| (c.seq, serde_json::to_string(c).unwrap()))
+            .collect()
     }
 
     #[test]
@@ -452,12 +506,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("db");
         let mut w = Writer::open(&db).unwrap();
-        let (a, b) = (chunk(1, 5), chunk(6, 3));
+        let all = changes(1, 8);
+        let (a, b) = (chunk::encode(&all[..5]), chunk::encode(&all[5..]));
         w.append(&[
             CommandRow {
                 kind: "ndjson",
                 body: b"{}",
-                changes: Some((1, 5, a.as_bytes())),
+                changes: Some((1, 5, &a)),
                 late: &[],
             },
             CommandRow {
@@ -469,7 +524,7 @@ mod tests {
             CommandRow {
                 kind: "advance",
                 body: b"{}",
-                changes: Some((6, 8, b.as_bytes())),
+                changes: Some((6, 8, &b)),
                 late: &[],
             },
         ])
@@ -478,37 +533,43 @@ mod tests {
         assert_eq!(w.command_count().unwrap(), 3);
         let mut r = Reader::open(&db).unwrap();
         let seqs = |p: &Page| p.rows.iter().map(|(s, _)| *s).collect::<Vec<_>>();
-        // From inside the first chunk, across into the second, limited.
+        // From inside the first chunk, across into the second, limited: each
+        // row is the change's own JSON.
         let p = r.changes_page(3, 4).unwrap();
-        assert_eq!((seqs(&p), p.head), (vec![4, 5, 6, 7], 8));
-        assert_eq!(p.rows[0].1, r#"{"seq":4,"op":"upsert"}"#);
-        assert_eq!(
-            seqs(&r.changes_page(0, 100).unwrap()),
-            (1..=8).collect::<Vec<_>>()
-        );
+        assert_eq!((p.rows.clone(), p.head), (json(&all[3..7]), 8));
+        assert_eq!(r.changes_page(0, 100).unwrap().rows, json(&all));
         assert!(r.changes_page(8, 10).unwrap().rows.is_empty());
-        assert_eq!(
-            w.changes_between(4, 6)
-                .unwrap()
-                .iter()
-                .map(|(s, _)| *s)
-                .collect::<Vec<_>>(),
-            vec![4, 5, 6]
-        );
+        assert_eq!(w.changes_between(4, 6).unwrap(), json(&all[3..6]));
         assert_eq!(w.chunk_at(6).unwrap(), Some((8, b.clone())));
         // A restore to sequence 3 keeps the prefix of the straddling chunk.
         w.restore(None, b"{}", 3, &[]).unwrap();
         let p = r.changes_page(0, 100).unwrap();
-        assert_eq!((seqs(&p), p.head), (vec![1, 2, 3], 3));
-        assert_eq!(w.chunk_at(1).unwrap(), Some((3, chunk(1, 3))));
-        // Rows of the version-1 layout (one change, no last_seq) still read.
+        assert_eq!((p.rows.clone(), p.head), (json(&all[..3]), 3));
+        assert_eq!(w.chunk_at(1).unwrap(), Some((3, chunk::encode(&all[..3]))));
+        // Rows of the version-1 layout (one JSON change, no last_seq) and of
+        // version 2 (a JSON array) still read, and a restore truncates them.
         w.conn
             .execute(
                 "INSERT INTO changes (seq, body) VALUES (4, '{\"seq\":4}')",
                 [],
             )
             .unwrap();
+        w.conn
+            .execute(
+                "INSERT INTO changes (seq, body, last_seq) VALUES (5, '[{\"seq\":5},{\"seq\":6}]', 6)",
+                [],
+            )
+            .unwrap();
         let p = r.changes_page(2, 100).unwrap();
-        assert_eq!((seqs(&p), p.head), (vec![3, 4], 4));
+        assert_eq!(seqs(&p), vec![3, 4, 5, 6]);
+        assert_eq!(p.rows[1].1, r#"{"seq":4}"#);
+        assert_eq!(p.rows[3].1, r#"{"seq":6}"#);
+        w.restore(None, b"{}", 5, &[]).unwrap();
+        let p = r.changes_page(4, 100).unwrap();
+        assert_eq!((seqs(&p), p.head), (vec![5], 5));
+        assert_eq!(
+            w.chunk_at(5).unwrap(),
+            Some((5, br#"[{"seq":5}]"#.to_vec()))
+        );
     }
 }

@@ -19,8 +19,8 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0002_change_chunks.sql"),
     ),
     (
-        "0003_checkpoint_pieces",
-        include_str!("../../migrations/0003_checkpoint_pieces.sql"),
+        "0003_pieces_and_binary_changes",
+        include_str!("../../migrations/0003_pieces_and_binary_changes.sql"),
     ),
 ];
 

@@ -22,6 +22,7 @@
 //! ([`Writer::restart_wal`]).
 
 mod checkpoints;
+pub mod chunk;
 mod error;
 mod log;
 pub mod migrate;
@@ -35,7 +36,7 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use checkpoints::{sha256_hex, CheckpointMeta, PIECE_BYTES};
 pub use error::{Error, Result};
-pub use log::{split_chunk, Base, CommandRow, Page};
+pub use log::{chunk_rows, Base, CommandRow, Page};
 
 use error::Op;
 

@@ -1,4 +1,8 @@
--- 0003: a checkpoint envelope may be stored in pieces, each written by a
+-- 0003: (1) the changes of a command are stored as a binary chunk (a BLOB in
+-- changes.body, src/store/chunk.rs; about 1/7 of its JSON), rendered to JSON
+-- when a page is read. TEXT rows written by versions 1 and 2 are read as
+-- before. Older binaries cannot read the new rows: hence a new version.
+-- (2) A checkpoint envelope may be stored in pieces, each written by a
 -- short transaction of its own before the checkpoint row, so that commits of
 -- acknowledged calls are not held behind one long write of a whole
 -- (tens of MB) envelope. Such a checkpoint row names its first piece in
