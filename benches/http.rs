@@ -31,7 +31,14 @@
 //! Environment (all optional):
 //! - `BENCH_EVENTS` (1000000): deliveries in the throughput runs;
 //! - `BENCH_C` (4), `BENCH_B` (1000): clients and batch size;
-//! - `BENCH_RUNS` (3): throughput runs (the median is printed with the rest);
+//! - `BENCH_RUNS` (3): throughput runs per client mode (the median is
+//!   printed with the rest);
+//! - `BENCH_ALIGN` ("1,off"): client modes of the throughput section, the
+//!   first also used at half rate: a number k keeps every client within k
+//!   batches of the slowest (the partitions advance together, as the file
+//!   interleaves them), `off` lets each client run free (one partition can
+//!   get hundreds of seconds of event time ahead: the global watermark waits
+//!   for the slowest, so the others' buckets pile up);
 //! - `BENCH_RECOVERY` ("100000,1000000"): logged events for the SIGKILL runs;
 //!   the last one is also used for the clean-shutdown run;
 //! - `BENCH_MODEL` ("125000,250000,500000,1000000"): checkpoint model sizes;
@@ -439,9 +446,72 @@ struct RunResult {
     advance_lat: Vec<f64>,
 }
 
+/// The client modes of the throughput section (`BENCH_ALIGN`, default
+/// "1,off"): a number is the slack of aligned clients (in event batches),
+/// `off` free-running clients.
+fn align_modes() -> Vec<Option<usize>> {
+    std::env::var("BENCH_ALIGN")
+        .unwrap_or_else(|_| "1,off".into())
+        .split(',')
+        .map(|m| m.trim().parse().ok())
+        .collect()
+}
+
+fn mode_name(align: Option<usize>) -> String {
+    align.map_or_else(
+        || "free-running clients".to_string(),
+        |k| format!("aligned clients (slack {k})"),
+    )
+}
+
+/// Batches completed by each client, for aligned runs: a client waits
+/// (on the condition variable) until every other client has completed at
+/// least `k - slack` batches before it sends its batch `k`.
+struct Aligner {
+    done: std::sync::Mutex<Vec<usize>>,
+    moved: std::sync::Condvar,
+    slack: usize,
+}
+
+impl Aligner {
+    fn wait_turn(&self, batch: usize) {
+        let mut done = self.done.lock().expect("aligner");
+        while done.iter().min().copied().unwrap_or(0) + self.slack < batch {
+            done = self.moved.wait(done).expect("aligner");
+        }
+    }
+
+    fn completed(&self, client: usize, batches: usize) {
+        self.done.lock().expect("aligner")[client] = batches;
+        self.moved.notify_all();
+    }
+
+    /// A client that has sent everything no longer holds the others back.
+    fn finished(&self, client: usize) {
+        self.completed(client, usize::MAX / 2);
+    }
+}
+
 /// Sends every client's requests; `rate` (events/s over all clients) paces
-/// the event batches when given.
-fn drive(addr: &str, per_client: &[Vec<Req>], rate: Option<f64>) -> RunResult {
+/// the event batches when given. With `align` = Some(slack) each client
+/// stays within `slack` batches of the slowest (producers in step, as when
+/// the partitions carry live data: the file's event-time order, replayed
+/// concurrently); free-running clients let one partition run far ahead in
+/// event time, which holds the global watermark back and keeps every other
+/// partition's buckets live (hundreds of thousands instead of a few
+/// thousand).
+fn drive(
+    addr: &str,
+    per_client: &[Vec<Req>],
+    rate: Option<f64>,
+    align: Option<usize>,
+) -> RunResult {
+    let aligner = align.map(|slack| Aligner {
+        done: std::sync::Mutex::new(vec![0; per_client.len()]),
+        moved: std::sync::Condvar::new(),
+        slack,
+    });
+    let aligner = aligner.as_ref();
     let events: usize = per_client
         .iter()
         .flatten()
@@ -455,13 +525,18 @@ fn drive(addr: &str, per_client: &[Vec<Req>], rate: Option<f64>) -> RunResult {
     let (lat, advance_lat): (Vec<Vec<f64>>, Vec<Vec<f64>>) = std::thread::scope(|s| {
         let handles: Vec<_> = per_client
             .iter()
-            .map(|reqs| {
+            .enumerate()
+            .map(|(client, reqs)| {
                 s.spawn(move || {
                     let mut conn = Conn::new(addr);
                     let mut lat = Vec::new();
                     let mut advance_lat = Vec::new();
                     let mut sent = 0usize;
+                    let mut batches = 0usize;
                     for r in reqs {
+                        if let (Some(a), Req::Events(..)) = (aligner, r) {
+                            a.wait_turn(batches);
+                        }
                         if let (Some(rate), Req::Events(_, n)) = (rate, r) {
                             let due = Duration::from_secs_f64(sent as f64 / (rate / clients));
                             if let Some(wait) = due.checked_sub(t0.elapsed()) {
@@ -479,9 +554,16 @@ fn drive(addr: &str, per_client: &[Vec<Req>], rate: Option<f64>) -> RunResult {
                         }
                         if matches!(r, Req::Events(..)) {
                             lat.push(t.elapsed().as_secs_f64());
+                            batches += 1;
+                            if let Some(a) = aligner {
+                                a.completed(client, batches);
+                            }
                         } else {
                             advance_lat.push(t.elapsed().as_secs_f64());
                         }
+                    }
+                    if let Some(a) = aligner {
+                        a.finished(client);
                     }
                     (lat, advance_lat)
                 })
@@ -609,30 +691,32 @@ fn main() {
         println!(
             "engine only (same requests, parsed before timing; median of 3): {engine:.0} events/s; parse alone (1 thread): {parse:.0} events/s"
         );
-        let mut rates = Vec::new();
-        for run in 0..runs {
-            let (addr, server) = match &url {
-                Some(u) => (
-                    u.trim_start_matches("http://")
-                        .trim_end_matches('/')
-                        .to_string(),
-                    None,
-                ),
-                None => {
-                    let db = tmp.path().join(format!("tp{run}.db"));
-                    let s = Server::start(tmp.path(), &db, 1000);
-                    (s.addr.clone(), Some(s))
-                }
-            };
-            let pid = server
-                .as_ref()
-                .map(Server::pid)
-                .or_else(|| std::env::var("BENCH_PID").ok()?.parse().ok());
-            let (cpu0, rss0) = pid.map_or((0.0, 0), |p| (cpu_seconds(p), proc_kib(p, "VmRSS")));
-            let r = drive(&addr, &per_client, None);
-            let rate = r.events as f64 / r.secs;
-            rates.push(rate);
-            let mut line = format!(
+        for (m, align) in align_modes().into_iter().enumerate() {
+            println!("-- {}", mode_name(align));
+            let mut rates = Vec::new();
+            for run in 0..runs {
+                let (addr, server) = match &url {
+                    Some(u) => (
+                        u.trim_start_matches("http://")
+                            .trim_end_matches('/')
+                            .to_string(),
+                        None,
+                    ),
+                    None => {
+                        let db = tmp.path().join(format!("tp{run}.db"));
+                        let s = Server::start(tmp.path(), &db, 1000);
+                        (s.addr.clone(), Some(s))
+                    }
+                };
+                let pid = server
+                    .as_ref()
+                    .map(Server::pid)
+                    .or_else(|| std::env::var("BENCH_PID").ok()?.parse().ok());
+                let (cpu0, rss0) = pid.map_or((0.0, 0), |p| (cpu_seconds(p), proc_kib(p, "VmRSS")));
+                let r = drive(&addr, &per_client, None, align);
+                let rate = r.events as f64 / r.secs;
+                rates.push(rate);
+                let mut line = format!(
                 "run {}: {:.0} events/s ({} events in {:.2} s); batch latency {}; watermark call latency {}",
                 run + 1,
                 rate,
@@ -641,9 +725,9 @@ fn main() {
                 lat_summary(r.lat),
                 lat_summary(r.advance_lat)
             );
-            if let Some(p) = pid {
-                let rss = proc_kib(p, "VmRSS");
-                line += &format!(
+                if let Some(p) = pid {
+                    let rss = proc_kib(p, "VmRSS");
+                    line += &format!(
                     "; server CPU {:.2} s ({:.2} cores); peak RSS {:.1} MB; RSS {:.0} B/event ({:.1} MB per 1M events)",
                     cpu_seconds(p) - cpu0,
                     (cpu_seconds(p) - cpu0) / r.secs,
@@ -651,18 +735,23 @@ fn main() {
                     rss.saturating_sub(rss0) as f64 / r.events as f64,
                     mb(rss.saturating_sub(rss0) as f64 * 1e6 / r.events as f64),
                 );
+                }
+                if let Some(s) = server {
+                    line += &format!("; on disk {:.1} MB", mb(s.disk_bytes() as f64));
+                    s.kill9();
+                }
+                println!("{line}");
             }
-            if let Some(s) = server {
-                line += &format!("; on disk {:.1} MB", mb(s.disk_bytes() as f64));
-                s.kill9();
+            let rate = median(rates.clone());
+            if m == 0 {
+                max_rate = rate;
             }
-            println!("{line}");
-        }
-        max_rate = median(rates.clone());
-        println!(
-            "throughput median of {runs}: {max_rate:.0} events/s = {:.2} of the engine-only rate",
-            max_rate / engine
+            println!(
+            "throughput median of {runs}, {}: {rate:.0} events/s = {:.2} of the engine-only rate",
+            mode_name(align),
+            rate / engine
         );
+        }
     }
 
     // ---- latency at half the maximum rate
@@ -672,9 +761,10 @@ fn main() {
         }
         let db = tmp.path().join("lat.db");
         let s = Server::start(tmp.path(), &db, 1000);
-        let r = drive(&s.addr, &per_client, Some(max_rate / 2.0));
+        let align = align_modes().first().copied().flatten();
+        let r = drive(&s.addr, &per_client, Some(max_rate / 2.0), align);
         println!(
-            "at half the max rate ({:.0} events/s offered): achieved {:.0} events/s; batch latency {}",
+            "at half the max rate ({:.0} events/s offered, first client mode): achieved {:.0} events/s; batch latency {}",
             max_rate / 2.0,
             r.events as f64 / r.secs,
             lat_summary(r.lat)
@@ -691,7 +781,7 @@ fn main() {
                 .collect();
             let db = tmp.path().join(format!("rec{k}.db"));
             let s = Server::start(tmp.path(), &db, 0);
-            drive(&s.addr, &pc, None);
+            drive(&s.addr, &pc, None, Some(1));
             let disk = s.disk_bytes();
             s.kill9();
             let mut times = Vec::new();

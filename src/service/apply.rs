@@ -7,8 +7,9 @@
 //!    call gets the next ticket and is queued (its raw request body) on the
 //!    commit queue, still under the lock, so the queue is in engine order and
 //!    every applied call is queued or committed whenever the lock is free.
-//! 2. **Encode** (no lock): the call's changes are serialized ONCE, into the
-//!    JSON array that is both the stored chunk and the answer's `changes`.
+//! 2. **Encode** (no lock): the call's changes are encoded once for the
+//!    store (a binary chunk, [`store::chunk`]) and once for the answer (the
+//!    JSON array of its `changes`).
 //! 3. **Commit**: the first caller that finds no commit running and an
 //!    encoded call at the head of the queue becomes the leader: it takes
 //!    every encoded call from the head and stores them all in ONE SQLite
