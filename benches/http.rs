@@ -703,7 +703,7 @@ fn main() {
                         None,
                     ),
                     None => {
-                        let db = tmp.path().join(format!("tp{run}.db"));
+                        let db = tmp.path().join(format!("tp{m}-{run}.db"));
                         let s = Server::start(tmp.path(), &db, 1000);
                         (s.addr.clone(), Some(s))
                     }

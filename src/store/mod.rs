@@ -122,9 +122,9 @@ impl Writer {
     }
 }
 
-/// WAL frames (16 KiB pages: 256 MiB) from which the writer restarts the WAL
+/// WAL frames (16 KiB pages: 64 MiB) from which the writer restarts the WAL
 /// once the background checkpointer has copied nearly all of it.
-const RESTART_FRAMES: i64 = 16_384;
+const RESTART_FRAMES: i64 = 4096;
 /// At most this many frames (2 MiB) left to copy: a restart is cheap.
 const RESTART_LEFT: i64 = 128;
 /// Passive checkpoints per round.
