@@ -83,6 +83,7 @@ pub use processor::{Processor, Snapshot};
 mod aggregate;
 mod changelog;
 mod checkpoint;
+pub use checkpoint::sha256_hex;
 mod hash;
 mod idstr;
 mod keys;

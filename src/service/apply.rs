@@ -440,11 +440,12 @@ impl Service {
             // The group is answered; the next leader waits for this short
             // copy (the background checkpointer did nearly all of it).
             drop(log);
-            match self.writer().restart_wal() {
-                Ok(true) => self.wal.restarted(),
-                Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, "WAL restart failed (the WAL keeps the data)"),
+            // Whatever the outcome, the next try waits for the next passive
+            // round (a reader on an old snapshot may hold it up a while).
+            if let Err(e) = self.writer().restart_wal() {
+                tracing::warn!(error = %e, "WAL restart failed (the WAL keeps the data)");
             }
+            self.wal.restart_tried();
             return self.log();
         }
         log

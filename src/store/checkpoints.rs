@@ -11,7 +11,6 @@
 //! pieces belong to no checkpoint (and are deleted at the next open).
 
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
-use sha2::{Digest, Sha256};
 
 use super::error::{Op, Result};
 use super::{created_at_now, Reader, Writer};
@@ -31,16 +30,8 @@ pub struct CheckpointMeta {
     pub created_at: String,
 }
 
-/// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for b in digest {
-        out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
-        out.push(char::from_digit(u32::from(b & 15), 16).unwrap_or('0'));
-    }
-    out
-}
+/// Lowercase hex SHA-256 of `bytes` (the engine's, as in envelopes).
+pub use crate::engine::sha256_hex;
 
 /// Bytes per piece of an envelope stored with [`Writer::stage_piece`].
 pub const PIECE_BYTES: usize = 2 << 20;

@@ -207,8 +207,9 @@ impl WalCheckpointer {
         frames >= RESTART_FRAMES && frames - copied <= RESTART_LEFT
     }
 
-    /// Called after a restart: the WAL starts over.
-    pub fn restarted(&self) {
+    /// Called after [`Writer::restart_wal`] (done or not): the next one
+    /// waits for the next passive round's figures.
+    pub fn restart_tried(&self) {
         self.progress.frames.store(0, Ordering::Relaxed);
         self.progress.copied.store(0, Ordering::Relaxed);
     }
