@@ -306,6 +306,7 @@ impl Service {
         body: Vec<u8>,
         cmd: Command<'a>,
     ) -> Result<(u64, Applied), ServiceError> {
+        let _turn = self.turns.wait();
         let mut guard = self.lock_consistent()?;
         let inner = &mut *guard;
         let applied = match run_engine(&mut inner.processor, cmd) {
