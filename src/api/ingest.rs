@@ -126,7 +126,6 @@ pub async fn post_idle(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use super::*;
     use crate::engine::{Address, Change, ChangeOp, WindowResult};
@@ -153,7 +152,7 @@ mod tests {
         let changes = vec![change(), change()];
         let offsets = vec![("p\"0".to_string(), 3), ("p1".to_string(), -1)];
         let a = IngestAnswer {
-            changes: Arc::new(serde_json::to_vec(&changes).unwrap()),
+            changes: serde_json::to_vec(&changes).unwrap(),
             late: b"[]".to_vec(),
             watermark: Some(-4),
             offsets: offsets.clone(),
@@ -173,7 +172,7 @@ mod tests {
             end: 10,
         }];
         let t = TickAnswer {
-            changes: Arc::new(b"[]".to_vec()),
+            changes: b"[]".to_vec(),
             watermark: None,
             finalized: finalized.clone(),
         };

@@ -30,7 +30,7 @@
 //! commit takes back.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, MutexGuard};
+use std::sync::MutexGuard;
 
 use crate::engine::{
     Address, Change, DeliveryRef, IngestOutcome, LateRecord, Pipeline, Processor, Rejection,
@@ -66,7 +66,7 @@ pub struct RestoreOutcome {
 #[derive(Debug, Clone)]
 pub struct IngestAnswer {
     /// JSON array of the changes.
-    pub changes: Arc<Vec<u8>>,
+    pub changes: Vec<u8>,
     /// JSON array of the late records.
     pub late: Vec<u8>,
     /// The global watermark.
@@ -79,7 +79,7 @@ pub struct IngestAnswer {
 #[derive(Debug, Clone)]
 pub struct TickAnswer {
     /// JSON array of the changes.
-    pub changes: Arc<Vec<u8>>,
+    pub changes: Vec<u8>,
     /// The global watermark after the call.
     pub watermark: Option<i64>,
     /// Addresses finalized by the call, in address order.
@@ -108,14 +108,13 @@ struct Encoded {
     late: Vec<(u64, String)>,
 }
 
-/// A call's changes, encoded once for the store and once for the answer.
+/// A call's changes as stored (the answer's JSON is written while the
+/// commit runs, see [`Service::commit`]).
 struct EncodedChanges {
     first: u64,
     last: u64,
-    /// The binary chunk ([`store::chunk`]) that is stored.
+    /// The binary chunk ([`store::chunk`]).
     stored: Vec<u8>,
-    /// The JSON array that is answered.
-    json: Arc<Vec<u8>>,
 }
 
 /// A logged command: what the command log stores and recovery replays.
@@ -193,7 +192,6 @@ fn encode(changes: &[Change], late: &[LateRecord]) -> Encoded {
                 first: f.seq,
                 last: l.seq,
                 stored: store::chunk::encode(changes),
-                json: Arc::new(json_array(changes)),
             }),
             _ => None,
         },
@@ -240,8 +238,7 @@ impl Service {
         let enc = encode(&o.changes, &o.late);
         // the answer's late array from the records already encoded for storage
         let late = late_array(&enc.late);
-        let changes = Self::changes_bytes(&enc);
-        self.commit(ticket, enc)?;
+        let changes = self.commit(ticket, enc, || json_array(&o.changes))?;
         Metrics::inc(&self.metrics.deliveries, n);
         Metrics::inc(&self.metrics.ingest_requests, 1);
         Metrics::inc(&self.metrics.duplicates, o.duplicates);
@@ -283,20 +280,13 @@ impl Service {
             return Err(ServiceError::Unavailable("internal mix-up".into()));
         };
         let enc = encode(&o.changes, &[]);
-        let changes = Self::changes_bytes(&enc);
-        self.commit(ticket, enc)?;
+        let changes = self.commit(ticket, enc, || json_array(&o.changes))?;
         Metrics::inc(&self.metrics.changes, o.changes.len() as u64);
         Ok(TickAnswer {
             changes,
             watermark: o.watermark,
             finalized: o.finalized,
         })
-    }
-
-    fn changes_bytes(enc: &Encoded) -> Arc<Vec<u8>> {
-        enc.changes
-            .as_ref()
-            .map_or_else(|| Arc::new(b"[]".to_vec()), |c| c.json.clone())
     }
 
     /// Step 1: the engine, under the processor lock; queues the call.
@@ -339,9 +329,16 @@ impl Service {
         Ok((ticket, applied))
     }
 
-    /// Steps 2 and 3: hands the encoded output to the queue, then leads a
-    /// commit or waits for the one that includes this call.
-    fn commit(&self, ticket: u64, enc: Encoded) -> Result<(), ServiceError> {
+    /// Steps 2 and 3: hands the encoded output to the queue (and leads the
+    /// commit at once if none is running), runs `meanwhile` (the answer's
+    /// JSON, overlapping the commit in flight), then leads a commit or waits
+    /// for the one that includes this call.
+    fn commit<R>(
+        &self,
+        ticket: u64,
+        enc: Encoded,
+        meanwhile: impl FnOnce() -> R,
+    ) -> Result<R, ServiceError> {
         let mut guard = Unfilled {
             svc: self,
             armed: true,
@@ -352,9 +349,15 @@ impl Service {
         }
         guard.armed = false;
         drop(guard);
+        if !log.leader && log.queue.front().is_some_and(|p| p.encoded.is_some()) {
+            log = self.lead(log);
+        }
+        drop(log);
+        let answer = meanwhile();
+        let mut log = self.log();
         loop {
             if let Some(r) = log.outcomes.remove(&ticket) {
-                return r.map_err(ServiceError::Unavailable);
+                return r.map(|()| answer).map_err(ServiceError::Unavailable);
             }
             if !log.leader && log.queue.front().is_some_and(|p| p.encoded.is_some()) {
                 log = self.lead(log);
