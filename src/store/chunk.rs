@@ -121,12 +121,12 @@ pub fn encode(changes: &[Change]) -> Vec<u8> {
     out
 }
 
-struct Reader<'a> {
+struct Cursor<'a> {
     bytes: &'a [u8],
     at: usize,
 }
 
-impl<'a> Reader<'a> {
+impl<'a> Cursor<'a> {
     fn byte(&mut self) -> Result<u8, String> {
         let b = *self
             .bytes
@@ -171,7 +171,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn name(r: &mut Reader<'_>, new: bool, table: &mut Vec<Arc<str>>) -> Result<Arc<str>, String> {
+fn name(r: &mut Cursor<'_>, new: bool, table: &mut Vec<Arc<str>>) -> Result<Arc<str>, String> {
     if new {
         let s: Arc<str> = Arc::from(r.str()?);
         table.push(s.clone());
@@ -187,7 +187,7 @@ fn name(r: &mut Reader<'_>, new: bool, table: &mut Vec<Arc<str>>) -> Result<Arc<
 
 /// The changes of a binary chunk whose first change has sequence `first`.
 pub fn decode(first: u64, bytes: &[u8]) -> Result<Vec<Change>, String> {
-    let mut r = Reader { bytes, at: 0 };
+    let mut r = Cursor { bytes, at: 0 };
     if r.byte()? != MAGIC {
         return Err("not a binary change chunk".into());
     }
