@@ -26,7 +26,7 @@ pub enum CallError {
         body: String,
     },
     /// The request did not get an answer (connection refused, timeout, ...),
-    /// or the answer was not what API.md says.
+    /// or the answer was not what docs/api.md says.
     Transport(String),
 }
 
