@@ -44,4 +44,18 @@ pub struct ServeArgs {
     /// Logged commands between automatic checkpoints (0 disables them).
     #[arg(long, env = "STREAMFORGE_CHECKPOINT_EVERY", default_value_t = 1000)]
     pub checkpoint_every: u64,
+    /// Automatic checkpoints kept (the newest; at least 1). Checkpoints made
+    /// with POST /checkpoints are kept until deleted.
+    #[arg(long, env = "STREAMFORGE_KEEP_CHECKPOINTS", default_value_t = 3,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub keep_checkpoints: u64,
+    /// Changes kept readable on /changes behind the newest one (0 keeps
+    /// them all). Older ones are pruned at checkpoints; a page that starts
+    /// before the earliest one held is refused (410 pruned).
+    #[arg(long, env = "STREAMFORGE_RETAIN_CHANGES", default_value_t = 0)]
+    pub retain_changes: u64,
+    /// Late records kept readable on /late behind the newest one (0 keeps
+    /// them all), as for --retain-changes.
+    #[arg(long, env = "STREAMFORGE_RETAIN_LATE", default_value_t = 0)]
+    pub retain_late: u64,
 }

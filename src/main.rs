@@ -1,5 +1,6 @@
 //! The `streamforge` binary: `serve` and the client subcommands ([`streamforge::cli`]).
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -34,6 +35,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // colours only for a person at a terminal, never in log files
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     exit(serve(args))
 }
@@ -50,6 +53,8 @@ fn exit(result: anyhow::Result<()>) -> ExitCode {
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = Config::from_args(&args).map_err(anyhow::Error::msg)?;
+    // A database that would be refused is refused before anything listens.
+    streamforge::service::Service::preflight(&config.service)?;
     // Calls run their locked section on the blocking pool; a small pool is
     // plenty (group commit batches whoever waits) and bounds the number of
     // malloc arenas that keep freed request buffers resident.

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use crate::api::{self, ApiConfig};
 use crate::config::{ServeArgs, DEFAULT_PIPELINE};
 use crate::engine::Pipeline;
-use crate::service::{Metrics, Options, Service};
+use crate::service::{Metrics, Options, Retention, Service};
 
 /// Everything `run` needs.
 #[derive(Debug, Clone)]
@@ -48,6 +48,11 @@ impl Config {
                 pipeline,
                 pipeline_explicit: explicit,
                 checkpoint_every: args.checkpoint_every,
+                retention: Retention {
+                    checkpoints: usize::try_from(args.keep_checkpoints).unwrap_or(usize::MAX),
+                    changes: args.retain_changes,
+                    late: args.retain_late,
+                },
                 metrics: Arc::new(Metrics::default()),
             },
             api: ApiConfig {
@@ -107,7 +112,22 @@ pub async fn run(
         }
     };
     let _ = cell.set(svc.clone());
-    tracing::info!(db = %svc.db_path().display(), "ready");
+    let rec = svc.recovery();
+    tracing::info!(
+        db = %svc.db_path().display(),
+        replayed = rec.replayed,
+        seconds = rec.seconds,
+        "ready"
+    );
+    // The line to wait for (as `/readyz`): recovery is over.
+    println!(
+        "ready: replayed {} logged calls in {:.2} s",
+        rec.replayed, rec.seconds
+    );
+    {
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+    }
     // If the signal came during recovery, the streams opened since must end too.
     let svc_for_stop = svc.clone();
     tokio::spawn(async move {

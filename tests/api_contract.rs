@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -95,38 +94,39 @@ fn every_route_answers_in_api_shapes() {
         c.body
     );
     assert!(
-        c.body.ends_with(&format!(r#"],"next":1,"head":{head}}}"#)),
+        c.body
+            .ends_with(&format!(r#"],"next":1,"head":{head},"epoch":0}}"#)),
         "{}",
         c.body
     );
     let c = s.get(&format!("/changes?after={head}"));
     assert_eq!(
         c.body,
-        format!(r#"{{"changes":[],"next":{head},"head":{head}}}"#)
+        format!(r#"{{"changes":[],"next":{head},"head":{head},"epoch":0}}"#)
     );
     assert_eq!(s.all_changes().len() as u64, head);
     let l = s.get("/late");
     assert_eq!(
         l.body,
-        r#"{"late":[{"seq":1,"event":{"id":"late1","key":"k","timestamp":100,"value":7},"watermark":10000}],"next":1,"head":1}"#
+        r#"{"late":[{"seq":1,"event":{"id":"late1","key":"k","timestamp":100,"value":7},"watermark":10000}],"next":1,"head":1,"epoch":0}"#
     );
 
     let st = s.get("/status");
     assert_eq!(
         st.body,
         format!(
-            r#"{{"watermark":10000,"sequence":{head},"late":1,"live_buckets":{},"partitions":{{"p0":{{"offset":2,"progress":10000,"idle":false}},"p1":{{"offset":0,"progress":10000,"idle":false}},"p2":{{"offset":1,"progress":10000,"idle":false}},"p3":{{"offset":-1,"progress":null,"idle":true}}}}}}"#,
+            r#"{{"watermark":10000,"sequence":{head},"late":1,"live_buckets":{},"epoch":0,"partitions":{{"p0":{{"offset":2,"progress":10000,"idle":false}},"p1":{{"offset":0,"progress":10000,"idle":false}},"p2":{{"offset":1,"progress":10000,"idle":false}},"p3":{{"offset":-1,"progress":null,"idle":true}}}}}}"#,
             st.json()["live_buckets"]
         )
     );
     let res = s.get("/results?window=fixed_10s&key=j");
     assert_eq!(
         res.body,
-        r#"{"results":[{"window":"fixed_10s","key":"j","start":0,"end":10000,"count":1,"sum":2,"min":2,"max":2}],"watermark":10000}"#
+        r#"{"results":[{"window":"fixed_10s","key":"j","start":0,"end":10000,"count":1,"sum":2,"min":2,"max":2}],"watermark":10000,"sequence":12,"epoch":0}"#
     );
     assert_eq!(
         s.get("/results?window=nope").body,
-        r#"{"results":[],"watermark":10000}"#
+        r#"{"results":[],"watermark":10000,"sequence":12,"epoch":0}"#
     );
 
     // Checkpoints.
@@ -428,7 +428,7 @@ fn append_mode_makes_webhook_retries_safe() {
     let r = s.get("/results?window=fixed_10s&key=k");
     assert_eq!(
         r.body,
-        r#"{"results":[{"window":"fixed_10s","key":"k","start":0,"end":10000,"count":2,"sum":12,"min":5,"max":7}],"watermark":10000}"#
+        r#"{"results":[{"window":"fixed_10s","key":"k","start":0,"end":10000,"count":2,"sum":12,"min":5,"max":7}],"watermark":10000,"sequence":6,"epoch":0}"#
     );
     // A retried advance changes nothing.
     let again = s.ok("/watermarks", r#"{"partition":"p3","watermark":10000}"#);
@@ -464,7 +464,7 @@ fn integers_beyond_i64_are_written_exactly() {
     assert!(s.get("/changes").body.contains(want));
     assert_eq!(
         s.get("/results?window=small").body,
-        format!(r#"{{"results":[{want}],"watermark":10}}"#)
+        format!(r#"{{"results":[{want}],"watermark":10,"sequence":1,"epoch":0}}"#)
     );
     // The "big" bucket [i64::MAX, 2 * i64::MAX) is live and round-trips exactly.
     assert_eq!(s.post_empty("/checkpoints").status, 201);
@@ -480,7 +480,7 @@ fn long_poll_returns_as_soon_as_a_change_exists() {
     // Nothing arrives: the poll waits about wait_ms, then answers an empty page.
     let t = Instant::now();
     let r = s.get("/changes?after=0&wait_ms=300");
-    assert_eq!(r.body, r#"{"changes":[],"next":0,"head":0}"#);
+    assert_eq!(r.body, r#"{"changes":[],"next":0,"head":0,"epoch":0}"#);
     assert!(
         t.elapsed() >= Duration::from_millis(250),
         "{:?}",
@@ -519,33 +519,19 @@ fn long_poll_returns_as_soon_as_a_change_exists() {
 }
 
 /// Reads SSE events (id, data) until `stop` says so or the stream ends.
+/// Ids are `<epoch>:<seq>`; the events are changes of epoch 0 (a rewind
+/// or another epoch fails the test: `common::read_events` reads those).
 fn read_sse(
     resp: reqwest::blocking::Response,
     mut stop: impl FnMut(u64) -> bool,
 ) -> Vec<(u64, String)> {
     let mut out = Vec::new();
-    let mut id = None;
-    let mut data = None;
-    for line in BufReader::new(resp).lines() {
-        let Ok(line) = line else { break };
-        if let Some(v) = line
-            .strip_prefix("id: ")
-            .or_else(|| line.strip_prefix("id:"))
-        {
-            id = v.trim().parse::<u64>().ok();
-        } else if let Some(v) = line
-            .strip_prefix("data: ")
-            .or_else(|| line.strip_prefix("data:"))
-        {
-            data = Some(v.to_string());
-        } else if line.is_empty() {
-            if let (Some(i), Some(d)) = (id.take(), data.take()) {
-                out.push((i, d));
-                if stop(i) {
-                    break;
-                }
-            }
-        }
+    for ev in read_events(resp, |ev| {
+        let (e, q) = ev.id.split_once(':').expect("id <epoch>:<seq>");
+        assert_eq!((e, ev.event.as_str()), ("0", ""), "{ev:?}");
+        stop(q.parse().unwrap())
+    }) {
+        out.push((ev.id.split_once(':').unwrap().1.parse().unwrap(), ev.data));
     }
     out
 }
@@ -605,9 +591,10 @@ fn sse_resumes_from_last_event_id_without_gap_or_repeat() {
         .collect();
     assert_eq!(got, expect);
 
-    // A restore ends open streams; a Last-Event-ID beyond the new head continues from the head.
+    // A restore while the stream is open: the stream says `rewind` (to the
+    // checkpoint's sequence, in epoch 1) and goes on in the new epoch.
     let c = s.post_empty("/checkpoints").json();
-    let _ = c;
+    assert_eq!(c["sequence"], head2);
     let resp = s
         .client
         .get(s.url(&format!("/changes/stream?after={head2}")))
@@ -641,21 +628,23 @@ fn sse_resumes_from_last_event_id_without_gap_or_repeat() {
                 .as_u16()
         })
     };
-    let t = Instant::now();
-    let none = read_sse(resp, |_| false);
-    assert!(none.is_empty());
-    assert!(t.elapsed() < DEADLINE);
+    let rewind = read_events(resp, |_| true);
     assert_eq!(restorer.join().unwrap(), 200);
+    assert_eq!(rewind.len(), 1);
+    assert_eq!(rewind[0].event, "rewind");
+    assert_eq!(rewind[0].id, format!("1:{head2}"));
+    assert_eq!(rewind[0].data, format!(r#"{{"epoch":1,"after":{head2}}}"#));
 
-    // Reconnecting beyond the head continues from the head.
+    // Reconnecting beyond the head of the current epoch continues from the head.
     let resp = s
         .client
         .get(s.url("/changes/stream"))
         .bearer_auth("t0k")
-        .header("Last-Event-ID", (head2 + 100).to_string())
+        .header("Last-Event-ID", format!("1:{}", head2 + 100))
         .send()
         .unwrap();
     let st = s.get("/status").json();
+    assert_eq!(st["epoch"], 1);
     let w = st["watermark"].as_i64().unwrap();
     let off = st["partitions"]["p0"]["offset"].as_i64().unwrap() + 1;
     s.ok("/events", &ev("p0", off, "after-restore", "zz", w + 1, 1));
@@ -665,8 +654,9 @@ fn sse_resumes_from_last_event_id_without_gap_or_repeat() {
             &format!(r#"{{"partition":"{p}","watermark":{}}}"#, w + 100_000),
         );
     }
-    let got = read_sse(resp, |_| true);
-    assert_eq!(got[0].0, head2 + 1, "{got:?}");
+    let got = read_events(resp, |_| true);
+    assert_eq!(got[0].id, format!("1:{}", head2 + 1), "{got:?}");
+    assert_eq!(got[0].event, "");
 }
 
 #[test]
@@ -732,7 +722,10 @@ fn restore_by_id_and_by_body_cut_history_and_continue_identically() {
     let r = fresh.post("/restore", &env);
     assert_eq!(r.status, 200, "{}", r.body);
     let c = fresh.get("/changes");
-    assert_eq!(c.body, format!(r#"{{"changes":[],"next":0,"head":{seq}}}"#));
+    assert_eq!(
+        c.body,
+        format!(r#"{{"changes":[],"next":0,"head":{seq},"epoch":1}}"#)
+    );
     assert_eq!(fresh.all_late(), late_at_ck);
     for op in &ops[30..] {
         assert_eq!(op.send(&fresh).status, 200);
@@ -883,6 +876,7 @@ fn openapi_documents_every_served_route() {
         }
         let r = match *method {
             "get" => s.get(&path),
+            "delete" => s.delete(&path),
             _ => s.post_empty(&path),
         };
         assert!(

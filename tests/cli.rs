@@ -180,13 +180,16 @@ impl Follower {
         }
     }
 
-    /// Waits for the note that the stream was resumed after a restore (so
-    /// the changes made from now on reach it).
-    fn resumed(&self, after: u64) {
+    /// Waits for the note that a restore rewound the stream to `after` in
+    /// `epoch` (the changes made from now on reach it).
+    fn rewound(&self, epoch: u64, after: u64) {
         let note = self.notes.recv_timeout(DEADLINE).expect("a note on stderr");
         assert_eq!(
             note,
-            format!("streamforge: the change stream ended (a restore or a restart) and was resumed after {after}")
+            format!(
+                "streamforge: the service was restored to an earlier checkpoint (epoch {epoch}): \
+                 everything printed after sequence {after} is void; reading again from {after}"
+            )
         );
     }
 
@@ -389,7 +392,7 @@ late records: 1
         sf(&s, &["checkpoint", "restore", "1"]).ok().stdout,
         "restored: sequence 15, late 1, watermark 120000\n"
     );
-    follower.resumed(17);
+    follower.rewound(1, 15);
     assert_eq!(
         sf(&s, &["changes", "--after", "14"]).ok().stdout,
         &EXPECTED_CHANGES[EXPECTED_CHANGES.find("15 +").unwrap()..]
@@ -415,7 +418,7 @@ late records: 1
             .stdout,
         "restored: sequence 15, late 1, watermark 120000\n"
     );
-    follower.resumed(17);
+    follower.rewound(2, 15);
     assert_eq!(sf(&s, &["changes"]).ok().stdout, EXPECTED_CHANGES);
 
     // Processing continues as if the checkpoint had just been taken: the same
@@ -573,14 +576,23 @@ fn errors_print_the_detail_and_exit_1() {
         "{r:?}"
     );
 
-    // No server there.
-    let r = run(client(&["status", "--url", &closed_port_url()]), None).failed();
+    // No server there: said as such, and a send says nothing was sent.
+    let url = closed_port_url();
+    let r = run(client(&["status", "--url", &url]), None).failed();
     assert!(
         r.stderr
-            .starts_with("streamforge: error: request to http://127.0.0.1:")
-            && r.stderr.contains("/status failed: "),
+            .starts_with(&format!("streamforge: error: cannot connect to {url}/status: "))
+            && r.stderr.contains(
+                "is `streamforge serve` running at that address (--url, STREAMFORGE_URL)?"
+            ),
         "{r:?}"
     );
+    let r = run(client(&["send", EVENTS, "--url", &url]), None).failed();
+    assert!(
+        r.stderr.contains("cannot connect to") && r.stderr.contains("was not sent;"),
+        "{r:?}"
+    );
+    assert!(!r.stderr.contains("may or may not"), "{r:?}");
 }
 
 #[test]
@@ -591,7 +603,10 @@ fn token_and_health() {
         &["--pipeline", PIPELINE, "--token", "s3cret"],
     );
     let r = sf(&s, &["status"]).failed();
-    assert!(r.stderr.contains("(401 unauthorized)"), "{r:?}");
+    assert!(
+        r.stderr.contains("(401 unauthorized); give the service's token with --token or the STREAMFORGE_TOKEN environment variable"),
+        "{r:?}"
+    );
     sf(&s, &["status", "--token", "s3cret"]).ok();
     let mut cmd = client(&["changes"]);
     cmd.env("STREAMFORGE_URL", &s.base)

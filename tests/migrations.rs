@@ -146,7 +146,10 @@ fn a_version_2_database_is_upgraded_and_keeps_serving_its_changes() {
         .unwrap();
     }
     c.execute_batch(
-        "DROP TABLE checkpoint_pieces;
+        "DROP TABLE restores;
+         DROP TABLE pruned;
+         ALTER TABLE checkpoints DROP COLUMN origin;
+         DROP TABLE checkpoint_pieces;
          ALTER TABLE checkpoints DROP COLUMN pieces_from;
          PRAGMA user_version = 2;",
     )

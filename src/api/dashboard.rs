@@ -8,8 +8,12 @@
 //! `/pipeline`) still requires the token. With `?server=URL` it reads
 //! another origin's API, which that server must allow with `--cors-origin`.
 
+use axum::extract::Query;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+use super::extract::QueryParams;
 
 /// The page, served verbatim.
 pub const DASHBOARD_HTML: &str = include_str!("../../assets/dashboard.html");
@@ -20,8 +24,30 @@ const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; \
      style-src 'unsafe-inline'; img-src data:; connect-src 'self' http: https:; \
      base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// `GET /`.
-pub async fn get_dashboard() -> Response {
+/// Whether `s` is an absolute `http(s)://host...` URL (`?server=`).
+fn is_server_url(s: &str) -> bool {
+    reqwest::Url::parse(s)
+        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
+}
+
+/// `GET /` (`?server=URL`: read another server's API).
+pub async fn get_dashboard(
+    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let q = q
+        .map(|Query(v)| QueryParams(v))
+        .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))?;
+    if let Some(server) = q.get("server")? {
+        if !is_server_url(server) {
+            return Err(ApiError::bad_request(format!(
+                "server must be an absolute http:// or https:// URL, got {server:?}"
+            )));
+        }
+    }
+    Ok(page())
+}
+
+fn page() -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -33,4 +59,30 @@ pub async fn get_dashboard() -> Response {
         DASHBOARD_HTML,
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_server_url;
+
+    #[test]
+    fn server_must_be_an_http_url() {
+        for ok in [
+            "http://127.0.0.1:8080",
+            "https://sf.example.com/",
+            "http://[::1]:9/",
+        ] {
+            assert!(is_server_url(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "127.0.0.1:8080",
+            "javascript:alert(1)",
+            "ftp://x/",
+            "http://",
+            "not a url",
+        ] {
+            assert!(!is_server_url(bad), "{bad}");
+        }
+    }
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::engine::{Address, Change, LateRecord, PartitionStatus, WindowResult};
 use crate::service::Status;
-use crate::store::CheckpointMeta;
+use crate::store::{CheckpointMeta, Page};
 
 /// `POST /watermarks` body.
 #[derive(Debug, Deserialize)]
@@ -16,7 +16,12 @@ pub struct WatermarkBody {
     /// Partition name.
     pub partition: String,
     /// Reported progress.
+    #[serde(deserialize_with = "watermark_field")]
     pub watermark: i64,
+}
+
+fn watermark_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    crate::engine::strict::int_field(d, "watermark")
 }
 
 /// `POST /events` answer.
@@ -59,6 +64,10 @@ pub struct ResultsResponse<'a> {
     pub results: &'a [WindowResult],
     /// Global watermark.
     pub watermark: Option<i64>,
+    /// The change sequence of the state shown.
+    pub sequence: u64,
+    /// Its epoch.
+    pub epoch: u64,
 }
 
 /// `GET /status` answer.
@@ -72,6 +81,8 @@ pub struct StatusResponse<'a> {
     pub late: u64,
     /// Live buckets.
     pub live_buckets: usize,
+    /// Restores so far.
+    pub epoch: u64,
     /// Partitions by name.
     #[serde(serialize_with = "partitions_map")]
     pub partitions: &'a [PartitionStatus],
@@ -107,6 +118,7 @@ impl<'a> StatusResponse<'a> {
             sequence: s.sequence,
             late: s.late,
             live_buckets: s.live_buckets,
+            epoch: s.epoch,
             partitions: &s.partitions,
         }
     }
@@ -177,9 +189,11 @@ pub struct Health {
     pub status: &'static str,
 }
 
-/// Renders a changes or late page from stored compact JSON rows:
-/// `{"<field>":[rows],"next":N,"head":H}`.
-pub fn page_body(field: &str, rows: &[(u64, String)], after: u64, head: u64) -> Vec<u8> {
+/// Renders a page of an output stream from its stored compact JSON rows:
+/// `{"<field>":[rows],"next":N,"head":H,"epoch":E}`, plus `"rewound_to":R`
+/// when the page was asked for in an older epoch.
+pub fn page_body(field: &str, page: &Page) -> Vec<u8> {
+    let rows = &page.rows;
     let size: usize = rows.iter().map(|(_, r)| r.len() + 1).sum();
     let mut out = Vec::with_capacity(size + 64);
     out.extend_from_slice(b"{\"");
@@ -191,7 +205,17 @@ pub fn page_body(field: &str, rows: &[(u64, String)], after: u64, head: u64) -> 
         }
         out.extend_from_slice(r.as_bytes());
     }
-    let next = rows.last().map_or(after, |(s, _)| *s);
-    out.extend_from_slice(format!("],\"next\":{next},\"head\":{head}}}").as_bytes());
+    let next = rows.last().map_or(page.after, |(s, _)| *s);
+    out.extend_from_slice(
+        format!(
+            "],\"next\":{next},\"head\":{},\"epoch\":{}",
+            page.head, page.epoch
+        )
+        .as_bytes(),
+    );
+    if let Some(r) = page.rewound_to {
+        out.extend_from_slice(format!(",\"rewound_to\":{r}").as_bytes());
+    }
+    out.push(b'}');
     out
 }

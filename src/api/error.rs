@@ -25,6 +25,8 @@ pub enum Code {
     OffsetConflict,
     /// 409: an event id known with another identity.
     IdentityConflict,
+    /// 410: the records asked for were pruned by the retention policy.
+    Pruned,
     /// 413: body over the configured limit.
     PayloadTooLarge,
     /// 422: partition not in the pipeline.
@@ -45,6 +47,7 @@ impl Code {
             Code::Unauthorized => StatusCode::UNAUTHORIZED,
             Code::NotFound => StatusCode::NOT_FOUND,
             Code::OffsetConflict | Code::IdentityConflict => StatusCode::CONFLICT,
+            Code::Pruned => StatusCode::GONE,
             Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Code::UnknownPartition | Code::InvalidCheckpoint | Code::InvalidRequest => {
                 StatusCode::UNPROCESSABLE_ENTITY
@@ -61,6 +64,7 @@ impl Code {
             Code::NotFound => "not_found",
             Code::OffsetConflict => "offset_conflict",
             Code::IdentityConflict => "identity_conflict",
+            Code::Pruned => "pruned",
             Code::PayloadTooLarge => "payload_too_large",
             Code::UnknownPartition => "unknown_partition",
             Code::InvalidCheckpoint => "invalid_checkpoint",
@@ -76,6 +80,7 @@ impl Code {
             Code::Unauthorized => "Unauthorized",
             Code::NotFound => "Not Found",
             Code::OffsetConflict | Code::IdentityConflict => "Conflict",
+            Code::Pruned => "Gone",
             Code::PayloadTooLarge => "Payload Too Large",
             Code::UnknownPartition | Code::InvalidCheckpoint | Code::InvalidRequest => {
                 "Unprocessable Content"
@@ -94,6 +99,8 @@ pub struct ApiError {
     pub detail: String,
     /// First failing delivery of a batch request.
     pub index: Option<usize>,
+    /// `pruned`: the earliest sequence still held.
+    pub earliest: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -106,6 +113,8 @@ struct Problem<'a> {
     detail: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     index: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    earliest: Option<u64>,
 }
 
 impl ApiError {
@@ -115,6 +124,7 @@ impl ApiError {
             code,
             detail: detail.into(),
             index: None,
+            earliest: None,
         }
     }
 
@@ -163,6 +173,11 @@ impl ApiError {
             }
             ServiceError::Unavailable(d) => ApiError::new(Code::Unavailable, d),
             ServiceError::NotFound(d) => ApiError::new(Code::NotFound, d),
+            ServiceError::Invalid(d) => ApiError::new(Code::InvalidRequest, d),
+            ServiceError::Gone { detail, earliest } => ApiError {
+                earliest: Some(earliest),
+                ..ApiError::new(Code::Pruned, detail)
+            },
         }
     }
 
@@ -175,6 +190,7 @@ impl ApiError {
             code: self.code.as_str(),
             detail: &self.detail,
             index: self.index,
+            earliest: self.earliest,
         };
         serde_json::to_vec(&p).unwrap_or_default()
     }

@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use super::error::{ApiError, Code};
+use crate::engine::strict;
 use crate::engine::DeliveryRef;
 use crate::service::parse::{self, Framing, ParseError};
 
@@ -19,22 +20,54 @@ pub struct Deliveries<'a> {
     pub batch: bool,
 }
 
-/// Maps a body-reading failure: 413 for the size limit, else 400.
-pub fn body_error(r: BytesRejection) -> ApiError {
+/// Maps a body-reading failure: 413 for the size limit (`limit` bytes),
+/// else 400.
+pub fn body_error(r: BytesRejection, limit: usize) -> ApiError {
     if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::new(
             Code::PayloadTooLarge,
-            "the request body exceeds the configured limit",
+            format!(
+                "the request body is larger than the limit of {limit} bytes; send smaller \
+                 batches, or start the service with a larger --max-body-bytes \
+                 (STREAMFORGE_MAX_BODY_BYTES)"
+            ),
         )
     } else {
         ApiError::bad_request(format!("cannot read the request body: {r}"))
     }
 }
 
-/// Parses a JSON body into `T` (unknown fields are rejected by `T`).
-pub fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body)
+/// Parses a JSON body into `T`, which must be a JSON object (described as
+/// `what` in errors; unknown fields are rejected by `T`).
+pub fn json<T: DeserializeOwned>(body: &[u8], what: &'static str) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    strict::object(&mut de, what)
+        .and_then(|v| de.end().map(|()| v))
         .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+/// Whether a `Content-Type` names NDJSON (JSON Lines): `application/x-ndjson`,
+/// `application/ndjson`, `application/jsonl`, `application/x-jsonl`,
+/// `application/jsonlines`, `application/x-jsonlines` (any parameters).
+pub fn is_ndjson(content_type: Option<&str>) -> bool {
+    let Some(ct) = content_type else {
+        return false;
+    };
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    matches!(
+        essence.as_str(),
+        "application/x-ndjson"
+            | "application/ndjson"
+            | "application/jsonl"
+            | "application/x-jsonl"
+            | "application/jsonlines"
+            | "application/x-jsonlines"
+    )
 }
 
 /// Parses a `POST /events` body. `ndjson` is true for
@@ -106,6 +139,8 @@ pub struct PageQuery {
     pub limit: u32,
     /// Long-poll budget in milliseconds.
     pub wait_ms: u64,
+    /// The epoch `after` belongs to, if the client says.
+    pub epoch: Option<u64>,
 }
 
 impl PageQuery {
@@ -114,10 +149,15 @@ impl PageQuery {
         let after = q.int("after", 0, 0, i64::MAX)?;
         let limit = q.int("limit", 1000, 1, 10_000)?;
         let wait_ms = q.int("wait_ms", 0, 0, 30_000)?;
+        let epoch = match q.get("epoch")? {
+            Some(_) => Some(q.int("epoch", 0, 0, i64::MAX)? as u64),
+            None => None,
+        };
         Ok(PageQuery {
             after: after as u64,
             limit: limit as u32,
             wait_ms: wait_ms as u64,
+            epoch,
         })
     }
 }
@@ -159,9 +199,16 @@ mod tests {
             PageQuery {
                 after: 0,
                 limit: 1000,
-                wait_ms: 0
+                wait_ms: 0,
+                epoch: None
             }
         );
+        assert_eq!(q(&[("epoch", "3")]).unwrap().epoch, Some(3));
+        assert_eq!(
+            q(&[("epoch", "-1")]).unwrap_err().code,
+            Code::InvalidRequest
+        );
+        assert_eq!(q(&[("epoch", "x")]).unwrap_err().code, Code::BadRequest);
         assert_eq!(q(&[("limit", "0")]).unwrap_err().code, Code::InvalidRequest);
         assert_eq!(
             q(&[("limit", "10001")]).unwrap_err().code,

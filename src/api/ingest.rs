@@ -68,16 +68,13 @@ pub async fn post_events(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(extract::body_error)?;
+    let body = body.map_err(|r| extract::body_error(r, st.max_body_bytes))?;
     let svc = st.service()?;
-    let ndjson = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.trim_start()
-                .to_ascii_lowercase()
-                .starts_with("application/x-ndjson")
-        });
+    let ndjson = extract::is_ndjson(
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    );
     let framing = if ndjson {
         Framing::Ndjson
     } else {
@@ -100,10 +97,11 @@ pub async fn post_watermarks(
     State(st): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(extract::body_error)?;
+    let body = body.map_err(|r| extract::body_error(r, st.max_body_bytes))?;
     let svc = st.service()?;
     blocking(move || {
-        let req: dto::WatermarkBody = extract::json(&body)?;
+        let req: dto::WatermarkBody =
+            extract::json(&body, "a watermark object {\"partition\", \"watermark\"}")?;
         let out = svc.advance(&req.partition, req.watermark)?;
         Ok(tick_body(&out))
     })

@@ -46,6 +46,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Required bearer token, if any.
     pub token: Option<Arc<str>>,
+    /// The body limit (named in 413 answers).
+    pub max_body_bytes: usize,
 }
 
 impl AppState {
@@ -84,6 +86,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/checkpoints"),
     ("get", "/checkpoints"),
     ("get", "/checkpoints/{id}"),
+    ("delete", "/checkpoints/{id}"),
     ("post", "/checkpoints/{id}/restore"),
     ("post", "/restore"),
     ("get", "/metrics"),
@@ -107,6 +110,7 @@ pub fn router(
             .as_deref()
             .filter(|t| !t.is_empty())
             .map(Arc::from),
+        max_body_bytes: cfg.max_body_bytes,
     };
     let app = Router::new()
         .route("/events", post(ingest::post_events))
@@ -122,7 +126,10 @@ pub fn router(
             "/checkpoints",
             post(routes::post_checkpoint).get(routes::list_checkpoints),
         )
-        .route("/checkpoints/{id}", get(routes::get_checkpoint))
+        .route(
+            "/checkpoints/{id}",
+            get(routes::get_checkpoint).delete(routes::delete_checkpoint),
+        )
         .route("/checkpoints/{id}/restore", post(routes::restore_by_id))
         .route("/restore", post(routes::restore_body))
         .route("/metrics", get(routes::get_metrics))
@@ -158,7 +165,7 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
     Some(
         CorsLayer::new()
             .allow_origin(allow)
-            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+            .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
             .allow_headers([
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,
@@ -195,7 +202,7 @@ async fn auth(State(st): State<AppState>, req: Request, next: Next) -> Response 
     let header_ok = req
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .and_then(|v| bearer(v.as_bytes()))
         .is_some_and(|t| token_matches(t, token.as_bytes()));
     let query_ok = path == "/changes/stream"
         && req.uri().query().is_some_and(|q| {
@@ -209,6 +216,17 @@ async fn auth(State(st): State<AppState>, req: Request, next: Next) -> Response 
     } else {
         ApiError::new(Code::Unauthorized, "a valid bearer token is required").into_response()
     }
+}
+
+/// The credentials of an `Authorization: Bearer <token>` header. The scheme
+/// is case-insensitive (RFC 9110 section 11.1), spaces around the token are
+/// not part of it.
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at_checked(6)?;
+    let creds = rest.strip_prefix(b" ")?;
+    scheme
+        .eq_ignore_ascii_case(b"bearer")
+        .then(|| creds.trim_ascii())
 }
 
 /// Decodes `%XX` and `+` in a query value.
@@ -244,19 +262,44 @@ fn percent_decode(s: &str) -> Vec<u8> {
     out
 }
 
-// Request latency for /metrics: the api's one monotonic clock read.
+// Request latency for /metrics and the access log: the api's one monotonic
+// clock read.
 #[allow(clippy::disallowed_methods)]
 async fn observe(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
+    // The path only: a query may carry `access_token`, and bodies are data.
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
     let started = Instant::now();
     let resp = next.run(req).await;
-    st.metrics.observe_request(
-        &route,
-        resp.status().as_u16(),
-        started.elapsed().as_secs_f64(),
+    let seconds = started.elapsed().as_secs_f64();
+    let status = resp.status().as_u16();
+    st.metrics.observe_request(&route, status, seconds);
+    tracing::info!(
+        target: "streamforge::access",
+        %method,
+        path = %path,
+        status,
+        ms = (seconds * 1000.0 * 1000.0).round() / 1000.0,
+        "request"
     );
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for h in ["Bearer t", "bearer t", "BEARER t", "bEaReR  t "] {
+            assert_eq!(bearer(h.as_bytes()), Some(&b"t"[..]), "{h}");
+        }
+        for h in ["Bearer", "Bearert", "Basic t", "Bearer\tt", ""] {
+            assert_eq!(bearer(h.as_bytes()), None, "{h}");
+        }
+    }
 }

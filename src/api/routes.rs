@@ -16,7 +16,7 @@ use super::error::{ApiError, Code};
 use super::extract::{self, PageQuery, QueryParams};
 use super::AppState;
 use crate::service::{RestoreSource, Service};
-use crate::store::Page;
+use crate::store::{Page, Stream};
 
 /// The OpenAPI document, served verbatim.
 pub const OPENAPI_YAML: &str = include_str!("../../openapi.yaml");
@@ -55,19 +55,20 @@ fn query(
 }
 
 /// Waits (up to `wait_ms`) for a page with rows: the long poll of
-/// `/changes` and `/late`, woken by the service's head notifications.
-async fn long_poll(
-    svc: Arc<Service>,
-    q: PageQuery,
-    read: fn(&Service, u64, u32) -> Result<Page, crate::service::ServiceError>,
-) -> Result<Page, ApiError> {
+/// `/changes` and `/late`, woken by the service's head notifications. A
+/// rewound page (asked for in an older epoch) is answered at once.
+async fn long_poll(svc: Arc<Service>, stream: Stream, q: PageQuery) -> Result<Page, ApiError> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(q.wait_ms);
     let mut rx = svc.subscribe();
     loop {
         let stop = rx.borrow_and_update().shutdown;
         let s = svc.clone();
-        let page = blocking(move || read(&s, q.after, q.limit).map_err(ApiError::from)).await?;
-        if !page.rows.is_empty() || q.wait_ms == 0 || stop {
+        let page = blocking(move || {
+            s.page(stream, q.after, q.limit, q.epoch)
+                .map_err(ApiError::from)
+        })
+        .await?;
+        if !page.rows.is_empty() || page.rewound_to.is_some() || q.wait_ms == 0 || stop {
             return Ok(page);
         }
         match tokio::time::timeout_at(deadline, rx.changed()).await {
@@ -83,12 +84,8 @@ pub async fn get_changes(
     q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let q = PageQuery::parse(&query(q)?)?;
-    let svc = st.service()?;
-    let page = long_poll(svc, q, |s, a, l| s.changes_page(a, l)).await?;
-    Ok(json_response(
-        StatusCode::OK,
-        page_body("changes", &page.rows, q.after, page.head),
-    ))
+    let page = long_poll(st.service()?, Stream::Changes, q).await?;
+    Ok(json_response(StatusCode::OK, page_body("changes", &page)))
 }
 
 /// `GET /late`.
@@ -97,12 +94,8 @@ pub async fn get_late(
     q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let q = PageQuery::parse(&query(q)?)?;
-    let svc = st.service()?;
-    let page = long_poll(svc, q, |s, a, l| s.late_page(a, l)).await?;
-    Ok(json_response(
-        StatusCode::OK,
-        page_body("late", &page.rows, q.after, page.head),
-    ))
+    let page = long_poll(st.service()?, Stream::Late, q).await?;
+    Ok(json_response(StatusCode::OK, page_body("late", &page)))
 }
 
 /// `GET /results?window=W&key=K`.
@@ -115,10 +108,12 @@ pub async fn get_results(
     let key = q.get("key")?.map(str::to_string);
     let svc = st.service()?;
     blocking(move || {
-        let (results, watermark) = svc.results(window.as_deref(), key.as_deref())?;
+        let r = svc.results(window.as_deref(), key.as_deref())?;
         to_json(&dto::ResultsResponse {
-            results: &results,
-            watermark,
+            results: &r.rows,
+            watermark: r.watermark,
+            sequence: r.sequence,
+            epoch: r.epoch,
         })
     })
     .await
@@ -188,6 +183,17 @@ pub async fn get_checkpoint(
         .map(|b| json_response(StatusCode::OK, b))
 }
 
+/// `DELETE /checkpoints/{id}`: 204 No Content.
+pub async fn delete_checkpoint(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = checkpoint_id(&id)?;
+    let svc = st.service()?;
+    blocking(move || Ok(svc.delete_checkpoint(id)?)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
 fn restore_answer(o: &crate::service::RestoreOutcome) -> Result<Vec<u8>, ApiError> {
     to_json(&dto::RestoreResponse {
         sequence: o.sequence,
@@ -213,7 +219,7 @@ pub async fn restore_body(
     State(st): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(extract::body_error)?;
+    let body = body.map_err(|r| extract::body_error(r, st.max_body_bytes))?;
     let svc = st.service()?;
     blocking(move || restore_answer(&svc.restore(RestoreSource::Bytes(body.to_vec()))?))
         .await

@@ -1,8 +1,16 @@
-//! `GET /changes/stream`: server-sent events, one per change (`id: <seq>`,
-//! `data: <Change JSON>`), starting after `Last-Event-ID` (which wins) or
-//! `after`; a comment heartbeat every 15 s. A restore or a shutdown ends the
-//! stream; a reconnect whose position is beyond the head continues from the
-//! head.
+//! `GET /changes/stream`: server-sent events, one per change (`id:
+//! <epoch>:<seq>`, `data: <Change JSON>`), starting after `Last-Event-ID`
+//! (which wins; `15` alone means epoch 0) or `after` (with `epoch`, when the
+//! client knows it); a comment heartbeat every 15 s.
+//!
+//! Restores: when the stream's epoch is older than the service's (a restore
+//! happened while it was open, or the client resumes from an older epoch),
+//! the stream sends `event: rewind` with `id: <epoch>:<R>` and `data:
+//! {"epoch": E, "after": R}`, then continues with the changes after `R` of
+//! the new epoch (the page rules of `GET /changes?epoch=`). A position
+//! beyond the head of the current epoch continues from the head. A shutdown
+//! ends the stream; so does a position that the retention policy pruned
+//! meanwhile.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -21,6 +29,7 @@ use super::extract::QueryParams;
 use super::routes::blocking;
 use super::AppState;
 use crate::service::{Heads, Service};
+use crate::store::{Page, Stream};
 
 /// Rows fetched per page while catching up.
 const PAGE: u32 = 1000;
@@ -30,9 +39,43 @@ const HEARTBEAT: Duration = Duration::from_secs(15);
 struct Cursor {
     svc: Arc<Service>,
     rx: watch::Receiver<Heads>,
+    stream: Stream,
     epoch: u64,
     after: u64,
-    buf: VecDeque<(u64, String)>,
+    buf: VecDeque<Event>,
+}
+
+impl Cursor {
+    /// Queues the page's events: a rewind first when it was rewound, then
+    /// its records. Moves the cursor past them.
+    fn take(&mut self, page: Page) {
+        if let Some(r) = page.rewound_to {
+            self.buf.push_back(
+                Event::default()
+                    .event("rewind")
+                    .id(format!("{}:{r}", page.epoch))
+                    .data(format!("{{\"epoch\":{},\"after\":{r}}}", page.epoch)),
+            );
+        }
+        self.epoch = page.epoch;
+        self.after = page.after;
+        for (seq, json) in page.rows {
+            self.after = seq;
+            self.buf.push_back(
+                Event::default()
+                    .id(format!("{}:{seq}", page.epoch))
+                    .data(json),
+            );
+        }
+    }
+}
+
+/// A `Last-Event-ID`: `<epoch>:<seq>`, or `<seq>` (epoch 0).
+fn last_event_id(s: &str) -> Option<(u64, u64)> {
+    match s.split_once(':') {
+        Some((e, q)) => Some((e.parse().ok()?, q.parse().ok()?)),
+        None => Some((0, s.parse().ok()?)),
+    }
 }
 
 /// `GET /changes/stream`.
@@ -45,54 +88,67 @@ pub async fn get_stream(
         .map(|Query(v)| QueryParams(v))
         .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))?;
     let mut after = q.int("after", 0, 0, i64::MAX)? as u64;
+    let mut epoch = match q.get("epoch")? {
+        Some(_) => Some(q.int("epoch", 0, 0, i64::MAX)? as u64),
+        None => None,
+    };
     if let Some(v) = headers.get("last-event-id") {
-        let s = v
-            .to_str()
-            .map_err(|_| ApiError::bad_request("Last-Event-ID must be a sequence number"))?
-            .trim();
+        let bad = || {
+            ApiError::bad_request(
+                "Last-Event-ID must be <epoch>:<sequence> (or a sequence alone, in epoch 0)",
+            )
+        };
+        let s = v.to_str().map_err(|_| bad())?.trim();
         if !s.is_empty() {
-            after = s
-                .parse::<u64>()
-                .map_err(|_| ApiError::bad_request("Last-Event-ID must be a sequence number"))?;
+            let (e, seq) = last_event_id(s).ok_or_else(bad)?;
+            epoch = Some(e);
+            after = seq;
         }
     }
     let svc = st.service()?;
-    let mut rx = svc.subscribe();
-    let heads = *rx.borrow_and_update();
-    // A position beyond the head (after a restore cut it back) continues
-    // from the head.
+    let rx = svc.subscribe();
+    // The first page: refuses a future epoch or a pruned position before
+    // the stream starts (as problem+json), and learns the current epoch.
     let s = svc.clone();
-    let head = blocking(move || s.changes_page(0, 1).map_err(ApiError::from))
-        .await?
-        .head;
-    let cursor = Cursor {
+    let first = blocking(move || {
+        let page = s.page(Stream::Changes, after, PAGE, epoch)?;
+        // A position beyond the head of the current epoch continues from
+        // the head.
+        if page.rewound_to.is_none() && page.after > page.head {
+            return Ok(s.page(Stream::Changes, page.head, PAGE, None)?);
+        }
+        Ok(page)
+    })
+    .await?;
+    let mut cursor = Cursor {
         svc,
         rx,
-        epoch: heads.epoch,
-        after: after.min(head),
+        stream: Stream::Changes,
+        epoch: first.epoch,
+        after: first.after,
         buf: VecDeque::new(),
     };
+    cursor.take(first);
     let events = stream::unfold(cursor, |mut c| async move {
         loop {
-            if let Some((seq, json)) = c.buf.pop_front() {
-                let ev = Event::default().id(seq.to_string()).data(json);
+            if let Some(ev) = c.buf.pop_front() {
                 return Some((Ok::<Event, Infallible>(ev), c));
             }
-            let h = *c.rx.borrow_and_update();
-            if h.epoch != c.epoch || h.shutdown {
+            if c.rx.borrow_and_update().shutdown {
                 return None;
             }
-            let s = c.svc.clone();
-            let after = c.after;
-            let page = blocking(move || s.changes_page(after, PAGE).map_err(ApiError::from))
-                .await
-                .ok()?;
-            if let Some((last, _)) = page.rows.last() {
-                c.after = *last;
-                c.buf.extend(page.rows);
+            let (s, stream, after, epoch) = (c.svc.clone(), c.stream, c.after, c.epoch);
+            let page = blocking(move || {
+                s.page(stream, after, PAGE, Some(epoch))
+                    .map_err(ApiError::from)
+            })
+            .await
+            .ok()?;
+            if page.rows.is_empty() && page.rewound_to.is_none() {
+                c.rx.changed().await.ok()?;
                 continue;
             }
-            c.rx.changed().await.ok()?;
+            c.take(page);
         }
     });
     Ok(Sse::new(events)

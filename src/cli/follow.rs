@@ -1,31 +1,41 @@
 //! `changes --follow`: the changelog as server-sent events
 //! (`GET /changes/stream`), printed as they come, until Ctrl-C.
 //!
-//! A restore (or a server shutdown) ends the stream. The client reconnects
-//! once at once with `Last-Event-ID` set to the last change it printed; when a
-//! restore has cut the changelog back below that, the server continues from
-//! its new head, so the changes that follow the restore are printed even
-//! where they reuse sequence numbers already shown. (Changes made between the
-//! end of the stream and the reconnect, at positions already shown, are the
-//! one thing this cannot see.) Each resumption is noted on stderr. A
-//! reconnect that fails ends the command with the error.
+//! Each event's id is `<epoch>:<seq>`. When the service is restored to an
+//! earlier checkpoint, the stream sends `event: rewind` (`{"epoch": E,
+//! "after": R}`) and continues with the changes after `R` of the new epoch:
+//! the command says on stderr that what it printed after `R` is void, and
+//! prints the new history from there (with `--json`, a line
+//! `{"rewind":{"epoch":E,"after":R}}` on stdout marks the point too). When
+//! the stream ends (a restart), it reconnects with `Last-Event-ID` set to the
+//! last id it saw, so nothing is missed or repeated; a restore that happened
+//! meanwhile arrives as a rewind. A reconnect that fails ends the command
+//! with the error.
 
 use std::io::{BufRead, BufReader};
 
 use anyhow::Context as _;
+use serde::Deserialize;
 
 use super::http::{parse, Api};
 use super::wire::Change;
-use super::{item, print, text};
+use super::{item, print, rewind_note, text};
+
+/// The data of an `event: rewind`.
+#[derive(Debug, Deserialize, serde::Serialize)]
+struct Rewind {
+    epoch: u64,
+    after: u64,
+}
 
 /// Follows the changelog from `after`; returns only on an error.
 pub fn changes(api: &Api, after: u64, json: bool) -> anyhow::Result<()> {
-    let mut last: Option<u64> = None;
+    let mut last: Option<String> = None;
     let mut reconnect = false;
     loop {
         let headers: Vec<(&str, String)> = last
-            .map(|s| ("last-event-id", s.to_string()))
-            .into_iter()
+            .iter()
+            .map(|id| ("last-event-id", id.clone()))
             .collect();
         let resp = api.get_response(
             &["changes", "stream"],
@@ -34,12 +44,12 @@ pub fn changes(api: &Api, after: u64, json: bool) -> anyhow::Result<()> {
         )?;
         if reconnect {
             eprintln!(
-                "streamforge: the change stream ended (a restore or a restart) and was resumed after {}",
-                last.unwrap_or(after)
+                "streamforge: the change stream ended (a restart) and was resumed after {}",
+                last.as_deref().unwrap_or("0")
             );
         }
         reconnect = true;
-        let mut data = String::new();
+        let (mut data, mut id, mut event) = (String::new(), None::<String>, String::new());
         for line in BufReader::new(resp).lines() {
             let line = match line {
                 Ok(l) => l,
@@ -48,18 +58,33 @@ pub fn changes(api: &Api, after: u64, json: bool) -> anyhow::Result<()> {
             };
             if line.is_empty() {
                 if !data.is_empty() {
-                    let change: Change = parse(&data).context("a server-sent event")?;
-                    last = Some(change.seq);
-                    print(&[item(&change, json, text::change)?])?;
-                    data.clear();
+                    if event == "rewind" {
+                        let r: Rewind = parse(&data).context("a rewind event")?;
+                        eprintln!("{}", rewind_note(r.epoch, r.after));
+                        if json {
+                            print(&[serde_json::json!({ "rewind": r }).to_string()])?;
+                        }
+                    } else {
+                        let change: Change = parse(&data).context("a server-sent event")?;
+                        print(&[item(&change, json, text::change)?])?;
+                    }
+                    if let Some(i) = id.take() {
+                        last = Some(i);
+                    }
                 }
+                data.clear();
+                event.clear();
             } else if let Some(d) = line.strip_prefix("data:") {
                 if !data.is_empty() {
                     data.push('\n');
                 }
                 data.push_str(d.strip_prefix(' ').unwrap_or(d));
+            } else if let Some(v) = line.strip_prefix("id:") {
+                id = Some(v.trim().to_string());
+            } else if let Some(v) = line.strip_prefix("event:") {
+                event = v.trim().to_string();
             }
-            // `id:`, `event:`, `retry:` and `:` comments (heartbeats) need nothing.
+            // `retry:` and `:` comments (heartbeats) need nothing.
         }
     }
 }

@@ -25,8 +25,10 @@ pub enum CallError {
         /// The body (possibly empty).
         body: String,
     },
-    /// The request did not get an answer (connection refused, timeout, ...),
-    /// or the answer was not what API.md says.
+    /// No connection to the service could be made: nothing was sent.
+    Connect(String),
+    /// The request was sent but got no answer (timeout, connection cut),
+    /// or the answer was not what the API describes.
     Transport(String),
 }
 
@@ -43,13 +45,19 @@ impl fmt::Display for CallError {
                 if let Some(i) = p.index {
                     write!(f, " at batch index {i}")?;
                 }
+                if p.status == 401 {
+                    f.write_str(
+                        "; give the service's token with --token or the STREAMFORGE_TOKEN \
+                         environment variable",
+                    )?;
+                }
                 Ok(())
             }
             CallError::Status { status, body } if body.trim().is_empty() => {
                 write!(f, "HTTP {status}")
             }
             CallError::Status { status, body } => write!(f, "HTTP {status}: {}", body.trim()),
-            CallError::Transport(e) => f.write_str(e),
+            CallError::Connect(e) | CallError::Transport(e) => f.write_str(e),
         }
     }
 }
@@ -109,7 +117,15 @@ impl Api {
     pub fn send(&self, rb: RequestBuilder) -> Result<Response, CallError> {
         let resp = rb.send().map_err(|e| {
             let url = e.url().map_or(String::new(), |u| format!(" {u}"));
-            CallError::Transport(format!("request to{url} failed: {}", root_cause(&e)))
+            if e.is_connect() {
+                CallError::Connect(format!(
+                    "cannot connect to{url}: {}; is `streamforge serve` running at that \
+                     address (--url, STREAMFORGE_URL)?",
+                    root_cause(&e)
+                ))
+            } else {
+                CallError::Transport(format!("request to{url} failed: {}", root_cause(&e)))
+            }
         })?;
         if resp.status().is_success() {
             return Ok(resp);

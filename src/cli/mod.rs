@@ -273,7 +273,13 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
                     .iter()
                     .map(|c| item(c, paging.json, text::change))
                     .collect::<anyhow::Result<Vec<_>>>()?;
-                Ok((lines, page.next, page.head))
+                Ok(Fetched {
+                    lines,
+                    next: page.next,
+                    head: page.head,
+                    epoch: page.epoch,
+                    rewound_to: page.rewound_to,
+                })
             })
         }
         ClientCommand::Late { conn, paging } => {
@@ -285,7 +291,13 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
                     .iter()
                     .map(|l| item(l, paging.json, text::late))
                     .collect::<anyhow::Result<Vec<_>>>()?;
-                Ok((lines, page.next, page.head))
+                Ok(Fetched {
+                    lines,
+                    next: page.next,
+                    head: page.head,
+                    epoch: page.epoch,
+                    rewound_to: page.rewound_to,
+                })
             })
         }
         ClientCommand::Results {
@@ -472,46 +484,65 @@ fn item<T: serde::Serialize>(
     })
 }
 
+/// One page as [`pages`] walks it.
+struct Fetched {
+    lines: Vec<String>,
+    next: u64,
+    head: u64,
+    epoch: u64,
+    rewound_to: Option<u64>,
+}
+
 /// Walks `/changes`- or `/late`-style pages from `--after`. `fetch` gets the
-/// query and returns the page's lines, `next` and `head`. Without `--follow`
-/// it stops at the head; with it, it long-polls (`wait_ms=30000`) forever. If
-/// it sees that a restore cut the log back below where it is, it goes on from
-/// the new head (it cannot see a cut that was regrown past its position
-/// before its next poll).
+/// query and returns the page. Without `--follow` it stops at the head;
+/// with it, it long-polls (`wait_ms=30000`) forever. Every page after the
+/// first names the epoch of its position, so a restore in between (or
+/// several) is seen: the server answers from the rewind point, and the
+/// command says plainly that what it printed after that point is void.
 fn pages(
     paging: &Paging,
-    mut fetch: impl FnMut(&[(&str, String)]) -> anyhow::Result<(Vec<String>, u64, u64)>,
+    mut fetch: impl FnMut(&[(&str, String)]) -> anyhow::Result<Fetched>,
 ) -> anyhow::Result<()> {
     let mut after = paging.after;
+    let mut epoch: Option<u64> = None;
     let mut wait = false;
     loop {
         let mut query = vec![
             ("after", after.to_string()),
             ("limit", paging.limit.to_string()),
         ];
+        if let Some(e) = epoch {
+            query.push(("epoch", e.to_string()));
+        }
         if wait {
             query.push(("wait_ms", "30000".to_string()));
         }
-        let (lines, next, head) = fetch(&query)?;
-        print(&lines)?;
-        if !lines.is_empty() {
-            after = next;
+        let page = fetch(&query)?;
+        if let Some(r) = page.rewound_to {
+            eprintln!("{}", rewind_note(page.epoch, r));
+        }
+        epoch = Some(page.epoch);
+        print(&page.lines)?;
+        if !page.lines.is_empty() || page.rewound_to.is_some() {
+            after = page.next;
             wait = false;
-            if paging.follow || next < head {
+            if paging.follow || page.next < page.head {
                 continue;
             }
         }
         if !paging.follow {
             return Ok(());
         }
-        if head < after {
-            eprintln!(
-                "streamforge: the log was cut back to {head} (a restore); following from there"
-            );
-            after = head;
-        }
         wait = true;
     }
+}
+
+/// The note printed when a restore rewound what a command follows.
+pub(crate) fn rewind_note(epoch: u64, after: u64) -> String {
+    format!(
+        "streamforge: the service was restored to an earlier checkpoint (epoch {epoch}): \
+         everything printed after sequence {after} is void; reading again from {after}"
+    )
 }
 
 /// Writes lines to stdout and flushes (followers see each page at once).

@@ -213,6 +213,7 @@ fn batch_error(e: CallError, lines: &[u64]) -> anyhow::Error {
     // A rejection applies nothing; a lost answer leaves it unknown.
     let outcome = match &e {
         CallError::Transport(_) => "may or may not have been applied",
+        CallError::Connect(_) => "was not sent",
         _ => "was not applied",
     };
     anyhow::anyhow!(

@@ -33,6 +33,13 @@ pub struct ChangesPage {
     pub next: u64,
     /// The latest sequence.
     pub head: u64,
+    /// The changelog's epoch (restores so far).
+    #[serde(default)]
+    pub epoch: u64,
+    /// Set when the page was asked for in an older epoch: it starts after
+    /// this sequence, and everything held beyond it is void.
+    #[serde(default)]
+    pub rewound_to: Option<u64>,
 }
 
 /// `GET /late` page.
@@ -44,6 +51,12 @@ pub struct LatePage {
     pub next: u64,
     /// The latest late sequence.
     pub head: u64,
+    /// The late output's epoch (restores so far).
+    #[serde(default)]
+    pub epoch: u64,
+    /// As in [`ChangesPage`].
+    #[serde(default)]
+    pub rewound_to: Option<u64>,
 }
 
 /// `POST /events` answer.

@@ -14,6 +14,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::strict;
+
 /// One event as producers send it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,8 +26,10 @@ pub struct Event {
     /// Grouping key (any string, including the empty one).
     pub key: String,
     /// Event time.
+    #[serde(deserialize_with = "timestamp_field")]
     pub timestamp: i64,
     /// The aggregated value.
+    #[serde(deserialize_with = "value_field")]
     pub value: i64,
 }
 
@@ -44,6 +48,7 @@ pub struct Delivery {
     )]
     pub offset: Option<i64>,
     /// The event.
+    #[serde(deserialize_with = "event_object")]
     pub event: Event,
 }
 
@@ -60,7 +65,7 @@ pub struct DeliveryRef<'a> {
     #[serde(default, deserialize_with = "present_i64")]
     pub offset: Option<i64>,
     /// The event.
-    #[serde(borrow)]
+    #[serde(borrow, deserialize_with = "event_ref_object")]
     pub event: EventRef<'a>,
 }
 
@@ -75,9 +80,30 @@ pub struct EventRef<'a> {
     #[serde(borrow)]
     pub key: Cow<'a, str>,
     /// Event time.
+    #[serde(deserialize_with = "timestamp_field")]
     pub timestamp: i64,
     /// Value.
+    #[serde(deserialize_with = "value_field")]
     pub value: i64,
+}
+
+fn timestamp_field<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    strict::int_field(d, "timestamp")
+}
+
+fn value_field<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    strict::int_field(d, "value")
+}
+
+/// What a delivery's `event` must be.
+const EVENT_OBJECT: &str = "an event object {\"id\", \"key\", \"timestamp\", \"value\"}";
+
+fn event_object<'de, D: Deserializer<'de>>(d: D) -> Result<Event, D::Error> {
+    strict::object(d, EVENT_OBJECT)
+}
+
+fn event_ref_object<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<EventRef<'a>, D::Error> {
+    strict::object(d, EVENT_OBJECT)
 }
 
 fn non_empty_cow<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Cow<'a, str>, D::Error> {
@@ -157,7 +183,7 @@ fn non_empty_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error>
 }
 
 fn present_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    i64::deserialize(d).map(Some)
+    strict::int_field(d, "offset").map(Some)
 }
 
 /// Writes an `i128` as an `i64` when it fits: the same digits, without the

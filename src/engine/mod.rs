@@ -91,5 +91,6 @@ mod late;
 mod live;
 mod num;
 mod sources;
+pub mod strict;
 mod watermark;
 mod window;

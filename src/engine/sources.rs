@@ -236,8 +236,15 @@ impl Sources {
         };
         let consumed = self.consumed(partition);
         let offset = delivery.offset().unwrap_or(consumed + 1);
+        if offset < 0 {
+            return Err(Rejection::OffsetConflict(format!(
+                "offset {offset} is negative: offsets of partition {:?} start at 0 (next offset is {})",
+                delivery.partition(),
+                consumed + 1
+            )));
+        }
         if offset <= consumed {
-            if offset >= 0 {
+            {
                 let rec = self.event(*self.history[partition].get(offset as usize));
                 if rec.id.as_bytes() == id.as_bytes() && same(rec, keys) {
                     return Ok(Resolved::Redelivery);

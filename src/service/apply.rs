@@ -36,7 +36,7 @@ use crate::engine::{
     Address, Change, DeliveryRef, IngestOutcome, LateRecord, Pipeline, Processor, Rejection,
     TickOutcome,
 };
-use crate::store::{self, CheckpointMeta, CommandRow};
+use crate::store::{self, CheckpointMeta, CommandRow, Origin};
 
 use super::parse::Framing;
 use super::{Inner, Log, Metrics, Service, ServiceError};
@@ -516,23 +516,73 @@ impl Service {
         }
     }
 
-    fn checkpoint_locked(&self, inner: &mut Inner) -> Result<CheckpointMeta, ServiceError> {
+    fn checkpoint_locked(
+        &self,
+        inner: &mut Inner,
+        origin: Origin,
+    ) -> Result<CheckpointMeta, ServiceError> {
         let envelope = inner.processor.checkpoint();
+        let late = inner.processor.late_len();
         let meta = {
             let mut w = self.writer();
-            self.base_epoch.fetch_add(1, Ordering::SeqCst);
-            w.checkpoint(&envelope, inner.processor.sequence())
+            self.base_version.fetch_add(1, Ordering::SeqCst);
+            w.checkpoint(&envelope, inner.processor.sequence(), origin)
         }
         .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
         self.log().logged = 0;
         self.metrics.checkpoint_stored(meta.bytes);
+        self.retain(meta.sequence, late);
         Ok(meta)
+    }
+
+    /// Applies the retention policy after a checkpoint that covers change
+    /// `sequence` and `late` late records became the recovery base: old
+    /// automatic checkpoints go, and (when configured) the output pages
+    /// more than the retained count behind the head, never past the base
+    /// (a replay checks its output against them). Failures are logged
+    /// only: nothing acknowledged depends on pruning.
+    fn retain(&self, sequence: u64, late: u64) {
+        let r = self.retention;
+        let heads = *self.heads.borrow();
+        let mut w = self.writer();
+        if let Err(e) = w.prune_checkpoints(r.checkpoints.max(1)) {
+            tracing::warn!(error = %e, "pruning old automatic checkpoints failed");
+        }
+        let through = |head: u64, keep: u64, base: u64| {
+            if keep == 0 {
+                0
+            } else {
+                head.saturating_sub(keep).min(base)
+            }
+        };
+        let changes = through(heads.changes, r.changes, sequence);
+        let late = through(heads.late, r.late, late);
+        if changes > 0 || late > 0 {
+            if let Err(e) = w.prune(changes, late) {
+                tracing::warn!(error = %e, "pruning the output pages failed");
+            }
+        }
     }
 
     /// `POST /checkpoints`: stores a checkpoint of the current state.
     pub fn create_checkpoint(&self) -> Result<CheckpointMeta, ServiceError> {
         let mut g = self.lock_settled()?;
-        self.checkpoint_locked(&mut g)
+        self.checkpoint_locked(&mut g, Origin::User)
+    }
+
+    /// `DELETE /checkpoints/{id}`.
+    pub fn delete_checkpoint(&self, id: i64) -> Result<(), ServiceError> {
+        let found = self
+            .writer()
+            .delete_checkpoint(id)
+            .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
+        if found {
+            Ok(())
+        } else {
+            Err(ServiceError::NotFound(format!(
+                "no checkpoint with id {id}"
+            )))
+        }
     }
 
     /// Called by the checkpointer thread when `checkpoint_every` commands
@@ -547,7 +597,7 @@ impl Service {
     /// changed the recovery base meanwhile (then it is dropped: the base is
     /// newer, and the log still covers everything after it).
     pub(super) fn automatic_checkpoint(&self) {
-        let (snapshot, up_to, logged, epoch) = {
+        let (snapshot, up_to, logged, epoch, late) = {
             let Ok(g) = self.lock_settled() else {
                 return;
             };
@@ -562,8 +612,9 @@ impl Service {
                     return;
                 }
             };
-            let epoch = self.base_epoch.load(Ordering::SeqCst);
-            (g.processor.snapshot(), up_to, logged, epoch)
+            let epoch = self.base_version.load(Ordering::SeqCst);
+            let late = g.processor.late_len();
+            (g.processor.snapshot(), up_to, logged, epoch, late)
         };
         let envelope = snapshot.checkpoint();
         let sequence = snapshot.sequence();
@@ -574,6 +625,7 @@ impl Service {
                 log.logged = log.logged.saturating_sub(logged);
                 drop(log);
                 self.metrics.checkpoint_stored(meta.bytes);
+                self.retain(meta.sequence, late);
             }
             // a restore or another checkpoint moved the base meanwhile
             Ok(None) => {}
@@ -607,11 +659,11 @@ impl Service {
         };
         let sha256 = crate::store::sha256_hex(envelope);
         let mut w = self.writer();
-        if self.base_epoch.load(Ordering::SeqCst) != epoch {
+        if self.base_version.load(Ordering::SeqCst) != epoch {
             w.drop_pieces(staging)?;
             return Ok(None);
         }
-        self.base_epoch.fetch_add(1, Ordering::SeqCst);
+        self.base_version.fetch_add(1, Ordering::SeqCst);
         w.link_checkpoint(staging, sha256, envelope.len(), sequence, up_to)
             .map(Some)
     }
@@ -623,7 +675,7 @@ impl Service {
         if self.log().logged == 0 {
             return Ok(None);
         }
-        self.checkpoint_locked(&mut g).map(Some)
+        self.checkpoint_locked(&mut g, Origin::Auto).map(Some)
     }
 
     /// `POST /restore` and `POST /checkpoints/{id}/restore`.
@@ -645,9 +697,9 @@ impl Service {
             }
         }
         let inner = &mut *g;
-        {
+        let epoch = {
             let mut w = self.writer();
-            self.base_epoch.fetch_add(1, Ordering::SeqCst);
+            self.base_version.fetch_add(1, Ordering::SeqCst);
             w.restore(id, &envelope, processor.sequence(), &late)
         }
         .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
@@ -657,6 +709,7 @@ impl Service {
             watermark: processor.watermark(),
         };
         inner.processor = processor;
+        inner.epoch = epoch;
         inner.broken = false;
         {
             let mut log = self.log();
@@ -667,7 +720,7 @@ impl Service {
         self.heads.send_modify(|h| {
             h.changes = out.sequence;
             h.late = out.late;
-            h.epoch += 1;
+            h.epoch = epoch;
         });
         Ok(out)
     }

@@ -17,6 +17,15 @@ pub enum ServiceError {
     Unavailable(String),
     /// No such checkpoint.
     NotFound(String),
+    /// Well-formed but unusable (an epoch ahead of the current one).
+    Invalid(String),
+    /// The records asked for were pruned by the retention policy.
+    Gone {
+        /// What is missing and how to resync.
+        detail: String,
+        /// The earliest sequence still held.
+        earliest: u64,
+    },
 }
 
 impl fmt::Display for ServiceError {
@@ -26,6 +35,8 @@ impl fmt::Display for ServiceError {
             ServiceError::BatchRejected(r) => write!(f, "{r}"),
             ServiceError::Unavailable(s) => write!(f, "unavailable: {s}"),
             ServiceError::NotFound(s) => write!(f, "not found: {s}"),
+            ServiceError::Invalid(s) => write!(f, "invalid request: {s}"),
+            ServiceError::Gone { detail, .. } => write!(f, "gone: {detail}"),
         }
     }
 }

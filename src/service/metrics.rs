@@ -112,8 +112,8 @@ impl Metrics {
             .observe(LATENCY_BUCKETS, seconds);
     }
 
-    /// The Prometheus text exposition. `gauges` are `(name, help, value)`.
-    pub fn render(&self, gauges: &[(&str, &str, f64)]) -> String {
+    /// The Prometheus text exposition, with the current state's `gauges`.
+    pub fn render(&self, gauges: &[Gauge]) -> String {
         let mut out = String::new();
         let counters: [(&str, &str, &AtomicU64); 11] = [
             (
@@ -184,8 +184,19 @@ impl Metrics {
                 c.load(Ordering::Relaxed)
             );
         }
-        for (name, help, v) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        for g in gauges {
+            let _ = writeln!(out, "# HELP {} {}\n# TYPE {} gauge", g.name, g.help, g.name);
+            for (labels, v) in &g.samples {
+                match labels {
+                    None => {
+                        let _ = writeln!(out, "{} {v}", g.name);
+                    }
+                    Some((label, value)) => {
+                        let _ =
+                            writeln!(out, "{}{{{label}=\"{}\"}} {v}", g.name, escape_label(value));
+                    }
+                }
+            }
         }
         let name = "streamforge_checkpoint_size_bytes";
         let _ = writeln!(
@@ -199,12 +210,39 @@ impl Metrics {
             "# HELP {name} HTTP request latency by route and status.\n# TYPE {name} histogram"
         );
         for ((route, status), h) in lock(&self.latency).iter() {
-            let labels = format!(
-                "route=\"{}\",status=\"{status}\"",
-                route.replace('\\', "\\\\").replace('"', "\\\"")
-            );
+            let labels = format!("route=\"{}\",status=\"{status}\"", escape_label(route));
             h.render(&mut out, name, &labels, LATENCY_BUCKETS);
         }
         out
     }
+}
+
+/// A gauge of the current state: one sample, or one per label value
+/// (none when it has no value now, such as a watermark not yet reached).
+#[derive(Debug, Clone)]
+pub struct Gauge {
+    /// Metric name.
+    pub name: &'static str,
+    /// Its `# HELP` text.
+    pub help: &'static str,
+    /// `(label name and value, sample)`.
+    pub samples: Vec<(Option<(&'static str, String)>, f64)>,
+}
+
+impl Gauge {
+    /// A gauge with one unlabelled sample.
+    pub fn one(name: &'static str, help: &'static str, v: f64) -> Gauge {
+        Gauge {
+            name,
+            help,
+            samples: vec![(None, v)],
+        }
+    }
+}
+
+/// A label value with `\\`, `"` and newlines escaped (the text format).
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

@@ -30,11 +30,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use tokio::sync::watch;
 
 use crate::engine::{PartitionStatus, Pipeline, Processor, WindowResult};
-use crate::store::{self, CheckpointMeta, Page, Reader, WalCheckpointer, Writer};
+use crate::store::{
+    self, CheckpointMeta, Page, PageRefusal, Reader, Stream, WalCheckpointer, Writer,
+};
 
 pub use apply::{IngestAnswer, RestoreOutcome, RestoreSource, TickAnswer};
 pub use error::{ServiceError, StartError};
-pub use metrics::Metrics;
+pub use metrics::{Gauge, Metrics};
 
 /// Sequences the readers wait on, published after every commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,7 +45,7 @@ pub struct Heads {
     pub changes: u64,
     /// Latest late-record sequence.
     pub late: u64,
-    /// Incremented by every restore (open change streams end on it).
+    /// The durable epoch: restores so far (open streams rewind on it).
     pub epoch: u64,
     /// Set when the server begins a graceful shutdown.
     pub shutdown: bool,
@@ -60,8 +62,53 @@ pub struct Status {
     pub late: u64,
     /// Number of live buckets.
     pub live_buckets: usize,
+    /// Restores so far.
+    pub epoch: u64,
     /// Every partition, sorted by name.
     pub partitions: Vec<PartitionStatus>,
+}
+
+/// What recovery at start did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recovery {
+    /// Logged calls replayed after the recovery base.
+    pub replayed: u64,
+    /// Wall time from opening the database to the recovered processor.
+    pub seconds: f64,
+}
+
+/// `GET /results`: the visible rows of one state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Results {
+    /// Visible rows in address order (filtered).
+    pub rows: Vec<WindowResult>,
+    /// Global watermark.
+    pub watermark: Option<i64>,
+    /// The change sequence of the state shown.
+    pub sequence: u64,
+    /// Its epoch.
+    pub epoch: u64,
+}
+
+/// Storage retention (see `apply`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Automatic checkpoints kept (the newest ones; at least 1).
+    pub checkpoints: usize,
+    /// Changes kept behind the head, at least (0: keep every change).
+    pub changes: u64,
+    /// Late records kept behind the head, at least (0: keep them all).
+    pub late: u64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            checkpoints: 3,
+            changes: 0,
+            late: 0,
+        }
+    }
 }
 
 /// How to start the service.
@@ -76,6 +123,8 @@ pub struct Options {
     pub pipeline_explicit: bool,
     /// Logged commands between automatic checkpoints (0: never).
     pub checkpoint_every: u64,
+    /// What is kept of old checkpoints and output pages.
+    pub retention: Retention,
     /// Where to count.
     pub metrics: Arc<Metrics>,
 }
@@ -86,6 +135,9 @@ struct Inner {
     processor: Processor,
     /// The last ticket given to an applied call.
     ticket: u64,
+    /// The durable epoch (restores so far); changed only by a restore,
+    /// under this lock, so it always belongs to `processor`.
+    epoch: u64,
     /// The processor may not match the store (a storage failure whose
     /// rebuild failed, or a panic in the critical section): rebuild first.
     broken: bool,
@@ -132,12 +184,14 @@ pub struct Service {
     /// checkpoint or a restore. The automatic checkpointer, which serializes
     /// outside the processor lock, stores its checkpoint only if no other
     /// base change happened since its snapshot.
-    base_epoch: std::sync::atomic::AtomicU64,
+    base_version: std::sync::atomic::AtomicU64,
     heads: watch::Sender<Heads>,
     readers: Mutex<Vec<Reader>>,
     db: PathBuf,
     pipeline: Pipeline,
     checkpoint_every: u64,
+    retention: Retention,
+    recovery: Recovery,
     checkpoint_due: SyncSender<()>,
     healthy: AtomicBool,
     /// The service's metrics (shared with the api's request observer).
@@ -145,41 +199,70 @@ pub struct Service {
 }
 
 impl Service {
+    /// Checks, before anything is served, that the database opens and
+    /// holds a pipeline `opts` accepts (the quick part of [`Service::open`],
+    /// so that a refused database never looks like a starting server).
+    pub fn preflight(opts: &Options) -> Result<(), StartError> {
+        let mut writer = Writer::open(&opts.db)
+            .map_err(|e| StartError(format!("database {}: cannot open: {e}", opts.db.display())))?;
+        Self::resolve_pipeline(&mut writer, opts).map(drop)
+    }
+
+    /// The pipeline the database serves: its own, or `opts.pipeline` for a
+    /// fresh one (then stored); a non-equivalent explicit one is refused.
+    fn resolve_pipeline(writer: &mut Writer, opts: &Options) -> Result<Pipeline, StartError> {
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            StartError(format!("database {}: {what}: {e}", opts.db.display()))
+        };
+        Ok(
+            match writer.pipeline().map_err(|e| fail("cannot read", &e))? {
+                None => {
+                    writer
+                        .set_pipeline(&opts.pipeline.to_json())
+                        .map_err(|e| fail("cannot initialize", &e))?;
+                    opts.pipeline.clone()
+                }
+                Some(json) => {
+                    let stored = Pipeline::from_json(json.as_bytes())
+                        .map_err(|e| fail("the stored pipeline is unreadable", &e))?;
+                    if opts.pipeline_explicit && !stored.equivalent(&opts.pipeline) {
+                        return Err(StartError(format!(
+                            "database {} holds the pipeline {stored}, which is not equivalent to \
+                         the --pipeline given ({}); refusing to start (use another --db, or \
+                         omit --pipeline to resume the stored one)",
+                            opts.db.display(),
+                            opts.pipeline
+                        )));
+                    }
+                    stored
+                }
+            },
+        )
+    }
+
     /// Opens the database, checks the pipeline and recovers the processor
     /// (recovery base + replay). Starts the automatic-checkpoint thread.
     pub fn open(opts: Options) -> Result<Arc<Service>, StartError> {
         let fail = |what: &str, e: &dyn std::fmt::Display| {
             StartError(format!("database {}: {what}: {e}", opts.db.display()))
         };
+        // The service's one monotonic clock read: how long recovery took.
+        #[allow(clippy::disallowed_methods)]
+        let started = std::time::Instant::now();
         let mut writer = Writer::open(&opts.db).map_err(|e| fail("cannot open", &e))?;
-        let pipeline = match writer.pipeline().map_err(|e| fail("cannot read", &e))? {
-            None => {
-                writer
-                    .set_pipeline(&opts.pipeline.to_json())
-                    .map_err(|e| fail("cannot initialize", &e))?;
-                opts.pipeline.clone()
-            }
-            Some(json) => {
-                let stored = Pipeline::from_json(json.as_bytes())
-                    .map_err(|e| fail("the stored pipeline is unreadable", &e))?;
-                if opts.pipeline_explicit && !stored.equivalent(&opts.pipeline) {
-                    return Err(StartError(format!(
-                        "database {} holds the pipeline {stored}, which is not equivalent to \
-                         the --pipeline given ({}); refusing to start (use another --db, or \
-                         omit --pipeline to resume the stored one)",
-                        opts.db.display(),
-                        opts.pipeline
-                    )));
-                }
-                stored
-            }
-        };
+        let pipeline = Self::resolve_pipeline(&mut writer, &opts)?;
         let (processor, logged) = recover::replay(&writer, &opts.db, &pipeline)
             .map_err(|e| fail("recovery failed", &e))?;
+        let recovery = Recovery {
+            replayed: logged,
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        let epoch = writer.epoch().map_err(|e| fail("cannot read", &e))?;
         let heads = Heads {
             changes: processor.sequence(),
             late: processor.late_len(),
-            ..Heads::default()
+            epoch,
+            shutdown: false,
         };
         let reader = Reader::open(&opts.db).map_err(|e| fail("cannot open a reader", &e))?;
         let (tx, rx) = sync_channel::<()>(1);
@@ -187,6 +270,7 @@ impl Service {
             inner: Mutex::new(Inner {
                 processor,
                 ticket: 0,
+                epoch,
                 broken: false,
             }),
             turns: Turnstile::default(),
@@ -202,12 +286,14 @@ impl Service {
             wal: WalCheckpointer::start(&opts.db)
                 .map_err(|e| fail("cannot start the WAL checkpointer", &e))?,
             wal_bytes: std::sync::atomic::AtomicU64::new(0),
-            base_epoch: std::sync::atomic::AtomicU64::new(0),
+            base_version: std::sync::atomic::AtomicU64::new(0),
             heads: watch::Sender::new(heads),
             readers: Mutex::new(vec![reader]),
             db: opts.db.clone(),
             pipeline,
             checkpoint_every: opts.checkpoint_every,
+            retention: opts.retention,
+            recovery,
             checkpoint_due: tx,
             healthy: AtomicBool::new(true),
             metrics: opts.metrics.clone(),
@@ -290,6 +376,11 @@ impl Service {
         &self.pipeline
     }
 
+    /// What recovery at start did.
+    pub fn recovery(&self) -> Recovery {
+        self.recovery
+    }
+
     /// The database file.
     pub fn db_path(&self) -> &Path {
         &self.db
@@ -310,14 +401,20 @@ impl Service {
         self.heads.send_modify(|h| h.shutdown = true);
     }
 
-    /// The visible rows (optionally filtered) and the watermark.
+    /// The visible rows (optionally filtered), with the watermark,
+    /// sequence and epoch of the state they belong to.
     pub fn results(
         &self,
         window: Option<&str>,
         key: Option<&str>,
-    ) -> Result<(Vec<WindowResult>, Option<i64>), ServiceError> {
+    ) -> Result<Results, ServiceError> {
         let g = self.lock_settled()?;
-        Ok((g.processor.results(window, key), g.processor.watermark()))
+        Ok(Results {
+            rows: g.processor.results(window, key),
+            watermark: g.processor.watermark(),
+            sequence: g.processor.sequence(),
+            epoch: g.epoch,
+        })
     }
 
     /// `GET /status`.
@@ -329,18 +426,41 @@ impl Service {
             sequence: p.sequence(),
             late: p.late_len(),
             live_buckets: p.live_buckets(),
+            epoch: g.epoch,
             partitions: p.partitions(),
         })
     }
 
-    /// A page of the changelog and its head (from the store).
-    pub fn changes_page(&self, after: u64, limit: u32) -> Result<Page, ServiceError> {
-        self.with_reader(|r| r.changes_page(after, limit))
-    }
-
-    /// A page of the late output and its head (from the store).
-    pub fn late_page(&self, after: u64, limit: u32) -> Result<Page, ServiceError> {
-        self.with_reader(|r| r.late_page(after, limit))
+    /// A page of an output stream (from the store): the records after
+    /// `after`, its head and epoch. With `epoch` older than the current one
+    /// the page starts at the rewind point (see [`store::Reader::page`]); a
+    /// future epoch is `InvalidRequest`, a pruned start `Gone`.
+    pub fn page(
+        &self,
+        stream: Stream,
+        after: u64,
+        limit: u32,
+        epoch: Option<u64>,
+    ) -> Result<Page, ServiceError> {
+        match self.with_reader(|r| r.page(stream, after, limit, epoch))? {
+            Ok(page) => Ok(page),
+            Err(PageRefusal::FutureEpoch { asked, current }) => Err(ServiceError::Invalid(
+                format!("epoch {asked} is ahead of the current epoch {current}"),
+            )),
+            Err(PageRefusal::Pruned { after, earliest }) => Err(ServiceError::Gone {
+                detail: format!(
+                    "the {} up to sequence {} were pruned by the retention policy (asked for \
+                     the ones after {after}); the earliest still held is {earliest}: resync \
+                     from GET /results, then follow from its sequence",
+                    match stream {
+                        Stream::Changes => "changes",
+                        Stream::Late => "late records",
+                    },
+                    earliest - 1
+                ),
+                earliest,
+            }),
+        }
     }
 
     /// Stored checkpoints, newest first.
@@ -360,33 +480,69 @@ impl Service {
         let logged = self.log().logged;
         let g = self.lock();
         let p = &g.processor;
+        let parts = p.partitions();
+        let per = |f: &dyn Fn(&PartitionStatus) -> Option<f64>| -> Vec<_> {
+            parts
+                .iter()
+                .filter_map(|s| f(s).map(|v| (Some(("partition", s.name.clone())), v)))
+                .collect()
+        };
         let gauges = [
-            (
+            Gauge::one(
                 "streamforge_sequence",
                 "Latest change sequence.",
                 heads.changes as f64,
             ),
-            (
+            Gauge::one(
                 "streamforge_late_records",
                 "Late records in the late output.",
                 heads.late as f64,
             ),
-            (
+            Gauge::one(
+                "streamforge_epoch",
+                "Restores so far (the output streams' epoch).",
+                g.epoch as f64,
+            ),
+            Gauge {
+                name: "streamforge_watermark",
+                help: "The global watermark (no sample until there is one).",
+                samples: p
+                    .watermark()
+                    .map(|w| (None, w as f64))
+                    .into_iter()
+                    .collect(),
+            },
+            Gauge {
+                name: "streamforge_partition_offset",
+                help: "Consumed offset of each partition (-1: nothing consumed yet).",
+                samples: per(&|s| Some(s.offset as f64)),
+            },
+            Gauge {
+                name: "streamforge_partition_progress",
+                help: "Reported watermark progress of each partition (no sample until it reports).",
+                samples: per(&|s| s.progress.map(|v| v as f64)),
+            },
+            Gauge {
+                name: "streamforge_partition_idle",
+                help: "1 when the partition is marked idle (it then holds no watermark back).",
+                samples: per(&|s| Some(f64::from(u8::from(s.idle)))),
+            },
+            Gauge::one(
                 "streamforge_live_buckets",
                 "Live buckets.",
                 p.live_buckets() as f64,
             ),
-            (
+            Gauge::one(
                 "streamforge_logged_commands",
                 "Commands logged since the last checkpoint or restore.",
                 logged as f64,
             ),
-            (
+            Gauge::one(
                 "streamforge_waiters",
                 "Open long polls and change streams waiting for new output.",
                 self.heads.receiver_count() as f64,
             ),
-            (
+            Gauge::one(
                 "streamforge_ready",
                 "1 when the processor matches the store.",
                 f64::from(u8::from(self.is_ready())),

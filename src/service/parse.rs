@@ -9,6 +9,7 @@ use std::fmt;
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde::Deserializer;
 
+use crate::engine::strict::{self, ObjectSeed};
 use crate::engine::DeliveryRef;
 
 /// How a body is framed.
@@ -74,11 +75,9 @@ pub fn deliveries(body: &[u8], framing: Framing) -> Result<Parsed<'_>, ParseErro
                     continue;
                 }
                 let i = items.len();
-                let d = serde_json::from_slice::<DeliveryRef<'_>>(line).map_err(|e| {
-                    ParseError::Malformed {
-                        message: format!("line {}: {e}", n + 1),
-                        index: Some(i),
-                    }
+                let d = one_delivery(line).map_err(|e| ParseError::Malformed {
+                    message: format!("line {}{}", n + 1, located(&e)),
+                    index: Some(i),
                 })?;
                 items.push(d);
             }
@@ -87,11 +86,18 @@ pub fn deliveries(body: &[u8], framing: Framing) -> Result<Parsed<'_>, ParseErro
         Framing::Json => {
             let first = body.iter().find(|b| !b.is_ascii_whitespace());
             if first != Some(&b'[') {
-                let d = serde_json::from_slice::<DeliveryRef<'_>>(body).map_err(|e| {
-                    ParseError::Malformed {
-                        message: format!("invalid delivery: {e}"),
-                        index: None,
-                    }
+                let d = one_delivery(body).map_err(|e| ParseError::Malformed {
+                    message: if is_trailing(&e) {
+                        format!(
+                            "the body holds more than one JSON value{}; to send one delivery \
+                             per line (NDJSON), set Content-Type: application/x-ndjson \
+                             (or application/ndjson, application/jsonl)",
+                            located(&e)
+                        )
+                    } else {
+                        format!("invalid delivery{}", located(&e))
+                    },
+                    index: None,
                 })?;
                 return Ok(Parsed {
                     items: vec![d],
@@ -104,7 +110,16 @@ pub fn deliveries(body: &[u8], framing: Framing) -> Result<Parsed<'_>, ParseErro
                 .deserialize(&mut de)
                 .and_then(|v| de.end().map(|()| v))
                 .map_err(|e| ParseError::Malformed {
-                    message: format!("delivery {}: {e}", at.get()),
+                    message: if is_trailing(&e) {
+                        format!(
+                            "the body holds more than one JSON value{}; to send one delivery \
+                             per line (NDJSON), set Content-Type: application/x-ndjson \
+                             (or application/ndjson, application/jsonl)",
+                            located(&e)
+                        )
+                    } else {
+                        format!("delivery {}{}", at.get(), located(&e))
+                    },
                     index: Some(at.get()),
                 })?
         }
@@ -113,6 +128,38 @@ pub fn deliveries(body: &[u8], framing: Framing) -> Result<Parsed<'_>, ParseErro
         return Err(ParseError::Empty);
     }
     Ok(Parsed { items, batch: true })
+}
+
+/// What a delivery must be, as error messages say it.
+const DELIVERY_OBJECT: &str = "a delivery object {\"partition\", \"offset\" (optional), \"event\"}";
+
+/// One delivery: exactly one JSON object.
+fn one_delivery(text: &[u8]) -> Result<DeliveryRef<'_>, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let d = strict::object(&mut de, DELIVERY_OBJECT)?;
+    de.end()?;
+    Ok(d)
+}
+
+/// Whether a JSON error is "trailing characters" (more than one value).
+fn is_trailing(e: &serde_json::Error) -> bool {
+    e.is_syntax() && e.to_string().starts_with("trailing characters")
+}
+
+/// `": <what> (column C)"` from serde_json's "<what> at line L column C"
+/// (the line is the caller's to name: NDJSON counts lines of the body, a
+/// JSON body has its own).
+fn located(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    let what = full.strip_suffix(&suffix).unwrap_or(&full);
+    if e.line() == 0 {
+        format!(": {what}")
+    } else if e.line() == 1 {
+        format!(", column {}: {what}", e.column())
+    } else {
+        format!(", line {} column {}: {what}", e.line(), e.column())
+    }
 }
 
 /// Deserializes a JSON array of deliveries, recording the index being read
@@ -135,7 +182,7 @@ impl<'de> Visitor<'de> for BatchSeed<'_> {
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
         loop {
             self.0.set(out.len());
-            match seq.next_element::<DeliveryRef<'de>>()? {
+            match seq.next_element_seed(ObjectSeed::<DeliveryRef<'de>>::new(DELIVERY_OBJECT))? {
                 Some(d) => out.push(d),
                 None => return Ok(out),
             }

@@ -74,6 +74,25 @@ pub(super) fn envelope_by_id(conn: &rusqlite::Connection, id: i64) -> Result<Opt
     Ok(Some(out))
 }
 
+/// Who asked for a checkpoint (its retention).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A client (`POST /checkpoints`): kept until deleted.
+    User,
+    /// The service (automatic and shutdown checkpoints): only the newest
+    /// few are kept ([`Writer::prune_checkpoints`]).
+    Auto,
+}
+
+impl Origin {
+    fn as_str(self) -> &'static str {
+        match self {
+            Origin::User => "user",
+            Origin::Auto => "auto",
+        }
+    }
+}
+
 /// How a checkpoint's envelope is stored.
 enum Stored<'a> {
     /// In the checkpoint row.
@@ -85,8 +104,13 @@ enum Stored<'a> {
 impl Writer {
     /// Stores `envelope` (change sequence `sequence`) as a checkpoint and the
     /// new recovery base, and deletes the command log it covers.
-    pub fn checkpoint(&mut self, envelope: &[u8], sequence: u64) -> Result<CheckpointMeta> {
-        self.checkpoint_upto(envelope, sequence, None)
+    pub fn checkpoint(
+        &mut self,
+        envelope: &[u8],
+        sequence: u64,
+        origin: Origin,
+    ) -> Result<CheckpointMeta> {
+        self.store_checkpoint(Stored::Inline(envelope), sequence, None, origin)
     }
 
     /// The id of the last logged command (0 when the log is empty).
@@ -101,20 +125,12 @@ impl Writer {
     /// Stores a checkpoint that covers the logged commands up to `up_to`
     /// (all of them with `None`) and makes it the recovery base, removing
     /// the commands it covers, in one transaction.
-    pub fn checkpoint_upto(
-        &mut self,
-        envelope: &[u8],
-        sequence: u64,
-        up_to: Option<i64>,
-    ) -> Result<CheckpointMeta> {
-        self.store_checkpoint(Stored::Inline(envelope), sequence, up_to)
-    }
-
     fn store_checkpoint(
         &mut self,
         stored: Stored<'_>,
         sequence: u64,
         up_to: Option<i64>,
+        origin: Origin,
     ) -> Result<CheckpointMeta> {
         let (envelope, pieces_from, sha256, bytes) = match stored {
             Stored::Inline(e) => (e, None, sha256_hex(e), e.len()),
@@ -127,9 +143,9 @@ impl Writer {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (checkpoint)")?;
         tx.execute(
-            "INSERT INTO checkpoints (sequence, sha256, bytes, created_at, envelope, pieces_from)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![seq, sha256, bytes as i64, created_at, envelope, pieces_from],
+            "INSERT INTO checkpoints (sequence, sha256, bytes, created_at, envelope, pieces_from, origin)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![seq, sha256, bytes as i64, created_at, envelope, pieces_from, origin.as_str()],
         )
         .op("INSERT checkpoints")?;
         let id = tx.last_insert_rowid();
@@ -221,7 +237,50 @@ impl Writer {
             Stored::Pieces(staging, sha256, bytes),
             sequence,
             Some(up_to),
+            Origin::Auto,
         )
+    }
+
+    /// Deletes checkpoint `id` (its row and its pieces). If it is the
+    /// recovery base, its envelope is first copied into the base, so that
+    /// recovery keeps working. False when there is no such checkpoint.
+    pub fn delete_checkpoint(&mut self, id: i64) -> Result<bool> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .op("BEGIN IMMEDIATE (delete checkpoint)")?;
+        let found = delete_in(&tx, id)?;
+        tx.commit().op("COMMIT (delete checkpoint)")?;
+        Ok(found)
+    }
+
+    /// Keeps the newest `keep` automatic checkpoints and deletes the older
+    /// ones, except the recovery base. Returns how many were deleted.
+    pub fn prune_checkpoints(&mut self, keep: usize) -> Result<usize> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .op("BEGIN IMMEDIATE (prune checkpoints)")?;
+        let old: Vec<i64> = {
+            let mut st = tx
+                .prepare(
+                    "SELECT id FROM checkpoints WHERE origin = 'auto'
+                       AND id IS NOT (SELECT checkpoint_id FROM recovery_base WHERE id = 1)
+                       AND id NOT IN (SELECT id FROM checkpoints WHERE origin = 'auto'
+                                      ORDER BY id DESC LIMIT ?1)",
+                )
+                .op("prepare SELECT old checkpoints")?;
+            let rows = st
+                .query_map([i64::try_from(keep).unwrap_or(i64::MAX)], |r| r.get(0))
+                .op("SELECT old checkpoints")?;
+            rows.collect::<std::result::Result<_, _>>()
+                .op("SELECT old checkpoints (row)")?
+        };
+        for id in &old {
+            delete_in(&tx, *id)?;
+        }
+        tx.commit().op("COMMIT (prune checkpoints)")?;
+        Ok(old.len())
     }
 
     /// Deletes staged pieces that will not be linked.
@@ -251,6 +310,36 @@ impl Writer {
     pub fn checkpoint_envelope(&self, id: i64) -> Result<Option<Vec<u8>>> {
         envelope_by_id(&self.conn, id)
     }
+}
+
+/// Deletes checkpoint `id` inside `tx` (see [`Writer::delete_checkpoint`]).
+fn delete_in(tx: &rusqlite::Transaction<'_>, id: i64) -> Result<bool> {
+    let base: Option<Option<i64>> = tx
+        .query_row(
+            "SELECT checkpoint_id FROM recovery_base WHERE id = 1",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .op("SELECT recovery_base.checkpoint_id")?;
+    if base.flatten() == Some(id) {
+        let envelope = envelope_by_id(tx, id)?.unwrap_or_default();
+        tx.execute(
+            "UPDATE recovery_base SET checkpoint_id = NULL, envelope = ?1 WHERE id = 1",
+            [envelope],
+        )
+        .op("UPDATE recovery_base (inline)")?;
+    }
+    tx.execute(
+        "DELETE FROM checkpoint_pieces WHERE staging =
+           (SELECT pieces_from FROM checkpoints WHERE id = ?1)",
+        [id],
+    )
+    .op("DELETE FROM checkpoint_pieces (delete)")?;
+    let n = tx
+        .execute("DELETE FROM checkpoints WHERE id = ?1", [id])
+        .op("DELETE FROM checkpoints")?;
+    Ok(n > 0)
 }
 
 impl Reader {

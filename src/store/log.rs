@@ -31,6 +31,69 @@ pub struct Page {
     pub rows: Vec<(u64, String)>,
     /// The latest sequence.
     pub head: u64,
+    /// The stream's epoch (restores that cut it back so far).
+    pub epoch: u64,
+    /// The page was asked for in an older epoch: it starts after this
+    /// sequence instead (see [`Reader::page`]).
+    pub rewound_to: Option<u64>,
+    /// The sequence the page starts after (`after`, or `rewound_to`).
+    pub after: u64,
+}
+
+/// Why a page cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PageRefusal {
+    /// The request names an epoch the stream has not reached.
+    FutureEpoch {
+        /// The epoch asked for.
+        asked: u64,
+        /// The stream's epoch.
+        current: u64,
+    },
+    /// The page would start inside the pruned range.
+    Pruned {
+        /// The sequence the page would start after.
+        after: u64,
+        /// The earliest sequence still held.
+        earliest: u64,
+    },
+}
+
+/// The output streams, as named in the `restores` and `pruned` tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// The changelog.
+    Changes,
+    /// The late output.
+    Late,
+}
+
+impl Stream {
+    /// The stream's name in the tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Changes => "changes",
+            Stream::Late => "late",
+        }
+    }
+}
+
+/// The stream's epoch: the number of restores that cut it back.
+fn epoch_of(conn: &rusqlite::Connection, stream: Stream) -> Result<u64> {
+    conn.prepare_cached("SELECT coalesce(max(epoch), 0) FROM restores WHERE stream = ?1")
+        .op("prepare SELECT epoch")?
+        .query_row([stream.name()], |r| r.get::<_, i64>(0))
+        .op("SELECT epoch")
+        .map(|e| e.max(0) as u64)
+}
+
+/// The last pruned sequence of a stream (0 when nothing was pruned).
+fn pruned_through(conn: &rusqlite::Connection, stream: Stream) -> Result<u64> {
+    conn.prepare_cached("SELECT coalesce((SELECT through FROM pruned WHERE stream = ?1), 0)")
+        .op("prepare SELECT pruned")?
+        .query_row([stream.name()], |r| r.get::<_, i64>(0))
+        .op("SELECT pruned")
+        .map(|e| e.max(0) as u64)
 }
 
 fn seq_i64(seq: u64) -> Result<i64> {
@@ -146,22 +209,53 @@ impl Writer {
         }))
     }
 
+    /// The epoch of the window engine's streams (changes and late output
+    /// are cut back together, so they share it).
+    pub fn epoch(&self) -> Result<u64> {
+        epoch_of(&self.conn, Stream::Changes)
+    }
+
     /// Makes a restored envelope the recovery base, in one transaction: the
-    /// command log is cleared, changes after `sequence` are deleted and the
-    /// late table becomes exactly `late`. `checkpoint_id` names a stored
-    /// checkpoint (restore by id); otherwise the envelope is kept inline.
+    /// command log is cleared, changes after `sequence` are deleted, the
+    /// late table becomes exactly `late`, and both streams enter the next
+    /// epoch (returned), with their cut-back points recorded.
+    /// `checkpoint_id` names a stored checkpoint (restore by id); otherwise
+    /// the envelope is kept inline.
     pub fn restore(
         &mut self,
         checkpoint_id: Option<i64>,
         envelope: &[u8],
         sequence: u64,
         late: &[LateRecord],
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (restore)")?;
         let seq = seq_i64(sequence)?;
+        let epoch = epoch_of(&tx, Stream::Changes)? + 1;
+        {
+            let mut st = tx
+                .prepare_cached("INSERT INTO restores (stream, epoch, cut) VALUES (?1, ?2, ?3)")
+                .op("prepare INSERT restores")?;
+            st.execute(params![Stream::Changes.name(), seq_i64(epoch)?, seq])
+                .op("INSERT restores (changes)")?;
+            st.execute(params![
+                Stream::Late.name(),
+                seq_i64(epoch)?,
+                seq_i64(late.len() as u64)?
+            ])
+            .op("INSERT restores (late)")?;
+        }
+        // Pruned changes stay pruned; the ones after the cut are gone and
+        // will be issued again. The late output is rewritten whole.
+        tx.execute(
+            "UPDATE pruned SET through = min(through, ?1) WHERE stream = 'changes'",
+            [seq],
+        )
+        .op("UPDATE pruned (restore)")?;
+        tx.execute("DELETE FROM pruned WHERE stream = 'late'", [])
+            .op("DELETE FROM pruned (restore)")?;
         match checkpoint_id {
             Some(id) => tx.execute(
                 "INSERT OR REPLACE INTO recovery_base (id, checkpoint_id, envelope, sequence)
@@ -224,7 +318,63 @@ impl Writer {
                     .op("INSERT late")?;
             }
         }
-        tx.commit().op("COMMIT (restore)")
+        tx.commit().op("COMMIT (restore)")?;
+        Ok(epoch)
+    }
+
+    /// Retention of the output pages: deletes the changes up to
+    /// `changes_through` (whole chunks only: a chunk that ends later is
+    /// kept) and the late records up to `late_through`, and records what
+    /// was pruned. Callers pass bounds at or below the recovery base, so a
+    /// replay never needs what is pruned. Returns what is pruned now.
+    pub fn prune(&mut self, changes_through: u64, late_through: u64) -> Result<(u64, u64)> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .op("BEGIN IMMEDIATE (prune)")?;
+        let c: Option<i64> = tx
+            .query_row(
+                "SELECT max(coalesce(last_seq, seq)) FROM changes WHERE coalesce(last_seq, seq) <= ?1",
+                [seq_i64(changes_through)?],
+                |r| r.get(0),
+            )
+            .op("SELECT prunable changes")?;
+        if let Some(c) = c {
+            tx.execute(
+                "DELETE FROM changes WHERE coalesce(last_seq, seq) <= ?1",
+                [c],
+            )
+            .op("DELETE FROM changes (prune)")?;
+            tx.execute(
+                "INSERT INTO pruned (stream, through) VALUES ('changes', ?1)
+                 ON CONFLICT (stream) DO UPDATE SET through = max(through, excluded.through)",
+                [c],
+            )
+            .op("INSERT pruned (changes)")?;
+        }
+        let l: Option<i64> = tx
+            .query_row(
+                "SELECT max(seq) FROM late WHERE seq <= ?1",
+                [seq_i64(late_through)?],
+                |r| r.get(0),
+            )
+            .op("SELECT prunable late")?;
+        if let Some(l) = l {
+            tx.execute("DELETE FROM late WHERE seq <= ?1", [l])
+                .op("DELETE FROM late (prune)")?;
+            tx.execute(
+                "INSERT INTO pruned (stream, through) VALUES ('late', ?1)
+                 ON CONFLICT (stream) DO UPDATE SET through = max(through, excluded.through)",
+                [l],
+            )
+            .op("INSERT pruned (late)")?;
+        }
+        let out = (
+            pruned_through(&tx, Stream::Changes)?,
+            pruned_through(&tx, Stream::Late)?,
+        );
+        tx.commit().op("COMMIT (prune)")?;
+        Ok(out)
     }
 }
 
@@ -312,11 +462,48 @@ replay_reads!(Writer);
 replay_reads!(Reader);
 
 impl Reader {
-    fn page(&mut self, table: Table, after: u64, limit: u32, base_floor: bool) -> Result<Page> {
+    /// A page of `stream`, read in one snapshot: the rows after `after` (at
+    /// most `limit`), the head, and the epoch. With `epoch` older than the
+    /// stream's, the page starts after `R = min(after, every cut of a later
+    /// epoch)` instead and says so in `rewound_to`.
+    pub fn page(
+        &mut self,
+        stream: Stream,
+        after: u64,
+        limit: u32,
+        epoch: Option<u64>,
+    ) -> Result<std::result::Result<Page, PageRefusal>> {
         let tx = self.conn.transaction().op("BEGIN (page)")?;
-        let rows = match table {
-            Table::Changes => changes_rows(&tx, after, limit)?,
-            Table::Late => {
+        let current = epoch_of(&tx, stream)?;
+        let mut from = after;
+        let mut rewound_to = None;
+        match epoch {
+            Some(asked) if asked > current => {
+                return Ok(Err(PageRefusal::FutureEpoch { asked, current }));
+            }
+            Some(asked) if asked < current => {
+                let cut: i64 = tx
+                    .prepare_cached(
+                        "SELECT min(cut) FROM restores WHERE stream = ?1 AND epoch > ?2",
+                    )
+                    .op("prepare SELECT cut")?
+                    .query_row(params![stream.name(), seq_i64(asked)?], |r| r.get(0))
+                    .op("SELECT cut")?;
+                from = from.min(cut.max(0) as u64);
+                rewound_to = Some(from);
+            }
+            _ => {}
+        }
+        let pruned = pruned_through(&tx, stream)?;
+        if from < pruned {
+            return Ok(Err(PageRefusal::Pruned {
+                after: from,
+                earliest: pruned + 1,
+            }));
+        }
+        let rows = match stream {
+            Stream::Changes => changes_rows(&tx, from, limit)?,
+            Stream::Late => {
                 let mut st = tx
                     .prepare_cached(
                         "SELECT seq, body FROM late WHERE seq > ?1 ORDER BY seq LIMIT ?2",
@@ -324,7 +511,7 @@ impl Reader {
                     .op("prepare page query")?;
                 let mut out = Vec::new();
                 let mut rows = st
-                    .query(params![seq_i64(after)?, i64::from(limit)])
+                    .query(params![seq_i64(from)?, i64::from(limit)])
                     .op("page query")?;
                 while let Some(row) = rows.next().op("page query (next)")? {
                     let seq: i64 = row.get(0).op("page seq")?;
@@ -334,34 +521,42 @@ impl Reader {
             }
         };
         let max: i64 = tx
-            .query_row(table.max_sql(), [], |r| r.get(0))
+            .query_row(stream.max_sql(), [], |r| r.get(0))
             .op("SELECT max(seq)")?;
-        let floor: i64 = if base_floor {
-            tx.query_row(
-                "SELECT coalesce((SELECT sequence FROM recovery_base WHERE id = 1), 0)",
-                [],
-                |r| r.get(0),
-            )
-            .op("SELECT recovery_base.sequence")?
-        } else {
-            0
+        // A restore's (or pruning's) head never goes below its cut.
+        let floor: i64 = match stream {
+            Stream::Changes => tx
+                .query_row(
+                    "SELECT coalesce((SELECT sequence FROM recovery_base WHERE id = 1), 0)",
+                    [],
+                    |r| r.get(0),
+                )
+                .op("SELECT recovery_base.sequence")?,
+            Stream::Late => 0,
         };
         tx.commit().op("COMMIT (page)")?;
-        Ok(Page {
+        Ok(Ok(Page {
             rows,
-            head: max.max(floor).max(0) as u64,
-        })
+            head: max.max(floor).max(pruned as i64).max(0) as u64,
+            epoch: current,
+            rewound_to,
+            after: from,
+        }))
     }
 
     /// Changes with `seq > after`, at most `limit`, and the changelog head
-    /// (never below the recovery base's sequence), read in one snapshot.
+    /// (never below the recovery base's sequence), in the current epoch.
+    #[cfg(test)]
     pub fn changes_page(&mut self, after: u64, limit: u32) -> Result<Page> {
-        self.page(Table::Changes, after, limit, true)
+        self.page(Stream::Changes, after, limit, None)?
+            .map_err(|r| Error::Corrupt(format!("page refused: {r:?}")))
     }
 
     /// Late records with `seq > after`, at most `limit`, and the late head.
+    #[cfg(test)]
     pub fn late_page(&mut self, after: u64, limit: u32) -> Result<Page> {
-        self.page(Table::Late, after, limit, false)
+        self.page(Stream::Late, after, limit, None)?
+            .map_err(|r| Error::Corrupt(format!("page refused: {r:?}")))
     }
 }
 
@@ -456,17 +651,11 @@ pub struct CommandRow<'a> {
     pub late: &'a [(u64, String)],
 }
 
-#[derive(Clone, Copy)]
-enum Table {
-    Changes,
-    Late,
-}
-
-impl Table {
+impl Stream {
     fn max_sql(self) -> &'static str {
         match self {
-            Table::Changes => CHANGES_HEAD_SQL,
-            Table::Late => "SELECT coalesce(max(seq), 0) FROM late",
+            Stream::Changes => CHANGES_HEAD_SQL,
+            Stream::Late => "SELECT coalesce(max(seq), 0) FROM late",
         }
     }
 }

@@ -22,6 +22,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0003_pieces_and_binary_changes",
         include_str!("../../migrations/0003_pieces_and_binary_changes.sql"),
     ),
+    (
+        "0004_epochs_and_retention",
+        include_str!("../../migrations/0004_epochs_and_retention.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

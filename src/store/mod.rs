@@ -34,9 +34,9 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-pub use checkpoints::{sha256_hex, CheckpointMeta, PIECE_BYTES};
+pub use checkpoints::{sha256_hex, CheckpointMeta, Origin, PIECE_BYTES};
 pub use error::{Error, Result};
-pub use log::{chunk_rows, Base, CommandRow, Page};
+pub use log::{chunk_rows, Base, CommandRow, Page, PageRefusal, Stream};
 
 use error::Op;
 

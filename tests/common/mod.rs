@@ -250,6 +250,10 @@ impl Server {
         self.req(self.client.post(self.url(path)))
     }
 
+    pub fn delete(&self, path: &str) -> Resp {
+        self.req(self.client.delete(self.url(path)))
+    }
+
     /// POST that must succeed with 200; returns the body.
     pub fn ok(&self, path: &str, body: &str) -> String {
         let r = self.post(path, body);
@@ -286,11 +290,23 @@ impl Server {
     }
 
     /// `/status` and full `/results` as one string (state comparisons).
+    /// `/status` and `/results`, without the epochs (restores so far): the
+    /// processing state, whatever the history of restores behind it.
     pub fn snapshot(&self) -> String {
+        // the top-level `,"epoch":N` (names and keys are never `"epoch":`
+        // followed by digits inside these bodies' strings in the tests)
+        let strip = |body: String| {
+            let Some(i) = body.rfind(",\"epoch\":") else {
+                return body;
+            };
+            let rest = &body[i + 9..];
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            format!("{}{}", &body[..i], &rest[digits..])
+        };
         format!(
             "{}\n{}",
-            self.get("/status").body,
-            self.get("/results").body
+            strip(self.get("/status").body),
+            strip(self.get("/results").body)
         )
     }
 
@@ -438,4 +454,58 @@ pub fn workload(seed: u64, steps: usize) -> Vec<Op> {
         ops.push(Op::Batch(format!("[{}]", items.join(","))));
     }
     ops
+}
+
+/// One server-sent event: its `event:` name (empty for a plain message),
+/// `id:` and `data:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    pub event: String,
+    pub id: String,
+    pub data: String,
+}
+
+/// Reads server-sent events until `stop` says so or the stream ends
+/// (comments, the heartbeats, are skipped).
+pub fn read_events(
+    resp: reqwest::blocking::Response,
+    mut stop: impl FnMut(&SseEvent) -> bool,
+) -> Vec<SseEvent> {
+    use std::io::BufRead as _;
+    let mut out = Vec::new();
+    let mut cur = SseEvent {
+        event: String::new(),
+        id: String::new(),
+        data: String::new(),
+    };
+    for line in std::io::BufReader::new(resp).lines() {
+        let Ok(line) = line else { break };
+        if line.is_empty() {
+            if !cur.data.is_empty() {
+                let ev = std::mem::replace(
+                    &mut cur,
+                    SseEvent {
+                        event: String::new(),
+                        id: String::new(),
+                        data: String::new(),
+                    },
+                );
+                let done = stop(&ev);
+                out.push(ev);
+                if done {
+                    break;
+                }
+            }
+            continue;
+        }
+        let (field, value) = line.split_once(':').unwrap_or((&line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value).to_string();
+        match field {
+            "event" => cur.event = value,
+            "id" => cur.id = value,
+            "data" => cur.data = value,
+            _ => {}
+        }
+    }
+    out
 }
