@@ -580,11 +580,11 @@ fn errors_print_the_detail_and_exit_1() {
     let url = closed_port_url();
     let r = run(client(&["status", "--url", &url]), None).failed();
     assert!(
-        r.stderr
-            .starts_with(&format!("streamforge: error: cannot connect to {url}/status: "))
-            && r.stderr.contains(
-                "is `streamforge serve` running at that address (--url, STREAMFORGE_URL)?"
-            ),
+        r.stderr.starts_with(&format!(
+            "streamforge: error: cannot connect to {url}/status: "
+        )) && r
+            .stderr
+            .contains("is `streamforge serve` running at that address (--url, STREAMFORGE_URL)?"),
         "{r:?}"
     );
     let r = run(client(&["send", EVENTS, "--url", &url]), None).failed();

@@ -864,3 +864,174 @@ fn dashboard_shows_dates_on_the_shipped_pipeline() {
     }
     let _ = writeln!(std::io::stderr(), "screenshot: {}", out.display());
 }
+
+/// The result lines of a `GET /results` answer, without their state.
+fn result_lines(v: &Value) -> Vec<String> {
+    let mut out: Vec<String> = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} [{},{}) c={} s={}",
+                r["window"].as_str().unwrap(),
+                r["key"].as_str().unwrap(),
+                r["start"],
+                r["end"],
+                r["count"],
+                r["sum"]
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A restore while the page is open: the service rewinds the stream, the
+/// page drops what it held, shows exactly the restored `GET /results` and
+/// late list, says so plainly, and goes on with the changes after it.
+#[test]
+fn dashboard_follows_a_restore() {
+    let Some(browser) = Browser::start() else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED dashboard_follows_a_restore: `chromium` and `chromedriver` must be on PATH \
+             (Debian: apt-get install -y chromium chromium-driver)"
+        );
+        return;
+    };
+    let dir = tempdir();
+    let pipeline = dir.path().join("pipeline.json");
+    std::fs::write(&pipeline, PIPELINE).unwrap();
+    let s = start(
+        &dir.path().join("data.db"),
+        &["--pipeline", pipeline.to_str().unwrap(), "--token", TOKEN],
+    );
+    browser.goto(&format!("{}/", s.base));
+    browser.log_in();
+
+    // Before the checkpoint.
+    s.ok(
+        "/events",
+        &batch(&[
+            ("p0", 0, "a1", "sensor-a", 1000, 4),
+            ("p0", 1, "a2", "sensor-a", 6000, 6),
+            ("p1", 0, "b1", "sensor-b", 2000, 10),
+        ]),
+    );
+    s.ok("/watermarks", r#"{"partition":"p0","watermark":20000}"#);
+    s.ok("/watermarks", r#"{"partition":"p1","watermark":20000}"#);
+    browser.wait_rows(
+        "the first results",
+        &[
+            "tumbling_10s sensor-a [0,10000) c=2 s=10 revisable",
+            "tumbling_10s sensor-b [0,10000) c=1 s=10 revisable",
+        ],
+    );
+    let checkpoint: Value = serde_json::from_str(&s.post_empty("/checkpoints").body).unwrap();
+    let id = checkpoint["id"].as_i64().expect("checkpoint id");
+
+    // After it: new windows, finals, a late event.
+    s.ok(
+        "/events",
+        &batch(&[
+            ("p0", 2, "a3", "sensor-a", 12000, 9),
+            ("p1", 1, "b2", "sensor-b", 15000, -2),
+        ]),
+    );
+    s.ok("/watermarks", r#"{"partition":"p0","watermark":25000}"#);
+    s.ok("/watermarks", r#"{"partition":"p1","watermark":25000}"#);
+    s.ok(
+        "/events",
+        &batch(&[("p1", 2, "late-x", "sensor-b", 500, 1)]),
+    );
+    browser.wait_rows(
+        "the results after the checkpoint",
+        &[
+            "tumbling_10s sensor-a [0,10000) c=2 s=10 final",
+            "tumbling_10s sensor-a [10000,20000) c=1 s=9 revisable",
+            "tumbling_10s sensor-b [10000,20000) c=1 s=-2 revisable",
+        ],
+    );
+    browser.wait("the late event", |b| {
+        b.text("#s-late") == "1"
+            && b.text("#late tbody tr[data-id=late-x]")
+                .contains("sensor-b")
+    });
+    assert!(browser.eval("return document.getElementById('notice').hidden") == json!(true));
+
+    // The restore: the page shows exactly the restored results, no late
+    // event, and a plain notice.
+    let r = s.post_empty(&format!("/checkpoints/{id}/restore"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let restored = s.get("/results").json();
+    let want = result_lines(&restored);
+    assert!(!want.is_empty());
+    let sequence = restored["sequence"]
+        .as_u64()
+        .expect("/results has its sequence");
+    let shown = |b: &Browser| {
+        let mut rows: Vec<String> = b
+            .rows()
+            .iter()
+            .map(|r| r.rsplit_once(' ').unwrap().0.to_string())
+            .collect();
+        rows.sort();
+        rows
+    };
+    browser.wait("exactly the restored results", |b| {
+        shown(b) == want
+            && b.text("#late tbody tr[data-id=late-x]").is_empty()
+            && b.text("#s-late") == "0"
+            && b.eval("return document.getElementById('notice').hidden") == json!(false)
+    });
+    let notice = browser.text("#notice-text");
+    assert!(
+        notice.contains(&format!(
+            "The service was restored to an earlier checkpoint: results were re-read (now at change {sequence})."
+        )),
+        "{notice}"
+    );
+    assert!(
+        !browser.rows().iter().any(|r| r.ends_with("retracted")),
+        "{:?}",
+        browser.rows()
+    );
+    assert_eq!(browser.text("#s-watermark"), "20000");
+
+    // Changes after the restore show up as usual.
+    s.ok("/events", &batch(&[("p0", 2, "a3b", "sensor-a", 13000, 7)]));
+    s.ok("/watermarks", r#"{"partition":"p0","watermark":30000}"#);
+    s.ok("/watermarks", r#"{"partition":"p1","watermark":30000}"#);
+    browser.wait_rows(
+        "the changes after the restore",
+        &["tumbling_10s sensor-a [10000,20000) c=1 s=7 revisable"],
+    );
+    browser.wait("the page in step with the service", |b| {
+        let want = result_lines(&s.get("/results").json());
+        let rows = shown(b);
+        want.iter().all(|w| rows.contains(w)) && b.text("#s-watermark") == "30000"
+    });
+    let voided = |rows: &[String]| {
+        rows.iter()
+            .any(|r| r.contains(" c=1 s=-2 ") || r.contains(" c=1 s=9 "))
+    };
+    assert!(!voided(&browser.rows()), "{:?}", browser.rows());
+
+    // A page opened after the restore reads the same state (the changelog
+    // of the new epoch), quietly.
+    browser.goto(&format!("{}/", s.base));
+    browser.wait("the live stream after a reload", |b| {
+        b.eval("return document.getElementById('conn').dataset.state") == json!("live")
+    });
+    let want = result_lines(&s.get("/results").json());
+    browser.wait("the restored state after a reload", |b| {
+        let rows = shown(b);
+        want.iter().all(|w| rows.contains(w)) && b.text("#s-watermark") == "30000"
+    });
+    assert!(!voided(&browser.rows()), "{:?}", browser.rows());
+    assert_eq!(
+        browser.eval("return document.getElementById('notice').hidden"),
+        json!(true)
+    );
+}
