@@ -1,4 +1,4 @@
-//! Engine throughput on the shared workload (`../shared/bench/gen_workload.py`).
+//! Engine throughput on the benchmark workload (`benches/gen_workload.py`).
 //!
 //! `cargo bench --bench engine` prints events/s for each pipeline, the naive
 //! reference model on the fixed case, and the per-event cost as the number of
@@ -57,7 +57,7 @@ fn workload() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = root.join("target/workload-1m-1k.ndjson");
     if !out.exists() {
-        let script = root.join("../shared/bench/gen_workload.py");
+        let script = root.join("benches/gen_workload.py");
         let status = Command::new("python3")
             .arg(&script)
             .args([

@@ -1,8 +1,8 @@
 //! End-to-end HTTP benchmark of `streamforge serve` (issue 6).
 //!
 //! `cargo bench --bench http` builds nothing itself: build the release binary
-//! first (`cargo build --release`). It runs the shared workload
-//! (`../shared/bench/gen_workload.py`, 4 partitions, 1,000 keys) against a
+//! first (`cargo build --release`). It runs the benchmark workload
+//! (`benches/gen_workload.py`, 4 partitions, 1,000 keys) against a
 //! server it starts on a temporary database (pipeline: fixed 10 s, sliding
 //! 10 s / 2 s, session 50 ms; partitions p0..p3; lateness 0), or against
 //! `BENCH_URL`, and prints:
@@ -95,7 +95,7 @@ fn workload(min_events: usize) -> PathBuf {
     let out = root.join(format!("target/workload-{events}-1k-4p.ndjson"));
     if !out.exists() {
         let status = Command::new("python3")
-            .arg(root.join("../shared/bench/gen_workload.py"))
+            .arg(root.join("benches/gen_workload.py"))
             .args(["--events", &events.to_string()])
             .args(["--keys", "1000", "--partitions", "4", "--out"])
             .arg(&out)

@@ -26,8 +26,8 @@ pub struct ServeArgs {
     /// pipeline). A database that holds a non-equivalent pipeline is refused.
     #[arg(long, env = "STREAMFORGE_PIPELINE")]
     pub pipeline: Option<PathBuf>,
-    /// Bearer token required on every route except /healthz, /readyz and
-    /// /openapi.yaml.
+    /// Bearer token required on every route except / (the dashboard page),
+    /// /healthz, /readyz and /openapi.yaml.
     #[arg(long, env = "STREAMFORGE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Origin allowed to make cross-origin requests (repeatable; `*` for

@@ -8,14 +8,14 @@
 //! [`engine`] (pure: no tokio, axum, rusqlite or I/O) and [`store`] (one
 //! SQLite transaction per acknowledged call) → outcome → response.
 //!
-//! - [`engine`]: the processing contract of SPEC.md; depends on std, serde,
+//! - [`engine`]: the processing rules of docs/semantics.md; depends on std, serde,
 //!   serde_json and sha2 only (`tests/purity.rs` checks it).
 //! - [`store`]: the only module that imports `rusqlite`: migrations, the
 //!   command log, changelog and late pages, checkpoints, the recovery base.
 //! - [`service`]: the single write path (std `Mutex` over the processor and
 //!   the writing connection; `tokio::sync::watch` for waiters), recovery,
 //!   metrics. No HTTP.
-//! - [`api`]: axum routes of API.md, auth, CORS, body limit, problem+json.
+//! - [`api`]: axum routes of docs/api.md, auth, CORS, body limit, problem+json.
 //! - [`server`]: binds, recovers, serves, drains on shutdown, final
 //!   checkpoint. [`config`]: the `serve` flags and the embedded pipeline.
 //! - [`cli`]: the client subcommands (`send`, `changes`, `checkpoint`, ...):

@@ -1,4 +1,4 @@
-//! API.md against the real binary: every route, every error code of the
+//! docs/api.md against the real binary: every route, every error code of the
 //! table, problem+json shape, and state unchanged after each rejection.
 
 mod common;
@@ -348,7 +348,7 @@ fn every_error_code_leaves_state_unchanged() {
         .problem(404, "not_found");
     s.get("/nope").problem(404, "not_found");
     s.post("/events/extra", "{}").problem(404, "not_found");
-    // API.md names routes by method: GET /events is an unknown route
+    // docs/api.md names routes by method: GET /events is an unknown route
     s.get("/events").problem(404, "not_found");
     s.post_empty("/status").problem(404, "not_found");
     check("not found");

@@ -1,5 +1,5 @@
 //! Malformed and mutated requests on every route: never a 5xx, never a
-//! crash, always problem+json with a code of API.md's table, and a rejected
+//! crash, always problem+json with a code of docs/api.md's table, and a rejected
 //! call changes nothing. The server is then restarted on its database and
 //! must come back with exactly the same state (every acknowledged call was
 //! stored and replays).

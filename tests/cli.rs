@@ -17,7 +17,7 @@ const PIPELINE: &str = concat!(
 const EVENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/pageviews.ndjson");
 
 /// What `streamforge changes` prints after `send examples/pageviews.ndjson`,
-/// derived from SPEC.md by hand.
+/// derived from docs/semantics.md by hand.
 ///
 /// Pipeline: partitions web, mobile; lateness 10000; windows in address
 /// (name) order `views_5min_every_1min` (sliding 300000/60000) <

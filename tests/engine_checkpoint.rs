@@ -1,4 +1,4 @@
-//! Checkpoint format and restore validation (SPEC "Checkpoints").
+//! Checkpoint format and restore validation (docs/checkpoint.md).
 
 mod support;
 
@@ -189,7 +189,7 @@ fn duplicate_keys_are_rejected() {
     assert!(rejected(dup.as_bytes()).contains("duplicate"));
 }
 
-/// Each SPEC validation rule, on a hand-made state with a correct checksum.
+/// Each restore validation rule, on a hand-made state with a correct checksum.
 #[test]
 fn every_restore_rule_names_what_is_wrong() {
     let cp = checkpoint_scenario().checkpoint();

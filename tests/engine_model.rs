@@ -1,5 +1,5 @@
 //! Differential test: the engine against the naive reference model of
-//! SPEC.md (`tests/reference/mod.rs`), over seeded random operation sequences.
+//! docs/semantics.md (`tests/reference/mod.rs`), over seeded random operation sequences.
 //!
 //! `MODEL_SEQUENCES=N` (default 20000) and `MODEL_SEED=S` (default 1) choose
 //! how many sequences run and the first seed; sequence `i` uses seed `S + i`.

@@ -1,4 +1,4 @@
-//! Readable examples of each SPEC rule and tricky case, in the text form of
+//! Readable examples of each processing rule and tricky case, in the text form of
 //! `support::line`.
 
 mod support;

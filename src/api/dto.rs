@@ -1,4 +1,4 @@
-//! Request and response bodies, in API.md's field order. Responses are
+//! Request and response bodies, in the field order of docs/api.md. Responses are
 //! serialized straight from these typed structs (never through
 //! `serde_json::Value`), so i128 bounds and sums are written exactly.
 

@@ -1,6 +1,6 @@
 //! The one API error type, rendered as RFC 9457 problem details.
 //!
-//! The status ↔ `code` mapping of API.md's table is written once, in
+//! The status ↔ `code` mapping of the error table in docs/api.md is written once, in
 //! [`Code`]. Bodies are `{"type", "title", "status", "code", "detail",
 //! "index"}` in that order; `index` only for batch requests.
 
@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::engine::Rejection;
 use crate::service::ServiceError;
 
-/// The `code`s of API.md.
+/// The `code`s of docs/api.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Code {
     /// 400: malformed JSON, wrong types, missing or unknown fields, integer
@@ -21,7 +21,7 @@ pub enum Code {
     Unauthorized,
     /// 404: unknown route or checkpoint id.
     NotFound,
-    /// 409: SPEC offset rules.
+    /// 409: the offset rules of docs/semantics.md.
     OffsetConflict,
     /// 409: an event id known with another identity.
     IdentityConflict,

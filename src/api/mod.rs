@@ -1,4 +1,4 @@
-//! The HTTP API of API.md: routing, auth, CORS, limits, and the mapping of
+//! The HTTP API of docs/api.md: routing, auth, CORS, limits, and the mapping of
 //! service outcomes to JSON bodies and problem+json errors.
 //!
 //! - [`routes`]: the handlers; each parses its request, then runs the service
@@ -9,7 +9,7 @@
 //! - `dashboard`: `GET /`, the live dashboard page (public; the data it
 //!   reads is not).
 //! - [`extract`]: body and query parsing (deliveries, NDJSON, pages).
-//! - [`dto`]: response bodies in API.md field order.
+//! - [`dto`]: response bodies in docs/api.md field order.
 //! - [`error`]: [`ApiError`] and the status ↔ `code` table.
 //!
 //! This module never touches SQLite or engine internals: it calls the

@@ -275,7 +275,7 @@ pub async fn not_found() -> ApiError {
     ApiError::new(Code::NotFound, "no such route")
 }
 
-/// A path that exists, with a method it does not take. API.md names routes
+/// A path that exists, with a method it does not take. docs/api.md names routes
 /// by method and path ("POST /events") and its error table has no 405, so
 /// this is an unknown route: 404 `not_found`.
 pub async fn method_not_allowed() -> ApiError {

@@ -28,7 +28,7 @@ pub enum CallError {
     /// No connection to the service could be made: nothing was sent.
     Connect(String),
     /// The request was sent but got no answer (timeout, connection cut),
-    /// or the answer was not what the API describes.
+    /// or the answer was not what docs/api.md describes.
     Transport(String),
 }
 

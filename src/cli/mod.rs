@@ -1,5 +1,5 @@
 //! The client subcommands of the `streamforge` binary: a terminal front end
-//! to the HTTP API of API.md (`send`, `watermark`, `idle`, `changes`, `late`,
+//! to the HTTP API of docs/api.md (`send`, `watermark`, `idle`, `changes`, `late`,
 //! `results`, `status`, `checkpoint`, `health`) and the offline `verify`.
 //!
 //! Every networked command takes `--url` (`STREAMFORGE_URL`, default
@@ -53,7 +53,7 @@ pub struct Paging {
     /// server-sent events, resumed after a restore; late: long polls).
     #[arg(long, short)]
     pub follow: bool,
-    /// Print each entry as one line of JSON (API.md's object) instead.
+    /// Print each entry as one line of JSON (the API's object) instead.
     #[arg(long)]
     pub json: bool,
 }
@@ -71,7 +71,7 @@ pub struct Json {
 pub enum ClientCommand {
     /// Send an NDJSON file of operations, in order.
     ///
-    /// One operation per line, as ../shared/bench/gen_workload.py writes them:
+    /// One operation per line, as benches/gen_workload.py writes them:
     /// {"op":"deliver","partition":P,"offset":N,"event":{...}} (or a bare
     /// Delivery without "op"), {"op":"advance","partition":P,"watermark":W},
     /// {"op":"idle","partition":P}. Consecutive deliveries are POSTed to
@@ -160,8 +160,8 @@ pub enum ClientCommand {
     /// Validate a checkpoint file offline and print what it holds.
     ///
     /// Runs the engine's own restore on the checkpoint's embedded pipeline
-    /// (every rule of SPEC.md); an invalid file prints exactly why and exits
-    /// with status 1. No service is contacted.
+    /// (every rule of docs/checkpoint.md); an invalid file prints exactly why
+    /// and exits with status 1. No service is contacted.
     Verify {
         /// Checkpoint envelope file (as `checkpoint get -o` writes it).
         file: PathBuf,

@@ -1,6 +1,6 @@
 //! `streamforge send FILE|-`: replays an NDJSON file of operations.
 //!
-//! The format is the one `../shared/bench/gen_workload.py` writes, one
+//! The format is the one `benches/gen_workload.py` writes, one
 //! operation per line, sent strictly in file order:
 //! - `{"op":"deliver","partition":"p0","offset":0,"event":{...}}`, or a bare
 //!   Delivery without `"op"`: consecutive deliveries are batched (`--batch`)

@@ -1,5 +1,5 @@
 //! `streamforge verify FILE`: validates a checkpoint envelope offline with the
-//! engine's own restore (every SPEC rule, on the checkpoint's embedded
+//! engine's own restore (every rule of docs/checkpoint.md, on the embedded
 //! pipeline) and prints what it holds, or exactly why it is invalid.
 
 use std::fmt::Write as _;

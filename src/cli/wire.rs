@@ -1,8 +1,8 @@
-//! The response bodies of API.md as the client reads them.
+//! The response bodies of docs/api.md as the client reads them.
 //!
 //! Window bounds and sums are `i128` (they may leave the i64 range and the
 //! server writes them exactly), so these are typed structs, never
-//! `serde_json::Value`. Field order is API.md's, so re-serializing a change or
+//! `serde_json::Value`. Field order is docs/api.md's, so re-serializing a change or
 //! a late record (`--json`) gives back the server's bytes. Unknown fields are
 //! tolerated: a newer server may add some.
 
@@ -20,7 +20,7 @@ pub struct Advance<'a> {
 }
 
 /// The engine's output records read back from the wire (their serde shapes
-/// are API.md's): a result row, `upsert`/`retract`, a change, a late record
+/// are those of docs/api.md): a result row, `upsert`/`retract`, a change, a late record
 /// and a bucket address.
 pub use crate::engine::{Address, Change, ChangeOp as Op, LateRecord as Late, WindowResult as Row};
 
@@ -148,7 +148,7 @@ pub struct Restored {
     pub watermark: Option<i64>,
 }
 
-/// An RFC 9457 problem (API.md "Conventions").
+/// An RFC 9457 problem (docs/api.md, "Conventions").
 #[derive(Debug, Clone, Deserialize)]
 pub struct Problem {
     /// HTTP status.

@@ -45,7 +45,7 @@ impl Agg {
         self.max = self.max.max(other.max);
     }
 
-    /// SPEC restore rule "aggregate bounds": count >= 1, min <= max,
+    /// Restore rule "aggregate bounds" (docs/checkpoint.md): count >= 1, min <= max,
     /// count*min <= sum <= count*max, and a single-event bucket has
     /// min == max == sum.
     pub fn check_bounds(&self) -> Result<(), String> {

@@ -1,6 +1,6 @@
 //! The changelog: visible rows, reconciliation and the global sequence.
 //!
-//! SPEC "Output: the changelog": after every successful ingest, advance and
+//! docs/semantics.md, "The changelog": after every successful ingest, advance and
 //! mark_idle, the ready view (live buckets with `end <= W`) is reconciled
 //! against the visible rows: every visible address whose row is missing from
 //! the ready view or differs is retracted with its exact previous row; every
@@ -53,7 +53,7 @@ impl Touches {
     }
 }
 
-/// Orders interned addresses as SPEC does: window name (window numbers follow
+/// Orders interned addresses in address order: window name (window numbers follow
 /// name order), key bytes, start, end.
 pub fn address_cmp(keys: &KeyTable, a: &BucketRef, b: &BucketRef) -> Ordering {
     a.window
@@ -69,7 +69,7 @@ pub fn address_cmp(keys: &KeyTable, a: &BucketRef, b: &BucketRef) -> Ordering {
         .then(a.end.cmp(&b.end))
 }
 
-/// Sorts items by their address in SPEC order, through key ranks when
+/// Sorts items by their address in address order, through key ranks when
 /// those are valid (no string comparisons), else by comparing key bytes.
 pub fn sort_by_address<T>(keys: &mut KeyTable, items: &mut [T], addr: impl Fn(&T) -> &BucketRef) {
     if items.len() < 2 {
@@ -139,7 +139,7 @@ impl Changelog {
     }
 
     /// Reconciles the touched buckets against the current ready view and
-    /// returns the changes in SPEC order.
+    /// returns the changes in changelog order (retractions, then upserts).
     pub fn reconcile(
         &mut self,
         mut touches: Touches,

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// A refused call. `code()` is the stable machine-readable name of API.md.
+/// A refused call. `code()` is the stable machine-readable name of docs/api.md.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Rejection {
@@ -22,7 +22,7 @@ pub enum Rejection {
 }
 
 impl Rejection {
-    /// The stable error code of API.md.
+    /// The stable error code of docs/api.md.
     pub fn code(&self) -> &'static str {
         match self {
             Rejection::UnknownPartition(_) => "unknown_partition",

@@ -1,11 +1,11 @@
 //! Events, deliveries and the output records of the engine.
 //!
-//! SPEC "Events and deliveries": an event is `{id, key, timestamp, value}`; its
+//! docs/semantics.md, "Deliveries": an event is `{id, key, timestamp, value}`; its
 //! identity is `(key, timestamp, value)`; a delivery is `(partition, offset,
 //! event)`. An omitted offset is append mode: the delivery takes the next
 //! offset of its partition.
 //!
-//! The wire shapes (field names and their order) are those of API.md, so the
+//! The wire shapes (field names and their order) are those of docs/api.md, so the
 //! same types serialize the HTTP responses. Window bounds and sums are `i128`:
 //! they are derived exactly and may leave the `i64` range.
 
@@ -211,7 +211,7 @@ pub struct Address {
     pub end: i128,
 }
 
-/// A bucket's aggregate as a result row (`Result` in SPEC.md and API.md).
+/// A bucket's aggregate as a result row (`Result` in docs/semantics.md and docs/api.md).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowResult {
     /// Window name.

@@ -1,6 +1,6 @@
 //! The late side output.
 //!
-//! SPEC "Lateness": a unique event is late iff a global watermark W exists and
+//! docs/semantics.md, "Lateness": a unique event is late iff a global watermark W exists and
 //! `timestamp + lateness < W`. Exactly one record `(event, W)` is appended per
 //! late unique event (a redelivery of its id is a duplicate, never late
 //! again); records are numbered from 1 and kept for the processor's lifetime.

@@ -8,7 +8,7 @@
 //! Every operation costs O(log n) plus what it returns: nothing here scans all
 //! live buckets except [`LiveIndex::buckets`], used by checkpoints and reads.
 //!
-//! SPEC "Window assignment", sessions: every pair of live sessions of a window
+//! docs/semantics.md, "Window assignment", sessions: every pair of live sessions of a window
 //! and key that intersect OR touch (`a.end == b.start`) is merged,
 //! transitively; the merged start is the minimum start, the merged end the
 //! maximum end, and the aggregate combines each unique accepted event once.

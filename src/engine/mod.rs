@@ -1,4 +1,4 @@
-//! The pure, synchronous windowed-aggregation engine (SPEC.md).
+//! The pure, synchronous windowed-aggregation engine (docs/semantics.md).
 //!
 //! # Layout
 //! - [`pipeline`]: partitions, window definitions, lateness; validation and
@@ -12,7 +12,7 @@
 //!   `i128` arithmetic.
 //! - `live`: the live window index (buckets by address, sessions per key,
 //!   by-end order for readiness and finalization).
-//! - `changelog`: the visible rows, reconciliation in SPEC order and the
+//! - `changelog`: the visible rows, reconciliation in changelog order and the
 //!   global sequence.
 //! - `checkpoint`: canonical JSON, the version 1 envelope, strict restore.
 //!

@@ -1,4 +1,4 @@
-//! Exact arithmetic. SPEC "Numbers": inputs are i64; derived quantities
+//! Exact arithmetic (docs/semantics.md, "Numbers"): inputs are i64; derived quantities
 //! (window bounds, `timestamp + lateness`, `end + lateness`, sums) are computed
 //! exactly in i128, never overflow and never panic.
 

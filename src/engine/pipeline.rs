@@ -1,6 +1,6 @@
 //! The pipeline: partitions, named windows and allowed lateness.
 //!
-//! SPEC "Pipeline": partitions are a non-empty list of unique, non-empty names;
+//! docs/pipeline.md: partitions are a non-empty list of unique, non-empty names;
 //! windows a non-empty map of unique, non-empty names to definitions (`fixed`
 //! size > 0, `sliding` size > 0 and step > 0 with at most 10,000 windows per
 //! event, `session` gap > 0, `stream_time` size > 0); lateness >= 0. Two
@@ -158,7 +158,7 @@ impl Pipeline {
         Pipeline::new(doc.partitions, doc.windows.0, doc.lateness)
     }
 
-    /// The API.md shape, `{"partitions": [...], "windows": {...}, "lateness": L}`.
+    /// The `GET /pipeline` shape, `{"partitions": [...], "windows": {...}, "lateness": L}`.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("pipeline serializes")
     }
@@ -185,7 +185,7 @@ impl Pipeline {
             .ok()
     }
 
-    /// SPEC equivalence: same partition set, same window map, same lateness.
+    /// Equivalence (docs/pipeline.md): same partition set, same window map, same lateness.
     pub fn equivalent(&self, other: &Pipeline) -> bool {
         self == other
     }

@@ -1,7 +1,7 @@
 //! Source history: per-partition consumed offsets, the exact event delivered
 //! at every consumed offset, and the global event identities.
 //!
-//! SPEC "Events and deliveries", checked in this order: unknown partition;
+//! docs/semantics.md, "Deliveries", checked in this order: unknown partition;
 //! offset (`offset <= c` is an idempotent redelivery only if the event at that
 //! offset is identical, else `offset_conflict`; `offset > c + 1` is a gap,
 //! `offset_conflict`); identity (ids are global: a known id with the same

@@ -1,6 +1,6 @@
 //! Watermarks: per-partition progress and idleness, and the global watermark.
 //!
-//! SPEC "Watermarks": `advance(p, w)` sets p's progress to `max(previous, w)`
+//! docs/semantics.md, "Watermarks": `advance(p, w)` sets p's progress to `max(previous, w)`
 //! (the first report sets it to `w`) and makes p non-idle; `mark_idle(p)`
 //! makes p idle (idempotent). After either, if at least one partition is
 //! non-idle and every non-idle partition has reported, the candidate is the
@@ -49,7 +49,7 @@ impl Clock {
         self.recompute()
     }
 
-    /// The candidate of the SPEC rule: the minimum progress over non-idle
+    /// The candidate of the watermark rule: the minimum progress over non-idle
     /// partitions when there is one and all of them have reported.
     pub fn candidate(&self) -> Option<i64> {
         let mut min: Option<i64> = None;
@@ -87,7 +87,7 @@ impl Clock {
         self.max_timestamp = Some(self.max_timestamp.map_or(timestamp, |t| t.max(timestamp)));
     }
 
-    /// SPEC lateness: a unique event is late iff a global watermark W exists
+    /// Lateness: a unique event is late iff a global watermark W exists
     /// and `timestamp + lateness < W` (equality is accepted).
     pub fn is_late(&self, timestamp: i64, lateness: i64) -> bool {
         self.global

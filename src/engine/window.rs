@@ -1,6 +1,6 @@
 //! Window assignment, exact in i128.
 //!
-//! SPEC "Window assignment":
+//! docs/semantics.md, "Window assignment":
 //! - fixed: `start = floor(timestamp / size) * size`, `end = start + size`;
 //! - sliding: every `[start, start + size)` containing the timestamp whose
 //!   start is a multiple of `step` (floor division for negative timestamps,

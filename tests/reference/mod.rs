@@ -1,6 +1,6 @@
-//! A deliberately naive reference model of SPEC.md.
+//! A deliberately naive reference model of docs/semantics.md.
 //!
-//! Everything is rebuilt the slow, obvious way, exactly as SPEC.md words it:
+//! Everything is rebuilt the slow, obvious way, exactly as docs/semantics.md words it:
 //! all live buckets sit in one `BTreeMap` keyed by address; after every
 //! successful ingest / advance / mark_idle the complete ready view is
 //! recomputed and diffed against the visible rows, and only then every live
@@ -20,7 +20,7 @@ use streamforge::engine::{
     PartitionStatus, Rejection, TickOutcome, WindowDef, WindowResult,
 };
 
-/// `(window, key, start, end)`; tuple order = SPEC address order (String
+/// `(window, key, start, end)`; tuple order = address order (String
 /// compares bytes, which is code point order for UTF-8).
 pub type Addr = (Arc<str>, Arc<str>, i128, i128);
 

@@ -1,13 +1,13 @@
 //! Checkpoints: the canonical version-1 envelope and strict restore.
 //!
-//! SPEC "Checkpoints": a checkpoint is the canonical JSON of
+//! docs/checkpoint.md: a checkpoint is the canonical JSON of
 //! `{"format": "streamforge-checkpoint", "version": 1, "sha256": H, "state": S}`
 //! with `H` the lowercase hex SHA-256 of the canonical bytes of `S`. It is
 //! deterministic (sorted keys and names, address order; no hash-map order
 //! leaks), independent of later mutation (it is a byte string), and restore
 //! verifies the checksum against the canonical bytes of the *parsed* state,
 //! so insignificant whitespace does not matter. Restore then validates every
-//! rule SPEC lists (see [`restore`]) and names what is wrong.
+//! rule docs/checkpoint.md lists (see [`restore`]) and names what is wrong.
 
 mod canonical;
 mod restore;

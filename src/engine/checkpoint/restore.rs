@@ -1,6 +1,6 @@
-//! Strict restore: parse, verify, validate every SPEC rule, build.
+//! Strict restore: parse, verify, validate every rule, build.
 //!
-//! Rules (SPEC "Checkpoints"), each with its own message:
+//! Rules (docs/checkpoint.md, "Restore"), each with its own message:
 //! - envelope: JSON with exactly `format`, `version`, `sha256`, `state`; the
 //!   format name; `version` the integer 1; the checksum over the canonical
 //!   bytes of the parsed state;
@@ -53,7 +53,7 @@ pub fn restore(envelope: &[u8], target: Option<&Pipeline>) -> Result<Processor, 
             doc.version
         ));
     }
-    // SPEC: "the pipeline's partition list may be in any order". The checksum
+    // The pipeline's partition list may be in any order. The checksum
     // is accepted over the canonical bytes with that list sorted (as this
     // engine writes it) or in the document's own order.
     let actual = sha256_hex(&doc.state.canonical());
@@ -203,7 +203,7 @@ fn same_names<'a>(
     Ok(())
 }
 
-/// SPEC clock bounds.
+/// The clock bounds of docs/checkpoint.md.
 fn check_clock(clock: &Clock) -> Result<(), String> {
     if let Some(c) = clock.candidate() {
         match clock.global {

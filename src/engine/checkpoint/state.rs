@@ -1,4 +1,4 @@
-//! The checkpoint document (SPEC "Checkpoint format (version 1)") as typed
+//! The checkpoint document (docs/checkpoint.md, format version 1) as typed
 //! structs, and its canonical writer.
 //!
 //! Parsing is strict: unknown or missing keys, duplicate keys, floats or
