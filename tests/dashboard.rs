@@ -7,9 +7,10 @@
 //! `tumbling_10s sensor-a [30000,40000) c=3 s=15 revisable`, polled until a
 //! condition holds or the deadline passes (no fixed sleeps).
 //!
-//! The test skips, saying so on stderr, only when `chromium` or
-//! `chromedriver` is not installed; `.ci/run` installs both. The screenshot
-//! goes to `target/dashboard.png` (and to `docs/dashboard.png` with
+//! The tests skip, saying so on stderr, only when `chromium` or
+//! `chromedriver` is not installed; `.ci/run` installs both. The screenshot,
+//! taken on the shipped `pipelines/default.json` with epoch-millisecond
+//! times, goes to `target/dashboard.png` (and to `docs/dashboard.png` with
 //! `STREAMFORGE_UPDATE_SCREENSHOT=1`).
 
 mod common;
@@ -213,13 +214,27 @@ impl Browser {
         v[ELEMENT].as_str().expect("element id").to_string()
     }
 
+    /// Clicks the element; finds it again if a re-render replaced it
+    /// between finding and clicking.
     fn click(&self, css: &str) {
-        let id = self.find(css);
-        self.cmd(
-            reqwest::Method::POST,
-            &format!("/element/{id}/click"),
-            json!({}),
-        );
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let id = self.find(css);
+            let path = format!("/session/{}/element/{id}/click", self.session);
+            let r = self
+                .http
+                .post(format!("{}{path}", self.url))
+                .json(&json!({}))
+                .send()
+                .unwrap_or_else(|e| panic!("click {css}: {e}"));
+            let status = r.status();
+            let v: Value = r.json().expect("WebDriver answers JSON");
+            if status.is_success() {
+                return;
+            }
+            let stale = v["value"]["error"] == json!("stale element reference");
+            assert!(stale && Instant::now() < end, "click {css}: {status} {v}");
+        }
     }
 
     fn type_into(&self, css: &str, text: &str) {
@@ -291,7 +306,48 @@ impl Browser {
         ));
         v.as_str().unwrap_or_default().to_string()
     }
+
+    /// An attribute of the first element matching `css` ("" if none).
+    fn attr(&self, css: &str, name: &str) -> String {
+        let v = self.eval(&format!(
+            "const e = document.querySelector({}); return e ? e.getAttribute({}) : null",
+            json!(css),
+            json!(name)
+        ));
+        v.as_str().unwrap_or_default().to_string()
+    }
+
+    /// Fails if the visible text still uses a word a user would not know.
+    fn assert_no_jargon(&self) {
+        let text = self
+            .eval("return document.body.innerText.toLowerCase()")
+            .as_str()
+            .expect("page text")
+            .to_string();
+        for word in JARGON {
+            assert!(
+                !text.contains(word),
+                "the page still says {word:?}:\n{text}"
+            );
+        }
+    }
 }
+
+/// Labels the page used to show, replaced by plain words ("sets W" is now
+/// "sets the watermark", "revisable" is "may change", and so on).
+const JARGON: &[&str] = &[
+    "sets w",
+    "changelog",
+    "bucket",
+    "revisable",
+    "retracted",
+    "progress",
+    "lateness",
+    "seq",
+    "bearer",
+    "timestamp",
+    "per window start",
+];
 
 impl Drop for Browser {
     fn drop(&mut self) {
@@ -404,6 +460,24 @@ fn dashboard_in_headless_chromium() {
                 .contains("sensor-a")
     });
 
+    // Small times (not epoch milliseconds) stay numbers, with the same
+    // number as tooltip; no date note; plain words only.
+    let cell = "#results tr[data-window=tumbling_10s][data-key=sensor-a][data-start='30000']";
+    assert_eq!(browser.text(&format!("{cell} [data-col=start]")), "30000");
+    assert_eq!(
+        browser.attr(&format!("{cell} [data-col=end]"), "title"),
+        "40000"
+    );
+    assert_eq!(browser.text("#results-when"), "");
+    let late_ts = "#late tbody tr[data-id=late-1] [data-col=timestamp]";
+    assert_eq!(browser.text(late_ts), "500");
+    assert_eq!(browser.attr(late_ts, "title"), "500");
+    assert_eq!(browser.attr("#s-watermark", "title"), "40000");
+    assert!(browser
+        .text("#partitions tr[data-partition=p0]")
+        .contains("sets the watermark"));
+    browser.assert_no_jargon();
+
     // Key filter and sorting.
     browser.type_into("#f-key", "sensor-b");
     browser.wait("the key filter", |b| {
@@ -472,15 +546,7 @@ fn dashboard_in_headless_chromium() {
             "tumbling_10s sensor-a [30000,40000) c=5 s=13 revisable",
         ],
     );
-    let png = browser.screenshot();
-    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
-    let out = target_dir().join("dashboard.png");
-    std::fs::write(&out, &png).unwrap();
-    if std::env::var_os("STREAMFORGE_UPDATE_SCREENSHOT").is_some() {
-        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dashboard.png");
-        std::fs::write(docs, &png).unwrap();
-    }
-    let _ = writeln!(std::io::stderr(), "screenshot: {}", out.display());
+    browser.assert_no_jargon();
 
     // The struck-through rows go away; one session remains.
     browser.wait("the retracted rows to go", |b| {
@@ -530,4 +596,442 @@ fn dashboard_page_is_public_and_self_contained() {
     // The data routes still need the token.
     assert_eq!(anon.get(s.url("/status")).send().unwrap().status(), 401);
     assert_eq!(anon.get(s.url("/index.html")).send().unwrap().status(), 401);
+}
+
+/// 2026-12-01 09:00:00.000 UTC in epoch milliseconds.
+const T0: i64 = 1_796_115_600_000;
+
+/// Sales of four shops, `(key, timestamp, value)` in time order: steady
+/// traffic in Berlin and Lisbon, a burst in Oslo and one in Porto.
+fn shop_events() -> Vec<(&'static str, i64, i64)> {
+    let mut v = Vec::new();
+    for i in 0..21 {
+        v.push(("berlin", T0 + 2_750 * i + 125, 20 + (i * 37) % 50));
+    }
+    for i in 0..14 {
+        v.push(("lisbon", T0 + 4_000 * i + 1_500, 10 + (i * 23) % 40));
+    }
+    for i in 0..6 {
+        v.push(("oslo", T0 + 2_250 * i + 800, 5 + 3 * i));
+    }
+    for (ts, value) in [(12_300, 14), (15_050, 9), (19_900, 21)] {
+        v.push(("porto", T0 + ts, value));
+    }
+    v.sort_by_key(|e| e.1);
+    v
+}
+
+/// The shipped pipeline (`pipelines/default.json`: partitions p0..p3, three
+/// windows, 1 s lateness) fed with realistic epoch-millisecond times: the
+/// page shows UTC dates, switches to raw numbers and back (remembered), keeps
+/// every exact number in a tooltip, and speaks plainly. Its screenshot is
+/// the README's.
+#[test]
+fn dashboard_shows_dates_on_the_shipped_pipeline() {
+    let Some(browser) = Browser::start() else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED dashboard_shows_dates_on_the_shipped_pipeline: `chromium` and `chromedriver` \
+             must be on PATH (Debian: apt-get install -y chromium chromium-driver)"
+        );
+        return;
+    };
+    let dir = tempdir();
+    let pipeline = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/default.json");
+    let s = start(
+        &dir.path().join("data.db"),
+        &["--pipeline", pipeline.to_str().unwrap(), "--token", TOKEN],
+    );
+
+    // History before the page opens (replayed without highlights): the
+    // events spread round robin over p0..p3, two late ones, p2 goes idle
+    // and p3 holds the watermark at 09:00:50.600.
+    let events = shop_events();
+    let mut next = [0i64; 4];
+    let mut deliver = |items: &[(&str, i64, i64)], name: &dyn Fn(usize) -> String| {
+        let parts: Vec<String> = items
+            .iter()
+            .enumerate()
+            .map(|(i, (key, ts, value))| {
+                let p = i % 4;
+                next[p] += 1;
+                delivery(
+                    &format!("p{p}"),
+                    Some(next[p] - 1),
+                    &name(i),
+                    key,
+                    *ts,
+                    *value,
+                )
+            })
+            .collect();
+        s.ok("/events", &format!("[{}]", parts.join(",")));
+    };
+    deliver(&events, &|i| format!("sale-{i}"));
+    for (p, w) in [
+        ("p0", 52_000),
+        ("p1", 52_000),
+        ("p2", 45_000),
+        ("p3", 50_600),
+    ] {
+        s.ok(
+            "/watermarks",
+            &format!(r#"{{"partition":"{p}","watermark":{}}}"#, T0 + w),
+        );
+    }
+    assert_eq!(s.post_empty("/partitions/p2/idle").status, 200);
+    let watermark = T0 + 50_600;
+    let late_ids = ["late-oslo", "late-lisbon"];
+    deliver(
+        &[("oslo", T0 + 21_250, 4), ("lisbon", T0 + 33_400, 12)],
+        &|i| late_ids[i].to_string(),
+    );
+
+    // The fixed 10 s windows that the watermark passed, as the page must
+    // show them: final once the watermark is more than 1 s past their end.
+    let mut fixed = std::collections::BTreeMap::<(&str, i64), (i64, i64)>::new();
+    for (key, ts, value) in &events {
+        let e = fixed.entry((*key, ts - ts.rem_euclid(10_000))).or_default();
+        e.0 += 1;
+        e.1 += value;
+    }
+    let line = |key: &str, start: i64, (c, sum): (i64, i64)| {
+        let end = start + 10_000;
+        let state = if watermark > end + 1000 {
+            "final"
+        } else {
+            "revisable"
+        };
+        format!("fixed_10s {key} [{start},{end}) c={c} s={sum} {state}")
+    };
+    let want: Vec<String> = fixed
+        .iter()
+        .filter(|((_, start), _)| start + 10_000 <= watermark)
+        .map(|((key, start), agg)| line(key, *start, *agg))
+        .collect();
+    assert!(want.iter().any(|l| l.ends_with("revisable")), "{want:?}");
+
+    let url = format!("{}/", s.base);
+    browser.goto(&url);
+    browser.log_in();
+    let want_refs: Vec<&str> = want.iter().map(String::as_str).collect();
+    browser.wait_rows("the shops' results", &want_refs);
+    browser.wait("the status and the late events", |b| {
+        b.text("#s-watermark") == "09:00:50.600"
+            && b.text("#late tbody tr[data-id=late-lisbon]")
+                .contains("lisbon")
+    });
+
+    // Dates: the shared date once beside the times, the times alone; the
+    // exact number in every tooltip.
+    let exact = |v: i64, date: &str| format!("{v} = {date} UTC");
+    let berlin = |start: i64| {
+        format!(
+            "#results tr[data-window=fixed_10s][data-key=berlin][data-start='{}']",
+            T0 + start
+        )
+    };
+    // Session starts carry milliseconds, so every time in the table does.
+    assert_eq!(browser.text("#results-when"), "UTC, 2026-12-01");
+    let start_cell = format!("{} [data-col=start]", berlin(10_000));
+    assert_eq!(browser.text(&start_cell), "09:00:10.000");
+    assert_eq!(
+        browser.attr(&start_cell, "title"),
+        exact(T0 + 10_000, "2026-12-01 09:00:10.000")
+    );
+    let end_cell = format!("{} [data-col=end]", berlin(40_000));
+    assert_eq!(browser.text(&end_cell), "09:00:50.000");
+    assert_eq!(
+        browser.attr(&end_cell, "title"),
+        exact(T0 + 50_000, "2026-12-01 09:00:50.000")
+    );
+    // Only whole seconds shown: no milliseconds.
+    browser.eval(
+        "const f = document.getElementById('f-window'); f.value = 'fixed_10s';
+         f.dispatchEvent(new Event('change')); return null",
+    );
+    browser.wait("whole seconds", |b| b.text(&start_cell) == "09:00:10");
+    browser.eval(
+        "const f = document.getElementById('f-window'); f.value = '';
+         f.dispatchEvent(new Event('change')); return null",
+    );
+    browser.wait("the milliseconds back", |b| {
+        b.text(&start_cell) == "09:00:10.000"
+    });
+
+    assert_eq!(browser.text("#s-watermark-sub"), "2026-12-01 (UTC)");
+    assert_eq!(
+        browser.attr("#s-watermark", "title"),
+        exact(watermark, "2026-12-01 09:00:50.600")
+    );
+    assert_eq!(browser.text("#s-lateness"), "1 s");
+    assert_eq!(browser.attr("#s-lateness", "title"), "1000 ms");
+    let progress = |p: &str| format!("#partitions tr[data-partition={p}] [data-col=progress]");
+    assert_eq!(browser.text(&progress("p3")), "09:00:50.600");
+    assert_eq!(browser.text(&progress("p0")), "09:00:52.000");
+    assert_eq!(
+        browser.attr(&progress("p2"), "title"),
+        exact(T0 + 45_000, "2026-12-01 09:00:45.000")
+    );
+    assert_eq!(browser.text("#partitions-when"), "UTC, 2026-12-01");
+    assert!(browser
+        .text("#partitions tr[data-partition=p3]")
+        .contains("sets the watermark"));
+    assert!(browser
+        .text("#partitions tr[data-partition=p2]")
+        .contains("idle"));
+    let late_ts = "#late tbody tr[data-id=late-oslo] [data-col=timestamp]";
+    assert_eq!(browser.text(late_ts), "09:00:21.250");
+    assert_eq!(
+        browser.attr(late_ts, "title"),
+        exact(T0 + 21_250, "2026-12-01 09:00:21.250")
+    );
+    assert_eq!(
+        browser.text("#late tbody tr[data-id=late-oslo] [data-col=watermark]"),
+        "09:00:50.600"
+    );
+    // The chart (Berlin's fixed windows): times under the axis, the date in
+    // its caption, exact numbers in the labels' tooltips.
+    let first_label = "const t = document.querySelector('#chart text.xlabel');
+        return t ? t.firstChild.nodeValue : null";
+    browser.wait("the chart's time axis", |b| {
+        b.eval(first_label) == json!("09:00:00")
+    });
+    assert_eq!(
+        browser.text("#chart text.xlabel title"),
+        exact(T0, "2026-12-01 09:00:00.000")
+    );
+    assert!(browser
+        .text("#chart svg")
+        .contains("window start (UTC, 2026-12-01)"));
+    browser.assert_no_jargon();
+
+    // Raw numbers, remembered across a reload, then dates again.
+    let stored = "return localStorage.getItem('streamforge.times')";
+    browser.click("#t-raw");
+    browser.wait("raw numbers", |b| {
+        b.text("#s-watermark") == watermark.to_string()
+    });
+    assert_eq!(browser.text(&start_cell), (T0 + 10_000).to_string());
+    assert_eq!(
+        browser.attr(&start_cell, "title"),
+        exact(T0 + 10_000, "2026-12-01 09:00:10.000")
+    );
+    assert_eq!(browser.text(late_ts), (T0 + 21_250).to_string());
+    assert_eq!(browser.text(&progress("p3")), watermark.to_string());
+    assert_eq!(browser.text("#results-when"), "");
+    assert_eq!(browser.text("#s-lateness"), "1000");
+    assert_eq!(browser.attr("#t-raw", "aria-pressed"), "true");
+    assert_eq!(browser.eval(stored), json!("raw"));
+    browser.goto(&url);
+    browser.wait("the live stream after a reload", |b| {
+        b.eval("return document.getElementById('conn').dataset.state") == json!("live")
+    });
+    browser.wait_rows("the results after a reload", &want_refs);
+    browser.wait("raw numbers after a reload", |b| {
+        b.text("#s-watermark") == watermark.to_string()
+            && b.text(&start_cell) == (T0 + 10_000).to_string()
+    });
+    assert_eq!(browser.attr("#t-raw", "aria-pressed"), "true");
+    browser.click("#t-dates");
+    browser.wait("dates again", |b| {
+        b.text("#s-watermark") == "09:00:50.600" && b.text(&start_cell) == "09:00:10.000"
+    });
+    assert_eq!(browser.attr("#t-dates", "aria-pressed"), "true");
+    assert_eq!(browser.eval(stored), json!("dates"));
+    browser.assert_no_jargon();
+
+    // A sale within the grace period corrects Berlin's last window: the old
+    // row is struck through, the new one flashes. That is the screenshot.
+    let old = fixed[&("berlin", T0 + 40_000)];
+    deliver(&[("berlin", T0 + 49_700, 30)], &|_| {
+        "sale-late-berlin".into()
+    });
+    browser.wait_rows(
+        "the correction",
+        &[
+            &line("berlin", T0 + 40_000, old).replace("revisable", "retracted"),
+            &line("berlin", T0 + 40_000, (old.0 + 1, old.1 + 30)),
+        ],
+    );
+    let png = browser.screenshot();
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    let out = target_dir().join("dashboard.png");
+    std::fs::write(&out, &png).unwrap();
+    if std::env::var_os("STREAMFORGE_UPDATE_SCREENSHOT").is_some() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dashboard.png");
+        std::fs::write(docs, &png).unwrap();
+    }
+    let _ = writeln!(std::io::stderr(), "screenshot: {}", out.display());
+}
+
+/// The result lines of a `GET /results` answer, without their state.
+fn result_lines(v: &Value) -> Vec<String> {
+    let mut out: Vec<String> = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} [{},{}) c={} s={}",
+                r["window"].as_str().unwrap(),
+                r["key"].as_str().unwrap(),
+                r["start"],
+                r["end"],
+                r["count"],
+                r["sum"]
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A restore while the page is open: the service rewinds the stream, the
+/// page drops what it held, shows exactly the restored `GET /results` and
+/// late list, says so plainly, and goes on with the changes after it.
+#[test]
+fn dashboard_follows_a_restore() {
+    let Some(browser) = Browser::start() else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED dashboard_follows_a_restore: `chromium` and `chromedriver` must be on PATH \
+             (Debian: apt-get install -y chromium chromium-driver)"
+        );
+        return;
+    };
+    let dir = tempdir();
+    let pipeline = dir.path().join("pipeline.json");
+    std::fs::write(&pipeline, PIPELINE).unwrap();
+    let s = start(
+        &dir.path().join("data.db"),
+        &["--pipeline", pipeline.to_str().unwrap(), "--token", TOKEN],
+    );
+    browser.goto(&format!("{}/", s.base));
+    browser.log_in();
+
+    // Before the checkpoint.
+    s.ok(
+        "/events",
+        &batch(&[
+            ("p0", 0, "a1", "sensor-a", 1000, 4),
+            ("p0", 1, "a2", "sensor-a", 6000, 6),
+            ("p1", 0, "b1", "sensor-b", 2000, 10),
+        ]),
+    );
+    s.ok("/watermarks", r#"{"partition":"p0","watermark":20000}"#);
+    s.ok("/watermarks", r#"{"partition":"p1","watermark":20000}"#);
+    browser.wait_rows(
+        "the first results",
+        &[
+            "tumbling_10s sensor-a [0,10000) c=2 s=10 revisable",
+            "tumbling_10s sensor-b [0,10000) c=1 s=10 revisable",
+        ],
+    );
+    let checkpoint: Value = serde_json::from_str(&s.post_empty("/checkpoints").body).unwrap();
+    let id = checkpoint["id"].as_i64().expect("checkpoint id");
+
+    // After it: new windows, finals, a late event.
+    s.ok(
+        "/events",
+        &batch(&[
+            ("p0", 2, "a3", "sensor-a", 12000, 9),
+            ("p1", 1, "b2", "sensor-b", 15000, -2),
+        ]),
+    );
+    s.ok("/watermarks", r#"{"partition":"p0","watermark":25000}"#);
+    s.ok("/watermarks", r#"{"partition":"p1","watermark":25000}"#);
+    s.ok(
+        "/events",
+        &batch(&[("p1", 2, "late-x", "sensor-b", 500, 1)]),
+    );
+    browser.wait_rows(
+        "the results after the checkpoint",
+        &[
+            "tumbling_10s sensor-a [0,10000) c=2 s=10 final",
+            "tumbling_10s sensor-a [10000,20000) c=1 s=9 revisable",
+            "tumbling_10s sensor-b [10000,20000) c=1 s=-2 revisable",
+        ],
+    );
+    browser.wait("the late event", |b| {
+        b.text("#s-late") == "1"
+            && b.text("#late tbody tr[data-id=late-x]")
+                .contains("sensor-b")
+    });
+    assert!(browser.eval("return document.getElementById('notice').hidden") == json!(true));
+
+    // The restore: the page shows exactly the restored results, no late
+    // event, and a plain notice.
+    let r = s.post_empty(&format!("/checkpoints/{id}/restore"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let restored = s.get("/results").json();
+    let want = result_lines(&restored);
+    assert!(!want.is_empty());
+    let sequence = restored["sequence"]
+        .as_u64()
+        .expect("/results has its sequence");
+    let shown = |b: &Browser| {
+        let mut rows: Vec<String> = b
+            .rows()
+            .iter()
+            .map(|r| r.rsplit_once(' ').unwrap().0.to_string())
+            .collect();
+        rows.sort();
+        rows
+    };
+    browser.wait("exactly the restored results", |b| {
+        shown(b) == want
+            && b.text("#late tbody tr[data-id=late-x]").is_empty()
+            && b.text("#s-late") == "0"
+            && b.eval("return document.getElementById('notice').hidden") == json!(false)
+    });
+    let notice = browser.text("#notice-text");
+    assert!(
+        notice.contains(&format!(
+            "The service was restored to an earlier checkpoint: results were re-read (now at change {sequence})."
+        )),
+        "{notice}"
+    );
+    assert!(
+        !browser.rows().iter().any(|r| r.ends_with("retracted")),
+        "{:?}",
+        browser.rows()
+    );
+    assert_eq!(browser.text("#s-watermark"), "20000");
+
+    // Changes after the restore show up as usual.
+    s.ok("/events", &batch(&[("p0", 2, "a3b", "sensor-a", 13000, 7)]));
+    s.ok("/watermarks", r#"{"partition":"p0","watermark":30000}"#);
+    s.ok("/watermarks", r#"{"partition":"p1","watermark":30000}"#);
+    browser.wait_rows(
+        "the changes after the restore",
+        &["tumbling_10s sensor-a [10000,20000) c=1 s=7 revisable"],
+    );
+    browser.wait("the page in step with the service", |b| {
+        let want = result_lines(&s.get("/results").json());
+        let rows = shown(b);
+        want.iter().all(|w| rows.contains(w)) && b.text("#s-watermark") == "30000"
+    });
+    let voided = |rows: &[String]| {
+        rows.iter()
+            .any(|r| r.contains(" c=1 s=-2 ") || r.contains(" c=1 s=9 "))
+    };
+    assert!(!voided(&browser.rows()), "{:?}", browser.rows());
+
+    // A page opened after the restore reads the same state (the changelog
+    // of the new epoch), quietly.
+    browser.goto(&format!("{}/", s.base));
+    browser.wait("the live stream after a reload", |b| {
+        b.eval("return document.getElementById('conn').dataset.state") == json!("live")
+    });
+    let want = result_lines(&s.get("/results").json());
+    browser.wait("the restored state after a reload", |b| {
+        let rows = shown(b);
+        want.iter().all(|w| rows.contains(w)) && b.text("#s-watermark") == "30000"
+    });
+    assert!(!voided(&browser.rows()), "{:?}", browser.rows());
+    assert_eq!(
+        browser.eval("return document.getElementById('notice').hidden"),
+        json!(true)
+    );
 }
