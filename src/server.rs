@@ -141,13 +141,19 @@ pub async fn run(
         .map_err(|e| ServerError(format!("server failed: {e}")))?;
     let s = svc.clone();
     match tokio::task::spawn_blocking(move || s.final_checkpoint()).await {
-        Ok(Ok(Some(m))) => tracing::info!(
-            id = m.id,
-            sequence = m.sequence,
-            bytes = m.bytes,
-            "final checkpoint stored"
-        ),
-        Ok(Ok(None)) => tracing::info!("nothing logged since the last checkpoint"),
+        Ok(Ok(stored)) if stored.is_empty() => {
+            tracing::info!("nothing logged since the last checkpoints")
+        }
+        Ok(Ok(stored)) => {
+            for m in stored {
+                tracing::info!(
+                    id = m.id,
+                    sequence = m.sequence,
+                    bytes = m.bytes,
+                    "final checkpoint stored"
+                );
+            }
+        }
         Ok(Err(e)) => {
             return Err(ServerError(format!(
                 "final checkpoint failed (the command log still covers everything): {e}"

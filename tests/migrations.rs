@@ -44,7 +44,12 @@ fn fresh_database_is_migrated_in_wal_mode() {
         "changes",
         "late",
         "checkpoints",
-        "recovery_base",
+        "checkpoint_pieces",
+        "recovery_bases",
+        "restores",
+        "pruned",
+        "pattern_output",
+        "patterns",
     ] {
         assert!(
             names.contains(&format!("table {table}:")),
@@ -116,8 +121,12 @@ fn a_version_2_database_is_upgraded_and_keeps_serving_its_changes() {
     let mut s = start(&db, &["--checkpoint-every", "0"]);
     let ops = workload(21, 200);
     let (before, after) = ops.split_at(100);
-    for op in before {
+    for (i, op) in before.iter().enumerate() {
         assert_eq!(op.send(&s).status, 200);
+        if i == 50 {
+            // a recovery base (the old one-row table) with commands after it
+            assert_eq!(s.post_empty("/checkpoints").status, 201);
+        }
     }
     let changes = s.all_changes();
     let snapshot = s.snapshot();
@@ -146,7 +155,20 @@ fn a_version_2_database_is_upgraded_and_keeps_serving_its_changes() {
         .unwrap();
     }
     c.execute_batch(
-        "DROP TABLE restores;
+        "DROP TABLE pattern_output;
+         DROP TABLE patterns;
+         CREATE TABLE recovery_base (
+             id            INTEGER PRIMARY KEY CHECK (id = 1),
+             checkpoint_id INTEGER REFERENCES checkpoints (id),
+             envelope      BLOB,
+             sequence      INTEGER NOT NULL,
+             CHECK ((checkpoint_id IS NULL) <> (envelope IS NULL)));
+         INSERT INTO recovery_base SELECT 1, checkpoint_id, envelope, sequence
+             FROM recovery_bases WHERE engine = 'window';
+         DROP TABLE recovery_bases;
+         ALTER TABLE commands DROP COLUMN engine;
+         ALTER TABLE checkpoints DROP COLUMN engine;
+         DROP TABLE restores;
          DROP TABLE pruned;
          ALTER TABLE checkpoints DROP COLUMN origin;
          DROP TABLE checkpoint_pieces;

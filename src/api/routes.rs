@@ -16,7 +16,7 @@ use super::error::{ApiError, Code};
 use super::extract::{self, PageQuery, QueryParams};
 use super::AppState;
 use crate::service::{RestoreSource, Service};
-use crate::store::{Page, Stream};
+use crate::store::{EngineId, Page, Stream};
 
 /// The OpenAPI document, served verbatim.
 pub const OPENAPI_YAML: &str = include_str!("../../openapi.yaml");
@@ -141,7 +141,7 @@ pub async fn get_pipeline(State(st): State<AppState>) -> Result<Response, ApiErr
 pub async fn post_checkpoint(State(st): State<AppState>) -> Result<Response, ApiError> {
     let svc = st.service()?;
     blocking(move || {
-        let m = svc.create_checkpoint()?;
+        let m = svc.create_checkpoint(EngineId::Window)?;
         to_json(&dto::CheckpointCreated {
             id: m.id,
             sequence: m.sequence,
@@ -157,7 +157,7 @@ pub async fn post_checkpoint(State(st): State<AppState>) -> Result<Response, Api
 pub async fn list_checkpoints(State(st): State<AppState>) -> Result<Response, ApiError> {
     let svc = st.service()?;
     blocking(move || {
-        let list = svc.checkpoints()?;
+        let list = svc.checkpoints(EngineId::Window)?;
         to_json(&dto::CheckpointList {
             checkpoints: list.iter().map(Into::into).collect(),
         })
@@ -178,7 +178,7 @@ pub async fn get_checkpoint(
 ) -> Result<Response, ApiError> {
     let id = checkpoint_id(&id)?;
     let svc = st.service()?;
-    blocking(move || Ok(svc.checkpoint_bytes(id)?))
+    blocking(move || Ok(svc.checkpoint_bytes(EngineId::Window, id)?))
         .await
         .map(|b| json_response(StatusCode::OK, b))
 }
@@ -190,7 +190,7 @@ pub async fn delete_checkpoint(
 ) -> Result<Response, ApiError> {
     let id = checkpoint_id(&id)?;
     let svc = st.service()?;
-    blocking(move || Ok(svc.delete_checkpoint(id)?)).await?;
+    blocking(move || Ok(svc.delete_checkpoint(EngineId::Window, id)?)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -1,27 +1,38 @@
-//! The service: one processor, its database, and the notifications of new
+//! The service: the engines, their database, and the notifications of new
 //! output. Public methods are the API verbs; they are synchronous (they take
 //! a std `Mutex` and may wait for an fsync), so the api calls them inside
 //! `spawn_blocking`.
 //!
-//! - `apply`: the single write path (lock → engine → queue; encode outside
-//!   the lock; group commit: one SQLite transaction for every queued call →
-//!   notify → answer), checkpoints and restores.
+//! One write path serves both engines (the window engine and the pattern
+//! engine): one processor lock taken in arrival order, one command log, one
+//! group commit, one recovery.
+//!
+//! - `command`: the logged commands of each engine: their kinds, bodies,
+//!   decoding and application (shared by the live path and recovery).
+//! - `apply`: the window engine's verbs (lock → engine → queue).
+//! - `commit`: the commit queue (encode outside the lock; group commit: one
+//!   SQLite transaction for every queued call → notify → answer).
+//! - `checkpoint`: checkpoints on request, automatic and at shutdown, and
+//!   their retention. `restore`: restores, epochs.
 //! - [`parse`]: the `POST /events` body parser (api and recovery).
-//! - `recover`: the processor from the store (recovery base + replay of the
+//! - `recover`: the engines from the store (recovery bases + replay of the
 //!   command log), at start and after a storage failure.
 //! - [`metrics`]: counters and histograms.
 //! - [`error`]: [`ServiceError`] and [`StartError`].
 //!
-//! This module knows no HTTP: it uses the engine, the store, `std::sync` and
+//! This module knows no HTTP: it uses the engines, the store, `std::sync` and
 //! `tokio::sync::watch` only.
 
 mod apply;
+mod checkpoint;
+mod command;
+mod commit;
 pub mod error;
 pub mod metrics;
 pub mod parse;
 mod recover;
+mod restore;
 
-use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -29,14 +40,16 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 
 use tokio::sync::watch;
 
-use crate::engine::{PartitionStatus, Pipeline, Processor, WindowResult};
-use crate::store::{
-    self, CheckpointMeta, Page, PageRefusal, Reader, Stream, WalCheckpointer, Writer,
-};
+use crate::engine::{PartitionStatus, Pipeline, WindowResult};
+use crate::store::{self, EngineId, Page, PageRefusal, Reader, Stream, WalCopier, Writer};
 
-pub use apply::{IngestAnswer, RestoreOutcome, RestoreSource, TickAnswer};
+use command::Engines;
+use commit::CommitQueue;
+
+pub use apply::{IngestAnswer, TickAnswer};
 pub use error::{ServiceError, StartError};
 pub use metrics::{Gauge, Metrics};
+pub use restore::{RestoreOutcome, RestoreSource};
 
 /// Sequences the readers wait on, published after every commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -45,10 +58,43 @@ pub struct Heads {
     pub changes: u64,
     /// Latest late-record sequence.
     pub late: u64,
-    /// The durable epoch: restores so far (open streams rewind on it).
+    /// Latest pattern output sequence.
+    pub patterns: u64,
+    /// The window engine's durable epoch: its restores so far (open
+    /// streams rewind on it).
     pub epoch: u64,
+    /// The pattern engine's epoch.
+    pub patterns_epoch: u64,
     /// Set when the server begins a graceful shutdown.
     pub shutdown: bool,
+}
+
+impl Heads {
+    /// Whether `now` has other output heads.
+    fn output_differs(&self, now: &Heads) -> bool {
+        (self.changes, self.late, self.patterns) != (now.changes, now.late, now.patterns)
+    }
+
+    /// Takes the output heads of `now`.
+    fn take_output(&mut self, now: &Heads) {
+        self.changes = now.changes;
+        self.late = now.late;
+        self.patterns = now.patterns;
+    }
+}
+
+/// What the engines are set up with (fixed for the database's lifetime).
+#[derive(Debug, Clone)]
+pub(crate) struct Setup {
+    /// The window engine's pipeline.
+    pub pipeline: Pipeline,
+}
+
+/// Each engine's epoch (restores so far).
+#[derive(Debug, Clone, Copy, Default)]
+struct Epochs {
+    window: u64,
+    patterns: u64,
 }
 
 /// `GET /status`.
@@ -129,41 +175,41 @@ pub struct Options {
     pub metrics: Arc<Metrics>,
 }
 
-/// What the processor lock guards (see `apply`): the engine step of every
-/// call, in ticket order.
+/// What the processor lock guards (see `apply`): the engines, stepped by
+/// every call in ticket order.
 struct Inner {
-    processor: Processor,
+    engines: Engines,
     /// The last ticket given to an applied call.
     ticket: u64,
-    /// The durable epoch (restores so far); changed only by a restore,
-    /// under this lock, so it always belongs to `processor`.
-    epoch: u64,
-    /// The processor may not match the store (a storage failure whose
+    /// The durable epochs; changed only by a restore, under this lock, so
+    /// they always belong to `engines`.
+    epochs: Epochs,
+    /// The engines may not match the store (a storage failure whose
     /// rebuild failed, or a panic in the critical section): rebuild first.
     broken: bool,
 }
 
-/// The commit queue (see `apply`).
-struct Log {
-    /// Applied calls not yet committed, in ticket (engine) order.
-    queue: VecDeque<apply::Pending>,
-    /// A leader is committing a group.
-    leader: bool,
-    /// Decided calls whose callers have not yet collected the outcome.
-    outcomes: HashMap<u64, Result<(), String>>,
-    /// A commit failed: queued and newly applied calls fail until the
-    /// processor is rebuilt from the store.
-    poisoned: bool,
-    /// Commands logged since the recovery base.
-    logged: u64,
+impl Inner {
+    /// The output heads of the engines now.
+    fn heads(&self) -> Heads {
+        let w = &self.engines.window;
+        Heads {
+            changes: w.sequence(),
+            late: w.late_len(),
+            patterns: 0,
+            epoch: self.epochs.window,
+            patterns_epoch: self.epochs.patterns,
+            shutdown: false,
+        }
+    }
 }
 
 /// The service. Shared as `Arc<Service>`.
 pub struct Service {
-    /// The processor. A std `Mutex`, not a tokio one: the critical section
+    /// The engines. A std `Mutex`, not a tokio one: the critical section
     /// is synchronous, it is never held across an `.await`, and callers run
     /// it in `spawn_blocking` (mini-redis `db.rs`). Lock order: a turn (of
-    /// `turns`), `inner`, then `log`, then `writer`; nobody takes `inner`
+    /// `turns`), `inner`, then `queue`, then `writer`; nobody takes `inner`
     /// while holding another lock, nor a turn while holding `inner`.
     inner: Mutex<Inner>,
     /// Mutating calls take the processor lock in arrival order: with std's
@@ -172,13 +218,14 @@ pub struct Service {
     turns: Turnstile,
     /// The commit queue, and its condition (a commit finished, a call was
     /// encoded).
-    log: Mutex<Log>,
+    queue: Mutex<CommitQueue>,
     committed: Condvar,
     /// The writing connection: used by the commit leader, and by recovery,
     /// checkpoints and restores once everything is committed.
     writer: Mutex<Writer>,
-    /// Checkpoints the WAL in the background; poked every `WAL_POKE_BYTES`.
-    wal: WalCheckpointer,
+    /// Copies the WAL into the database in the background; poked every few
+    /// MB committed.
+    wal: WalCopier,
     wal_bytes: std::sync::atomic::AtomicU64,
     /// Bumped (under the writer lock) whenever the recovery base changes: a
     /// checkpoint or a restore. The automatic checkpointer, which serializes
@@ -188,7 +235,7 @@ pub struct Service {
     heads: watch::Sender<Heads>,
     readers: Mutex<Vec<Reader>>,
     db: PathBuf,
-    pipeline: Pipeline,
+    setup: Setup,
     checkpoint_every: u64,
     retention: Retention,
     recovery: Recovery,
@@ -250,47 +297,42 @@ impl Service {
         #[allow(clippy::disallowed_methods)]
         let started = std::time::Instant::now();
         let mut writer = Writer::open(&opts.db).map_err(|e| fail("cannot open", &e))?;
-        let pipeline = Self::resolve_pipeline(&mut writer, &opts)?;
-        let (processor, logged) = recover::replay(&writer, &opts.db, &pipeline)
-            .map_err(|e| fail("recovery failed", &e))?;
+        let setup = Setup {
+            pipeline: Self::resolve_pipeline(&mut writer, &opts)?,
+        };
+        let (engines, logged) =
+            recover::replay(&writer, &opts.db, &setup).map_err(|e| fail("recovery failed", &e))?;
         let recovery = Recovery {
-            replayed: logged,
+            replayed: logged.window + logged.patterns,
             seconds: started.elapsed().as_secs_f64(),
         };
-        let epoch = writer.epoch().map_err(|e| fail("cannot read", &e))?;
-        let heads = Heads {
-            changes: processor.sequence(),
-            late: processor.late_len(),
-            epoch,
-            shutdown: false,
+        let epoch = |e| writer.epoch(e).map_err(|e| fail("cannot read", &e));
+        let epochs = Epochs {
+            window: epoch(EngineId::Window)?,
+            patterns: epoch(EngineId::Patterns)?,
         };
+        let inner = Inner {
+            engines,
+            ticket: 0,
+            epochs,
+            broken: false,
+        };
+        let heads = inner.heads();
         let reader = Reader::open(&opts.db).map_err(|e| fail("cannot open a reader", &e))?;
         let (tx, rx) = sync_channel::<()>(1);
         let service = Arc::new(Service {
-            inner: Mutex::new(Inner {
-                processor,
-                ticket: 0,
-                epoch,
-                broken: false,
-            }),
+            inner: Mutex::new(inner),
             turns: Turnstile::default(),
-            log: Mutex::new(Log {
-                queue: VecDeque::new(),
-                leader: false,
-                outcomes: HashMap::new(),
-                poisoned: false,
-                logged,
-            }),
+            queue: Mutex::new(CommitQueue::new(logged)),
             committed: Condvar::new(),
             writer: Mutex::new(writer),
-            wal: WalCheckpointer::start(&opts.db)
-                .map_err(|e| fail("cannot start the WAL checkpointer", &e))?,
+            wal: WalCopier::start(&opts.db).map_err(|e| fail("cannot start the WAL copier", &e))?,
             wal_bytes: std::sync::atomic::AtomicU64::new(0),
             base_version: std::sync::atomic::AtomicU64::new(0),
             heads: watch::Sender::new(heads),
             readers: Mutex::new(vec![reader]),
             db: opts.db.clone(),
-            pipeline,
+            setup,
             checkpoint_every: opts.checkpoint_every,
             retention: opts.retention,
             recovery,
@@ -331,7 +373,7 @@ impl Service {
     /// (rebuilds it from the store after a storage failure or a panic).
     fn lock_consistent(&self) -> Result<MutexGuard<'_, Inner>, ServiceError> {
         let mut g = self.lock();
-        if g.broken || self.log().poisoned {
+        if g.broken || self.queue().poisoned {
             self.settle(&mut g)?;
         }
         Ok(g)
@@ -345,8 +387,8 @@ impl Service {
         Ok(g)
     }
 
-    fn log(&self) -> MutexGuard<'_, Log> {
-        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    fn queue(&self) -> MutexGuard<'_, CommitQueue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn writer(&self) -> MutexGuard<'_, Writer> {
@@ -373,7 +415,7 @@ impl Service {
 
     /// The pipeline.
     pub fn pipeline(&self) -> &Pipeline {
-        &self.pipeline
+        &self.setup.pipeline
     }
 
     /// What recovery at start did.
@@ -409,24 +451,25 @@ impl Service {
         key: Option<&str>,
     ) -> Result<Results, ServiceError> {
         let g = self.lock_settled()?;
+        let p = &g.engines.window;
         Ok(Results {
-            rows: g.processor.results(window, key),
-            watermark: g.processor.watermark(),
-            sequence: g.processor.sequence(),
-            epoch: g.epoch,
+            rows: p.results(window, key),
+            watermark: p.watermark(),
+            sequence: p.sequence(),
+            epoch: g.epochs.window,
         })
     }
 
     /// `GET /status`.
     pub fn status(&self) -> Result<Status, ServiceError> {
         let g = self.lock_settled()?;
-        let p = &g.processor;
+        let p = &g.engines.window;
         Ok(Status {
             watermark: p.watermark(),
             sequence: p.sequence(),
             late: p.late_len(),
             live_buckets: p.live_buckets(),
-            epoch: g.epoch,
+            epoch: g.epochs.window,
             partitions: p.partitions(),
         })
     }
@@ -455,6 +498,7 @@ impl Service {
                     match stream {
                         Stream::Changes => "changes",
                         Stream::Late => "late records",
+                        Stream::Patterns => "pattern output records",
                     },
                     earliest - 1
                 ),
@@ -463,23 +507,12 @@ impl Service {
         }
     }
 
-    /// Stored checkpoints, newest first.
-    pub fn checkpoints(&self) -> Result<Vec<CheckpointMeta>, ServiceError> {
-        self.with_reader(|r| r.checkpoints())
-    }
-
-    /// A stored checkpoint's envelope bytes.
-    pub fn checkpoint_bytes(&self, id: i64) -> Result<Vec<u8>, ServiceError> {
-        self.with_reader(|r| r.checkpoint(id))?
-            .ok_or_else(|| ServiceError::NotFound(format!("no checkpoint with id {id}")))
-    }
-
     /// Gauges for `/metrics` (current state).
     pub fn metrics_text(&self) -> String {
         let heads = *self.heads.borrow();
-        let logged = self.log().logged;
+        let logged = self.queue().logged;
         let g = self.lock();
-        let p = &g.processor;
+        let p = &g.engines.window;
         let parts = p.partitions();
         let per = |f: &dyn Fn(&PartitionStatus) -> Option<f64>| -> Vec<_> {
             parts
@@ -501,7 +534,7 @@ impl Service {
             Gauge::one(
                 "streamforge_epoch",
                 "Restores so far (the output streams' epoch).",
-                g.epoch as f64,
+                g.epochs.window as f64,
             ),
             Gauge {
                 name: "streamforge_watermark",
@@ -535,7 +568,7 @@ impl Service {
             Gauge::one(
                 "streamforge_logged_commands",
                 "Commands logged since the last checkpoint or restore.",
-                logged as f64,
+                (logged.window + logged.patterns) as f64,
             ),
             Gauge::one(
                 "streamforge_waiters",

@@ -1,24 +1,26 @@
-//! Recovery: the processor from the store.
+//! Recovery: the engines from the store.
 //!
-//! Restore the recovery base (the latest checkpoint taken or restore done;
-//! a fresh processor when there is none), then replay the command log in
-//! order. Every change and late record a replayed command produces must be
-//! byte-identical to the one stored with it, and nothing may be stored past
-//! the replayed heads; otherwise recovery fails with a message naming the
-//! command and sequence, and the database is left as it is (never repaired by
-//! dropping data).
+//! Each engine restores its recovery base (its latest checkpoint taken or
+//! restore done; a fresh engine when there is none); then the command log is
+//! replayed in order, each command into its engine ([`Command::apply`], the
+//! code the live call ran). Every change and record a replayed command
+//! produces must be byte-identical to the one stored with it, and nothing
+//! may be stored past the replayed heads; otherwise recovery fails with a
+//! message naming the command and sequence, and the database is left as it
+//! is (never repaired by dropping data).
 
 use std::fmt;
 use std::path::Path;
 use std::sync::mpsc::sync_channel;
 
-use crate::engine::{Change, Delivery, Event, LateRecord, Pipeline, Processor};
-use crate::store::{self, Reader, Writer};
+use crate::engine::{Change, Processor};
+use crate::store::{self, EngineId, Reader, Stream, Writer};
 
-use super::apply::AdvanceRow;
-use super::parse::{self, Framing};
+use super::command::{Applied, Command, Engines};
+use super::commit::Logged;
+use super::Setup;
 
-/// Why the store cannot be turned back into a processor.
+/// Why the store cannot be turned back into engines.
 #[derive(Debug)]
 pub(super) enum RecoverError {
     Store(store::Error),
@@ -40,120 +42,76 @@ impl From<store::Error> for RecoverError {
     }
 }
 
-/// A decoded command of the log (owned: it crosses threads).
-enum Step {
-    Ingest(Vec<Delivery>),
-    Advance(String, i64),
-    Idle(String),
-}
-
-fn decode(kind: &str, body: &[u8]) -> Result<Step, String> {
-    let framing = match kind {
-        "events" => Framing::Json,
-        "ndjson" => Framing::Ndjson,
-        "advance" => {
-            let row = serde_json::from_slice::<AdvanceRow>(body)
-                .map_err(|e| format!("unreadable body: {e}"))?;
-            return Ok(Step::Advance(row.partition, row.watermark));
-        }
-        "idle" => {
-            let part: String =
-                serde_json::from_slice(body).map_err(|e| format!("unreadable body: {e}"))?;
-            return Ok(Step::Idle(part));
-        }
-        other => return Err(format!("unknown command kind {other:?}")),
-    };
-    let parsed = parse::deliveries(body, framing).map_err(|e| format!("unreadable body: {e}"))?;
-    Ok(Step::Ingest(
-        parsed
-            .items
-            .into_iter()
-            .map(|d| Delivery {
-                partition: d.partition.into_owned(),
-                offset: d.offset,
-                event: Event {
-                    id: d.event.id.into_owned(),
-                    key: d.event.key.into_owned(),
-                    timestamp: d.event.timestamp,
-                    value: d.event.value,
-                },
-            })
-            .collect(),
+fn invalid(n: u64, engine: EngineId, kind: &str, what: String) -> RecoverError {
+    RecoverError::Invalid(format!(
+        "logged command {n} ({} {kind}): {what}",
+        engine.name()
     ))
 }
 
-fn invalid(n: u64, kind: &str, what: String) -> RecoverError {
-    RecoverError::Invalid(format!("logged command {n} ({kind}): {what}"))
+/// The engines at their recovery bases.
+fn bases(writer: &Writer, setup: &Setup) -> Result<Engines, RecoverError> {
+    let window = match writer.base(EngineId::Window)? {
+        Some(base) => Processor::restore(&base.envelope, &setup.pipeline).map_err(|r| {
+            RecoverError::Invalid(format!("the recovery base checkpoint is unusable: {r}"))
+        })?,
+        None => Processor::new(setup.pipeline.clone()),
+    };
+    Ok(Engines { window })
 }
 
-/// The processor the store describes, and the number of replayed commands.
+/// The engines the store describes, and the number of replayed commands of
+/// each.
 ///
 /// Pipelined on three threads: one reads and parses the command log, the
-/// caller runs the engine, one checks every replayed change and late record
-/// against the store (each reader on a connection of its own).
+/// caller runs the engines, one checks every replayed output record against
+/// the store (each reader on a connection of its own).
 pub(super) fn replay(
     writer: &Writer,
     db: &Path,
-    pipeline: &Pipeline,
-) -> Result<(Processor, u64), RecoverError> {
-    let mut p = match writer.base()? {
-        Some(base) => Processor::restore(&base.envelope, pipeline).map_err(|r| {
-            RecoverError::Invalid(format!("the recovery base checkpoint is unusable: {r}"))
-        })?,
-        None => Processor::new(pipeline.clone()),
-    };
-    type Decoded = (u64, String, Step);
-    type Output = (u64, String, Vec<Change>, Vec<LateRecord>);
-    let (n, result) = std::thread::scope(|s| {
+    setup: &Setup,
+) -> Result<(Engines, Logged), RecoverError> {
+    let mut engines = bases(writer, setup)?;
+    type Decoded = (u64, EngineId, &'static str, Command<'static>);
+    type Output = (u64, EngineId, &'static str, Applied);
+    let mut logged = Logged::default();
+    let result = std::thread::scope(|s| {
         let (cmd_tx, cmd_rx) = sync_channel::<Decoded>(16);
         let reader = s.spawn(move || -> Result<(), RecoverError> {
             let r = Reader::open(db)?;
             let mut n: u64 = 0;
-            r.for_each_command(|kind, body| -> Result<(), RecoverError> {
+            r.for_each_command(|engine, kind, body| -> Result<(), RecoverError> {
                 n += 1;
-                let step = decode(kind, body).map_err(|e| invalid(n, kind, e))?;
+                let cmd = Command::decode(engine, kind, &body)
+                    .map_err(|e| invalid(n, engine, kind, e))?
+                    .into_owned();
                 cmd_tx
-                    .send((n, kind.to_string(), step))
+                    .send((n, engine, cmd.kind(), cmd))
                     .map_err(|_| RecoverError::Invalid("replay stopped".into()))
             })
         });
         let (out_tx, out_rx) = sync_channel::<Output>(16);
         let verifier = s.spawn(move || -> Result<(), RecoverError> {
             let r = Reader::open(db)?;
-            for (n, kind, changes, late) in out_rx {
-                verify(&r, &changes, &late).map_err(|e| match e {
+            for (n, engine, kind, applied) in out_rx {
+                verify(&r, &applied).map_err(|e| match e {
                     Mismatch::Store(e) => RecoverError::Store(e),
-                    Mismatch::Differs(what) => invalid(n, &kind, what),
+                    Mismatch::Differs(what) => invalid(n, engine, kind, what),
                 })?;
             }
             Ok(())
         });
-        let mut count = 0;
         let mut engine_err = None;
-        for (n, kind, step) in cmd_rx.iter() {
-            count = n;
-            let applied = match step {
-                Step::Ingest(d) => p
-                    .ingest(d)
-                    .map(|o| (o.changes, o.late))
-                    .map_err(|e| e.to_string()),
-                Step::Advance(part, w) => p
-                    .advance(&part, w)
-                    .map(|o| (o.changes, Vec::new()))
-                    .map_err(|e| e.to_string()),
-                Step::Idle(part) => p
-                    .mark_idle(&part)
-                    .map(|o| (o.changes, Vec::new()))
-                    .map_err(|e| e.to_string()),
-            };
-            match applied {
-                Ok((changes, late)) => {
-                    if out_tx.send((n, kind, changes, late)).is_err() {
+        for (n, engine, kind, cmd) in cmd_rx.iter() {
+            match cmd.apply(&mut engines) {
+                Ok(applied) => {
+                    *logged.get_mut(engine) += 1;
+                    if out_tx.send((n, engine, kind, applied)).is_err() {
                         break;
                     }
                 }
                 Err(e) => {
-                    engine_err = Some(invalid(n, &kind, format!("rejected on replay: {e}")));
+                    engine_err = Some(invalid(n, engine, kind, format!("rejected on replay: {e}")));
                     break;
                 }
             }
@@ -168,25 +126,26 @@ pub(super) fn replay(
         let read = joined(reader);
         // The earliest problem first: the checker is behind the engine, the
         // engine behind the reader.
-        let result = verified.and(engine_err.map_or(Ok(()), Err)).and(read);
-        (count, result)
+        verified.and(engine_err.map_or(Ok(()), Err)).and(read)
     });
     result?;
-    let (max_change, max_late) = writer.max_seqs()?;
-    if max_change > p.sequence() {
+    let window = &engines.window;
+    let max_change = writer.max_seq(Stream::Changes)?;
+    if max_change > window.sequence() {
         return Err(RecoverError::Invalid(format!(
             "the store holds changes up to sequence {max_change}, but replaying the command log \
              reaches only {}",
-            p.sequence()
+            window.sequence()
         )));
     }
-    if max_late != p.late_len() {
+    let max_late = writer.max_seq(Stream::Late)?;
+    if max_late != window.late_len() {
         return Err(RecoverError::Invalid(format!(
             "the store holds {max_late} late records, but the replayed state has {}",
-            p.late_len()
+            window.late_len()
         )));
     }
-    Ok((p, n))
+    Ok((engines, logged))
 }
 
 enum Mismatch {
@@ -200,41 +159,58 @@ impl From<store::Error> for Mismatch {
     }
 }
 
-/// Every replayed change and late record must be byte-identical to the one
+fn json<T: serde::Serialize>(v: &T) -> Result<String, Mismatch> {
+    serde_json::to_string(v)
+        .map_err(|e| Mismatch::Differs(format!("a replayed record cannot be encoded: {e}")))
+}
+
+/// Every replayed change and record must be byte-identical to the one
 /// stored with its command.
-fn verify(r: &Reader, changes: &[Change], late: &[LateRecord]) -> Result<(), Mismatch> {
-    if let (Some(first), Some(last)) = (changes.first(), changes.last()) {
-        let now = store::chunk::encode(changes);
-        // Fast path: the chunk this command stored, byte for byte.
-        let same = r
-            .chunk_at(first.seq)?
-            .is_some_and(|(l, body)| l == last.seq && body == now);
-        if !same {
-            // Compare change by change (chunks of an older layout, or a
-            // difference to name).
-            let stored = r.changes_between(first.seq, last.seq)?;
-            let mut stored = stored.iter();
-            for c in changes {
-                let now = serde_json::to_string(c).unwrap_or_default();
-                let s = stored.next().filter(|(seq, _)| *seq == c.seq);
-                if s.map(|(_, b)| b.as_str()) != Some(now.as_str()) {
-                    return Err(Mismatch::Differs(format!(
-                        "change {} replays as {now} but the store holds {}",
-                        c.seq,
-                        s.map_or("nothing", |(_, b)| b.as_str())
-                    )));
-                }
-            }
-        }
+fn verify(r: &Reader, applied: &Applied) -> Result<(), Mismatch> {
+    let out = applied.output();
+    verify_changes(r, out.changes)?;
+    for l in out.late {
+        verify_record(r, Stream::Late, l.seq, &json(l)?)?;
     }
-    for l in late {
-        let now = serde_json::to_string(l).unwrap_or_default();
-        let stored = r.late_at(l.seq)?;
-        if stored.as_deref() != Some(now.as_str()) {
+    Ok(())
+}
+
+fn verify_record(r: &Reader, stream: Stream, seq: u64, now: &str) -> Result<(), Mismatch> {
+    let stored = r.record_at(stream, seq)?;
+    if stored.as_deref() != Some(now) {
+        return Err(Mismatch::Differs(format!(
+            "{} record {seq} replays as {now} but the store holds {}",
+            stream.name(),
+            stored.as_deref().unwrap_or("nothing")
+        )));
+    }
+    Ok(())
+}
+
+fn verify_changes(r: &Reader, changes: &[Change]) -> Result<(), Mismatch> {
+    let (Some(first), Some(last)) = (changes.first(), changes.last()) else {
+        return Ok(());
+    };
+    let now = store::chunk::encode(changes);
+    // Fast path: the chunk this command stored, byte for byte.
+    let same = r
+        .chunk_at(first.seq)?
+        .is_some_and(|(l, body)| l == last.seq && body == now);
+    if same {
+        return Ok(());
+    }
+    // Compare change by change (chunks of an older layout, or a difference
+    // to name).
+    let stored = r.changes_between(first.seq, last.seq)?;
+    let mut stored = stored.iter();
+    for c in changes {
+        let now = json(c)?;
+        let s = stored.next().filter(|(seq, _)| *seq == c.seq);
+        if s.map(|(_, b)| b.as_str()) != Some(now.as_str()) {
             return Err(Mismatch::Differs(format!(
-                "late record {} replays as {now} but the store holds {}",
-                l.seq,
-                stored.as_deref().unwrap_or("nothing")
+                "change {} replays as {now} but the store holds {}",
+                c.seq,
+                s.map_or("nothing", |(_, b)| b.as_str())
             )));
         }
     }

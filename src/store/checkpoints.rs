@@ -13,7 +13,7 @@
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
 use super::error::{Op, Result};
-use super::{created_at_now, Reader, Writer};
+use super::{created_at_now, EngineId, Reader, Writer};
 
 /// A stored checkpoint's metadata (`GET /checkpoints` row).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,19 +106,22 @@ impl Writer {
     /// new recovery base, and deletes the command log it covers.
     pub fn checkpoint(
         &mut self,
+        engine: EngineId,
         envelope: &[u8],
         sequence: u64,
         origin: Origin,
     ) -> Result<CheckpointMeta> {
-        self.store_checkpoint(Stored::Inline(envelope), sequence, None, origin)
+        self.store_checkpoint(engine, Stored::Inline(envelope), sequence, None, origin)
     }
 
-    /// The id of the last logged command (0 when the log is empty).
-    pub fn last_command_id(&self) -> Result<i64> {
+    /// The id of the last logged command of `engine` (0 when none).
+    pub fn last_command_id(&self, engine: EngineId) -> Result<i64> {
         self.conn
-            .query_row("SELECT COALESCE(MAX(id), 0) FROM commands", [], |r| {
-                r.get(0)
-            })
+            .query_row(
+                "SELECT COALESCE(MAX(id), 0) FROM commands WHERE engine = ?1",
+                [engine.name()],
+                |r| r.get(0),
+            )
             .op("SELECT MAX(commands.id)")
     }
 
@@ -127,6 +130,7 @@ impl Writer {
     /// the commands it covers, in one transaction.
     fn store_checkpoint(
         &mut self,
+        engine: EngineId,
         stored: Stored<'_>,
         sequence: u64,
         up_to: Option<i64>,
@@ -143,21 +147,31 @@ impl Writer {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (checkpoint)")?;
         tx.execute(
-            "INSERT INTO checkpoints (sequence, sha256, bytes, created_at, envelope, pieces_from, origin)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![seq, sha256, bytes as i64, created_at, envelope, pieces_from, origin.as_str()],
+            "INSERT INTO checkpoints
+               (sequence, sha256, bytes, created_at, envelope, pieces_from, origin, engine)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                seq,
+                sha256,
+                bytes as i64,
+                created_at,
+                envelope,
+                pieces_from,
+                origin.as_str(),
+                engine.name()
+            ],
         )
         .op("INSERT checkpoints")?;
         let id = tx.last_insert_rowid();
         tx.execute(
-            "INSERT OR REPLACE INTO recovery_base (id, checkpoint_id, envelope, sequence)
-             VALUES (1, ?1, NULL, ?2)",
-            params![id, seq],
+            "INSERT OR REPLACE INTO recovery_bases (engine, checkpoint_id, envelope, sequence)
+             VALUES (?1, ?2, NULL, ?3)",
+            params![engine.name(), id, seq],
         )
-        .op("INSERT OR REPLACE recovery_base")?;
+        .op("INSERT OR REPLACE recovery_bases")?;
         tx.execute(
-            "DELETE FROM commands WHERE id <= ?1",
-            [up_to.unwrap_or(i64::MAX)],
+            "DELETE FROM commands WHERE engine = ?1 AND id <= ?2",
+            params![engine.name(), up_to.unwrap_or(i64::MAX)],
         )
         .op("DELETE FROM commands")?;
         tx.commit().op("COMMIT (checkpoint)")?;
@@ -227,6 +241,7 @@ impl Writer {
     /// up to `up_to`, in one transaction.
     pub fn link_checkpoint(
         &mut self,
+        engine: EngineId,
         staging: i64,
         sha256: String,
         bytes: usize,
@@ -234,6 +249,7 @@ impl Writer {
         up_to: i64,
     ) -> Result<CheckpointMeta> {
         self.store_checkpoint(
+            engine,
             Stored::Pieces(staging, sha256, bytes),
             sequence,
             Some(up_to),
@@ -241,22 +257,31 @@ impl Writer {
         )
     }
 
-    /// Deletes checkpoint `id` (its row and its pieces). If it is the
-    /// recovery base, its envelope is first copied into the base, so that
-    /// recovery keeps working. False when there is no such checkpoint.
-    pub fn delete_checkpoint(&mut self, id: i64) -> Result<bool> {
+    /// Deletes checkpoint `id` of `engine` (its row and its pieces). If it
+    /// is a recovery base, its envelope is first copied into the base, so
+    /// that recovery keeps working. False when `engine` has no such
+    /// checkpoint.
+    pub fn delete_checkpoint(&mut self, engine: EngineId, id: i64) -> Result<bool> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (delete checkpoint)")?;
-        let found = delete_in(&tx, id)?;
+        let mine: bool = tx
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id = ?1 AND engine = ?2)",
+                params![id, engine.name()],
+                |r| r.get(0),
+            )
+            .op("SELECT checkpoints.engine")?;
+        let found = mine && delete_in(&tx, id)?;
         tx.commit().op("COMMIT (delete checkpoint)")?;
         Ok(found)
     }
 
-    /// Keeps the newest `keep` automatic checkpoints and deletes the older
-    /// ones, except the recovery base. Returns how many were deleted.
-    pub fn prune_checkpoints(&mut self, keep: usize) -> Result<usize> {
+    /// Keeps the newest `keep` automatic checkpoints of `engine` and
+    /// deletes its older ones, except its recovery base. Returns how many
+    /// were deleted.
+    pub fn prune_checkpoints(&mut self, engine: EngineId, keep: usize) -> Result<usize> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -264,14 +289,19 @@ impl Writer {
         let old: Vec<i64> = {
             let mut st = tx
                 .prepare(
-                    "SELECT id FROM checkpoints WHERE origin = 'auto'
-                       AND id IS NOT (SELECT checkpoint_id FROM recovery_base WHERE id = 1)
-                       AND id NOT IN (SELECT id FROM checkpoints WHERE origin = 'auto'
+                    "SELECT id FROM checkpoints WHERE origin = 'auto' AND engine = ?2
+                       AND id NOT IN (SELECT checkpoint_id FROM recovery_bases
+                                      WHERE checkpoint_id IS NOT NULL)
+                       AND id NOT IN (SELECT id FROM checkpoints
+                                      WHERE origin = 'auto' AND engine = ?2
                                       ORDER BY id DESC LIMIT ?1)",
                 )
                 .op("prepare SELECT old checkpoints")?;
             let rows = st
-                .query_map([i64::try_from(keep).unwrap_or(i64::MAX)], |r| r.get(0))
+                .query_map(
+                    params![i64::try_from(keep).unwrap_or(i64::MAX), engine.name()],
+                    |r| r.get(0),
+                )
                 .op("SELECT old checkpoints")?;
             rows.collect::<std::result::Result<_, _>>()
                 .op("SELECT old checkpoints (row)")?
@@ -314,21 +344,24 @@ impl Writer {
 
 /// Deletes checkpoint `id` inside `tx` (see [`Writer::delete_checkpoint`]).
 fn delete_in(tx: &rusqlite::Transaction<'_>, id: i64) -> Result<bool> {
-    let base: Option<Option<i64>> = tx
+    let is_base: bool = tx
         .query_row(
-            "SELECT checkpoint_id FROM recovery_base WHERE id = 1",
-            [],
+            "SELECT EXISTS (SELECT 1 FROM recovery_bases WHERE checkpoint_id = ?1)",
+            [id],
             |r| r.get(0),
         )
-        .optional()
-        .op("SELECT recovery_base.checkpoint_id")?;
-    if base.flatten() == Some(id) {
-        let envelope = envelope_by_id(tx, id)?.unwrap_or_default();
+        .op("SELECT recovery_bases.checkpoint_id")?;
+    if is_base {
+        let envelope = envelope_by_id(tx, id)?.ok_or_else(|| {
+            super::Error::Corrupt(format!(
+                "the recovery base names checkpoint {id}, which is missing"
+            ))
+        })?;
         tx.execute(
-            "UPDATE recovery_base SET checkpoint_id = NULL, envelope = ?1 WHERE id = 1",
-            [envelope],
+            "UPDATE recovery_bases SET checkpoint_id = NULL, envelope = ?1 WHERE checkpoint_id = ?2",
+            params![envelope, id],
         )
-        .op("UPDATE recovery_base (inline)")?;
+        .op("UPDATE recovery_bases (inline)")?;
     }
     tx.execute(
         "DELETE FROM checkpoint_pieces WHERE staging =
@@ -343,21 +376,33 @@ fn delete_in(tx: &rusqlite::Transaction<'_>, id: i64) -> Result<bool> {
 }
 
 impl Reader {
-    /// The envelope bytes exactly as stored.
-    pub fn checkpoint(&mut self, id: i64) -> Result<Option<Vec<u8>>> {
+    /// The envelope bytes of `engine`'s checkpoint `id`, exactly as stored.
+    pub fn checkpoint(&mut self, engine: EngineId, id: i64) -> Result<Option<Vec<u8>>> {
+        let mine: bool = self
+            .conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id = ?1 AND engine = ?2)",
+                params![id, engine.name()],
+                |r| r.get(0),
+            )
+            .op("SELECT checkpoints.engine")?;
+        if !mine {
+            return Ok(None);
+        }
         envelope_by_id(&self.conn, id)
     }
 
-    /// Every stored checkpoint, newest first.
-    pub fn checkpoints(&mut self) -> Result<Vec<CheckpointMeta>> {
+    /// Every stored checkpoint of `engine`, newest first.
+    pub fn checkpoints(&mut self, engine: EngineId) -> Result<Vec<CheckpointMeta>> {
         let mut st = self
             .conn
             .prepare(
-                "SELECT id, sequence, sha256, bytes, created_at FROM checkpoints ORDER BY id DESC",
+                "SELECT id, sequence, sha256, bytes, created_at FROM checkpoints
+                 WHERE engine = ?1 ORDER BY id DESC",
             )
             .op("prepare SELECT checkpoints")?;
         let rows = st
-            .query_map([], |r| {
+            .query_map([engine.name()], |r| {
                 Ok(CheckpointMeta {
                     id: r.get(0)?,
                     sequence: r.get::<_, i64>(1)?.max(0) as u64,
@@ -376,14 +421,16 @@ impl Reader {
 mod tests {
     use super::*;
     use crate::store::CommandRow;
+    use crate::store::{EngineId, Stream};
 
     fn log_commands(w: &mut Writer, n: usize) {
         for _ in 0..n {
             w.append(&[CommandRow {
+                engine: EngineId::Window,
                 kind: "advance",
                 body: b"{}",
                 changes: None,
-                late: &[],
+                records: (Stream::Late, &[]),
             }])
             .unwrap();
         }
@@ -409,7 +456,14 @@ mod tests {
         assert_ne!(other, staging);
         let up_to = 5;
         let meta = w
-            .link_checkpoint(staging, sha256_hex(&envelope), envelope.len(), 42, up_to)
+            .link_checkpoint(
+                EngineId::Window,
+                staging,
+                sha256_hex(&envelope),
+                envelope.len(),
+                42,
+                up_to,
+            )
             .unwrap();
         assert_eq!(meta.bytes, envelope.len() as u64);
         assert_eq!(meta.sha256, sha256_hex(&envelope));
@@ -418,11 +472,14 @@ mod tests {
             Some(envelope.clone())
         );
         // the base is the pieced checkpoint; commands after up_to are kept
-        let base = w.base().unwrap().unwrap();
+        let base = w.base(EngineId::Window).unwrap().unwrap();
         assert_eq!((base.envelope == envelope, base.sequence), (true, 42));
         assert_eq!(w.command_count().unwrap(), 3);
         let mut r = Reader::open(&db).unwrap();
-        assert_eq!(r.checkpoint(meta.id).unwrap(), Some(envelope.clone()));
+        assert_eq!(
+            r.checkpoint(EngineId::Window, meta.id).unwrap(),
+            Some(envelope.clone())
+        );
         let pieces = |w: &Writer| -> i64 {
             w.conn
                 .query_row("SELECT count(*) FROM checkpoint_pieces", [], |r| r.get(0))
@@ -447,7 +504,7 @@ mod tests {
         let s = w.stage_piece(None, b"abc").unwrap();
         w.stage_piece(Some(s), b"def").unwrap();
         let meta = w
-            .link_checkpoint(s, sha256_hex(b"abcdef"), 6, 1, 0)
+            .link_checkpoint(EngineId::Window, s, sha256_hex(b"abcdef"), 6, 1, 0)
             .unwrap();
         assert_eq!(
             w.checkpoint_envelope(meta.id).unwrap(),

@@ -1,19 +1,19 @@
-//! The command log, the changelog and late pages, the pipeline row and the
-//! recovery base.
+//! The command log, the output pages (changes, late records, pattern
+//! output), the pipeline and patterns rows, and the recovery bases.
 //!
-//! Acknowledged mutating calls are stored by ONE transaction
-//! ([`Writer::append`], a group commit of one or more requests): per request
-//! its command row (the request body as received), one row holding all of
-//! its changes (a binary chunk, [`chunk`]; rendered to JSON for pages) and
-//! its late records. A restore is one transaction too ([`Writer::restore`]).
+//! Acknowledged mutating calls of both engines are stored by ONE
+//! transaction ([`Writer::append`], a group commit of one or more requests):
+//! per request its command row (its engine, kind and the request body as
+//! received), one row holding all of its changes (a binary chunk, [`chunk`];
+//! rendered to JSON for pages) and its records (late records, or pattern
+//! output). A restore is one transaction too ([`Writer::restore`]).
 
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
 use super::chunk;
 use super::error::{Error, Op, Result};
-use super::{Reader, Writer};
-use crate::engine::LateRecord;
+use super::{EngineId, Reader, Writer};
 
 /// The recovery base: the envelope to restore and its change sequence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,10 +62,12 @@ pub enum PageRefusal {
 /// The output streams, as named in the `restores` and `pruned` tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
-    /// The changelog.
+    /// The window engine's changelog.
     Changes,
-    /// The late output.
+    /// The window engine's late output.
     Late,
+    /// The pattern engine's output (matches and timeouts).
+    Patterns,
 }
 
 impl Stream {
@@ -74,6 +76,15 @@ impl Stream {
         match self {
             Stream::Changes => "changes",
             Stream::Late => "late",
+            Stream::Patterns => "patterns",
+        }
+    }
+
+    /// The engine that writes it.
+    pub fn engine(self) -> EngineId {
+        match self {
+            Stream::Changes | Stream::Late => EngineId::Window,
+            Stream::Patterns => EngineId::Patterns,
         }
     }
 }
@@ -100,10 +111,6 @@ fn seq_i64(seq: u64) -> Result<i64> {
     i64::try_from(seq).map_err(|_| Error::Corrupt(format!("sequence {seq} exceeds i64")))
 }
 
-fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
-    serde_json::to_string(v).map_err(|e| Error::Corrupt(format!("serialize: {e}")))
-}
-
 impl Writer {
     /// The stored pipeline JSON, if the database has been initialized.
     pub fn pipeline(&self) -> Result<Option<String>> {
@@ -121,6 +128,22 @@ impl Writer {
             .map(drop)
     }
 
+    /// The stored pattern document, if the database has one.
+    pub fn patterns(&self) -> Result<Option<String>> {
+        self.conn
+            .query_row("SELECT json FROM patterns WHERE id = 1", [], |r| r.get(0))
+            .optional()
+            .op("SELECT patterns")
+    }
+
+    /// Stores the pattern document of a database that had none.
+    pub fn set_patterns(&mut self, json: &str) -> Result<()> {
+        self.conn
+            .execute("INSERT INTO patterns (id, json) VALUES (1, ?1)", [json])
+            .op("INSERT patterns")
+            .map(drop)
+    }
+
     /// Appends acknowledged commands (a group commit: several requests) with
     /// their changes and late records, in ONE transaction.
     pub fn append(&mut self, rows: &[CommandRow<'_>]) -> Result<()> {
@@ -130,23 +153,28 @@ impl Writer {
             .op("BEGIN IMMEDIATE (append)")?;
         {
             let mut cmd = tx
-                .prepare_cached("INSERT INTO commands (kind, body) VALUES (?1, ?2)")
+                .prepare_cached("INSERT INTO commands (engine, kind, body) VALUES (?1, ?2, ?3)")
                 .op("prepare INSERT commands")?;
             let mut chg = tx
                 .prepare_cached("INSERT INTO changes (seq, body, last_seq) VALUES (?1, ?2, ?3)")
                 .op("prepare INSERT changes")?;
-            let mut late = tx
-                .prepare_cached("INSERT INTO late (seq, body) VALUES (?1, ?2)")
-                .op("prepare INSERT late")?;
             for r in rows {
-                cmd.execute(params![r.kind, r.body]).op("INSERT commands")?;
+                cmd.execute(params![r.engine.name(), r.kind, r.body])
+                    .op("INSERT commands")?;
                 if let Some((first, last, body)) = r.changes {
                     chg.execute(params![seq_i64(first)?, body, seq_i64(last)?])
                         .op("INSERT changes")?;
                 }
-                for (seq, body) in r.late {
-                    late.execute(params![seq_i64(*seq)?, body])
-                        .op("INSERT late")?;
+                let (stream, records) = r.records;
+                if records.is_empty() {
+                    continue;
+                }
+                let mut rec = tx
+                    .prepare_cached(stream.insert_sql())
+                    .op("prepare INSERT records")?;
+                for (seq, body) in records {
+                    rec.execute(params![seq_i64(*seq)?, body])
+                        .op("INSERT records")?;
                 }
             }
         }
@@ -161,30 +189,25 @@ impl Writer {
             .map(|n| n.max(0) as u64)
     }
 
-    /// The largest stored change and late sequences (0 when empty).
-    pub fn max_seqs(&self) -> Result<(u64, u64)> {
-        let c: i64 = self
-            .conn
-            .query_row(CHANGES_HEAD_SQL, [], |r| r.get(0))
-            .op("SELECT the changes head")?;
-        let l: i64 = self
-            .conn
-            .query_row("SELECT coalesce(max(seq), 0) FROM late", [], |r| r.get(0))
-            .op("SELECT max(seq) FROM late")?;
-        Ok((c.max(0) as u64, l.max(0) as u64))
+    /// The largest stored sequence of a stream (0 when empty).
+    pub fn max_seq(&self, stream: Stream) -> Result<u64> {
+        self.conn
+            .query_row(stream.max_sql(), [], |r| r.get::<_, i64>(0))
+            .op("SELECT the head of a stream")
+            .map(|s| s.max(0) as u64)
     }
 
-    /// The recovery base, if any.
-    pub fn base(&self) -> Result<Option<Base>> {
+    /// An engine's recovery base, if any.
+    pub fn base(&self, engine: EngineId) -> Result<Option<Base>> {
         let row: Option<(Option<Vec<u8>>, Option<i64>, i64)> = self
             .conn
             .query_row(
-                "SELECT envelope, checkpoint_id, sequence FROM recovery_base WHERE id = 1",
-                [],
+                "SELECT envelope, checkpoint_id, sequence FROM recovery_bases WHERE engine = ?1",
+                [engine.name()],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()
-            .op("SELECT recovery_base")?;
+            .op("SELECT recovery_bases")?;
         let Some((inline, checkpoint_id, sequence)) = row else {
             return Ok(None);
         };
@@ -209,119 +232,85 @@ impl Writer {
         }))
     }
 
-    /// The epoch of the window engine's streams (changes and late output
-    /// are cut back together, so they share it).
-    pub fn epoch(&self) -> Result<u64> {
-        epoch_of(&self.conn, Stream::Changes)
+    /// An engine's epoch: the restores that cut its streams back (the
+    /// window engine's changes and late output are cut back together, so
+    /// they share it).
+    pub fn epoch(&self, engine: EngineId) -> Result<u64> {
+        epoch_of(&self.conn, engine.stream())
     }
 
-    /// Makes a restored envelope the recovery base, in one transaction: the
-    /// command log is cleared, changes after `sequence` are deleted, the
-    /// late table becomes exactly `late`, and both streams enter the next
-    /// epoch (returned), with their cut-back points recorded.
-    /// `checkpoint_id` names a stored checkpoint (restore by id); otherwise
-    /// the envelope is kept inline.
-    pub fn restore(
-        &mut self,
-        checkpoint_id: Option<i64>,
-        envelope: &[u8],
-        sequence: u64,
-        late: &[LateRecord],
-    ) -> Result<u64> {
+    /// Makes a restored envelope an engine's recovery base, in one
+    /// transaction: the engine's command log is cleared, its output after
+    /// the checkpoint is deleted (window engine: changes after `sequence`,
+    /// and the late table becomes exactly `late`; pattern engine: output
+    /// after `sequence`), and its streams enter the next epoch (returned),
+    /// with their cut-back points recorded.
+    pub fn restore(&mut self, r: &Restored<'_>) -> Result<u64> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (restore)")?;
-        let seq = seq_i64(sequence)?;
-        let epoch = epoch_of(&tx, Stream::Changes)? + 1;
+        let seq = seq_i64(r.sequence)?;
+        let main = r.engine.stream();
+        let epoch = epoch_of(&tx, main)? + 1;
+        let mut cuts = vec![(main, seq)];
+        if r.engine == EngineId::Window {
+            cuts.push((Stream::Late, seq_i64(r.late.len() as u64)?));
+        }
         {
             let mut st = tx
                 .prepare_cached("INSERT INTO restores (stream, epoch, cut) VALUES (?1, ?2, ?3)")
                 .op("prepare INSERT restores")?;
-            st.execute(params![Stream::Changes.name(), seq_i64(epoch)?, seq])
-                .op("INSERT restores (changes)")?;
-            st.execute(params![
-                Stream::Late.name(),
-                seq_i64(epoch)?,
-                seq_i64(late.len() as u64)?
-            ])
-            .op("INSERT restores (late)")?;
+            for (stream, cut) in &cuts {
+                st.execute(params![stream.name(), seq_i64(epoch)?, cut])
+                    .op("INSERT restores")?;
+            }
         }
-        // Pruned changes stay pruned; the ones after the cut are gone and
-        // will be issued again. The late output is rewritten whole.
+        // Pruned records before the cut stay pruned; the ones after it are
+        // gone and will be issued again. The late output is rewritten whole.
         tx.execute(
-            "UPDATE pruned SET through = min(through, ?1) WHERE stream = 'changes'",
-            [seq],
+            "UPDATE pruned SET through = min(through, ?1) WHERE stream = ?2",
+            params![seq, main.name()],
         )
         .op("UPDATE pruned (restore)")?;
-        tx.execute("DELETE FROM pruned WHERE stream = 'late'", [])
-            .op("DELETE FROM pruned (restore)")?;
-        match checkpoint_id {
+        if r.engine == EngineId::Window {
+            tx.execute("DELETE FROM pruned WHERE stream = 'late'", [])
+                .op("DELETE FROM pruned (restore)")?;
+        }
+        match r.checkpoint_id {
             Some(id) => tx.execute(
-                "INSERT OR REPLACE INTO recovery_base (id, checkpoint_id, envelope, sequence)
-                 VALUES (1, ?1, NULL, ?2)",
-                params![id, seq],
+                "INSERT OR REPLACE INTO recovery_bases (engine, checkpoint_id, envelope, sequence)
+                 VALUES (?1, ?2, NULL, ?3)",
+                params![r.engine.name(), id, seq],
             ),
             None => tx.execute(
-                "INSERT OR REPLACE INTO recovery_base (id, checkpoint_id, envelope, sequence)
-                 VALUES (1, NULL, ?1, ?2)",
-                params![envelope, seq],
+                "INSERT OR REPLACE INTO recovery_bases (engine, checkpoint_id, envelope, sequence)
+                 VALUES (?1, NULL, ?2, ?3)",
+                params![r.engine.name(), r.envelope, seq],
             ),
         }
-        .op("INSERT OR REPLACE recovery_base")?;
-        tx.execute("DELETE FROM commands", [])
+        .op("INSERT OR REPLACE recovery_bases")?;
+        tx.execute("DELETE FROM commands WHERE engine = ?1", [r.engine.name()])
             .op("DELETE FROM commands")?;
-        tx.execute("DELETE FROM changes WHERE seq > ?1", [seq])
-            .op("DELETE FROM changes WHERE seq > ?")?;
-        // A chunk that straddles the restored sequence keeps its prefix.
-        let straddling: Option<(i64, Vec<u8>, bool)> = tx
-            .query_row(
-                "SELECT seq, body FROM changes WHERE seq <= ?1 AND coalesce(last_seq, seq) > ?1",
-                [seq],
-                |r| {
-                    let body = r.get_ref(1)?;
-                    let binary = matches!(body, ValueRef::Blob(_));
-                    Ok((r.get(0)?, body.as_bytes()?.to_vec(), binary))
-                },
-            )
-            .optional()
-            .op("SELECT the straddling chunk")?;
-        if let Some((first, body, binary)) = straddling {
-            let first_seq = first.max(0) as u64;
-            let kept = if binary {
-                let mut changes = chunk::decode(first_seq, &body)
-                    .map_err(|e| Error::Corrupt(format!("change chunk at {first}: {e}")))?;
-                changes.retain(|c| c.seq <= sequence);
-                Value::Blob(chunk::encode(&changes))
-            } else {
-                let rows = text_rows(first_seq, &String::from_utf8_lossy(&body))?;
-                let kept: Vec<String> = rows
-                    .into_iter()
-                    .filter(|(s, _)| *s <= sequence)
-                    .map(|(_, c)| c)
-                    .collect();
-                Value::Text(format!("[{}]", kept.join(",")))
-            };
-            tx.execute(
-                "UPDATE changes SET body = ?1, last_seq = ?2 WHERE seq = ?3",
-                params![kept, seq, first],
-            )
-            .op("UPDATE the straddling chunk")?;
+        match r.engine {
+            EngineId::Window => cut_changes(&tx, r.sequence)?,
+            EngineId::Patterns => {
+                tx.execute("DELETE FROM pattern_output WHERE seq > ?1", [seq])
+                    .op("DELETE FROM pattern_output WHERE seq > ?")?;
+            }
         }
-        tx.execute("DELETE FROM late", []).op("DELETE FROM late")?;
-        {
+        if r.engine == EngineId::Window {
+            tx.execute("DELETE FROM late", []).op("DELETE FROM late")?;
             let mut st = tx
                 .prepare_cached("INSERT INTO late (seq, body) VALUES (?1, ?2)")
                 .op("prepare INSERT late")?;
-            for l in late {
-                st.execute(params![seq_i64(l.seq)?, to_json(l)?])
-                    .op("INSERT late")?;
+            for (s, body) in r.late {
+                st.execute(params![seq_i64(*s)?, body]).op("INSERT late")?;
             }
         }
         tx.commit().op("COMMIT (restore)")?;
         Ok(epoch)
     }
-
     /// Retention of the output pages: deletes the changes up to
     /// `changes_through` (whole chunks only: a chunk that ends later is
     /// kept) and the late records up to `late_through`, and records what
@@ -378,26 +367,81 @@ impl Writer {
     }
 }
 
+/// Cuts the changelog back to `sequence` inside a restore's transaction:
+/// later chunks go, a chunk that straddles it keeps its prefix.
+fn cut_changes(tx: &rusqlite::Transaction<'_>, sequence: u64) -> Result<()> {
+    let seq = seq_i64(sequence)?;
+    tx.execute("DELETE FROM changes WHERE seq > ?1", [seq])
+        .op("DELETE FROM changes WHERE seq > ?")?;
+    // A chunk that straddles the restored sequence keeps its prefix.
+    let straddling: Option<(i64, Vec<u8>, bool)> = tx
+        .query_row(
+            "SELECT seq, body FROM changes WHERE seq <= ?1 AND coalesce(last_seq, seq) > ?1",
+            [seq],
+            |r| {
+                let body = r.get_ref(1)?;
+                let binary = matches!(body, ValueRef::Blob(_));
+                Ok((r.get(0)?, body.as_bytes()?.to_vec(), binary))
+            },
+        )
+        .optional()
+        .op("SELECT the straddling chunk")?;
+    if let Some((first, body, binary)) = straddling {
+        let first_seq = first.max(0) as u64;
+        let kept = if binary {
+            let mut changes = chunk::decode(first_seq, &body)
+                .map_err(|e| Error::Corrupt(format!("change chunk at {first}: {e}")))?;
+            changes.retain(|c| c.seq <= sequence);
+            Value::Blob(chunk::encode(&changes))
+        } else {
+            let rows = text_rows(first_seq, &String::from_utf8_lossy(&body))?;
+            let kept: Vec<String> = rows
+                .into_iter()
+                .filter(|(s, _)| *s <= sequence)
+                .map(|(_, c)| c)
+                .collect();
+            Value::Text(format!("[{}]", kept.join(",")))
+        };
+        tx.execute(
+            "UPDATE changes SET body = ?1, last_seq = ?2 WHERE seq = ?3",
+            params![kept, seq, first],
+        )
+        .op("UPDATE the straddling chunk")?;
+    }
+    Ok(())
+}
+
 /// The reads recovery needs, on the writing connection and on readers (the
 /// pipelined replay reads commands and verifies chunks on connections of its
 /// own).
 macro_rules! replay_reads {
     ($t:ty) => {
         impl $t {
-    /// Calls `f(kind, body)` for every logged command, in log order.
+            /// Calls `f(engine, kind, body)` for every logged command, in log
+            /// order.
             pub fn for_each_command<E: From<Error>>(
                 &self,
-                mut f: impl FnMut(&str, &[u8]) -> std::result::Result<(), E>,
+                mut f: impl FnMut(EngineId, &str, Vec<u8>) -> std::result::Result<(), E>,
             ) -> std::result::Result<(), E> {
                 let mut st = self
                     .conn
-                    .prepare("SELECT kind, body FROM commands ORDER BY id")
+                    .prepare("SELECT engine, kind, body FROM commands ORDER BY id")
                     .op("prepare SELECT commands")?;
                 let mut rows = st.query([]).op("SELECT commands")?;
                 while let Some(row) = rows.next().op("SELECT commands (next)")? {
-                    let kind: String = row.get(0).op("commands.kind")?;
-                    let body: Vec<u8> = row.get(1).op("commands.body")?;
-                    f(&kind, &body)?;
+                    let engine = match row.get_ref(0).op("commands.engine")?.as_str() {
+                        Ok("window") => EngineId::Window,
+                        Ok("patterns") => EngineId::Patterns,
+                        other => {
+                            return Err(Error::Corrupt(format!(
+                                "a logged command of an unknown engine: {other:?}"
+                            ))
+                            .into())
+                        }
+                    };
+                    let kind: String = row.get(1).op("commands.kind")?;
+                    let body: Vec<u8> = row.get(2).op("commands.body")?;
+                    f(engine, &kind, body)?;
                 }
                 Ok(())
             }
@@ -445,14 +489,15 @@ macro_rules! replay_reads {
                 Ok(out)
             }
 
-            /// The stored late record with sequence `seq`, as JSON.
-            pub fn late_at(&self, seq: u64) -> Result<Option<String>> {
+            /// The stored record with sequence `seq` of a record stream (late
+            /// records, pattern output), as JSON.
+            pub fn record_at(&self, stream: Stream, seq: u64) -> Result<Option<String>> {
                 self.conn
-                    .prepare_cached("SELECT body FROM late WHERE seq = ?1")
-                    .op("prepare SELECT late")?
+                    .prepare_cached(stream.select_one_sql())
+                    .op("prepare SELECT record")?
                     .query_row([seq_i64(seq)?], |r| r.get(0))
                     .optional()
-                    .op("SELECT late")
+                    .op("SELECT record")
             }
         }
     };
@@ -503,11 +548,9 @@ impl Reader {
         }
         let rows = match stream {
             Stream::Changes => changes_rows(&tx, from, limit)?,
-            Stream::Late => {
+            Stream::Late | Stream::Patterns => {
                 let mut st = tx
-                    .prepare_cached(
-                        "SELECT seq, body FROM late WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-                    )
+                    .prepare_cached(stream.page_sql())
                     .op("prepare page query")?;
                 let mut out = Vec::new();
                 let mut rows = st
@@ -525,13 +568,13 @@ impl Reader {
             .op("SELECT max(seq)")?;
         // A restore's (or pruning's) head never goes below its cut.
         let floor: i64 = match stream {
-            Stream::Changes => tx
+            Stream::Changes | Stream::Patterns => tx
                 .query_row(
-                    "SELECT coalesce((SELECT sequence FROM recovery_base WHERE id = 1), 0)",
-                    [],
+                    "SELECT coalesce((SELECT sequence FROM recovery_bases WHERE engine = ?1), 0)",
+                    [stream.engine().name()],
                     |r| r.get(0),
                 )
-                .op("SELECT recovery_base.sequence")?,
+                .op("SELECT recovery_bases.sequence")?,
             Stream::Late => 0,
         };
         tx.commit().op("COMMIT (page)")?;
@@ -640,14 +683,33 @@ fn text_rows(first: u64, body: &str) -> Result<Vec<(u64, String)>> {
 /// One acknowledged command as [`Writer::append`] stores it.
 #[derive(Debug, Clone, Copy)]
 pub struct CommandRow<'a> {
-    /// `events` (a JSON body), `ndjson`, `advance` or `idle`.
+    /// The engine it was applied to.
+    pub engine: EngineId,
+    /// Its kind within the engine (`events`, `ndjson`, `advance`, ...).
     pub kind: &'a str,
     /// The request as received (events) or its compact form (watermarks).
     pub body: &'a [u8],
     /// First and last change sequence and the binary chunk of the changes
     /// ([`chunk::encode`]).
     pub changes: Option<(u64, u64, &'a [u8])>,
-    /// Late records: sequence and compact JSON.
+    /// Records of a record stream (late records, pattern output): the
+    /// stream, and each record's sequence and compact JSON.
+    pub records: (Stream, &'a [(u64, String)]),
+}
+
+/// A restore as [`Writer::restore`] stores it.
+#[derive(Debug, Clone, Copy)]
+pub struct Restored<'a> {
+    /// The engine restored.
+    pub engine: EngineId,
+    /// The stored checkpoint restored (by id), or none (by body: the
+    /// envelope is kept inline as the recovery base).
+    pub checkpoint_id: Option<i64>,
+    /// The envelope.
+    pub envelope: &'a [u8],
+    /// The checkpoint's sequence of the engine's stream.
+    pub sequence: u64,
+    /// Window engine: the checkpoint's late records, `(seq, compact JSON)`.
     pub late: &'a [(u64, String)],
 }
 
@@ -656,6 +718,33 @@ impl Stream {
         match self {
             Stream::Changes => CHANGES_HEAD_SQL,
             Stream::Late => "SELECT coalesce(max(seq), 0) FROM late",
+            Stream::Patterns => "SELECT coalesce(max(seq), 0) FROM pattern_output",
+        }
+    }
+
+    fn insert_sql(self) -> &'static str {
+        match self {
+            // changes are stored in chunks, never as records
+            Stream::Changes | Stream::Late => "INSERT INTO late (seq, body) VALUES (?1, ?2)",
+            Stream::Patterns => "INSERT INTO pattern_output (seq, body) VALUES (?1, ?2)",
+        }
+    }
+
+    fn select_one_sql(self) -> &'static str {
+        match self {
+            Stream::Changes | Stream::Late => "SELECT body FROM late WHERE seq = ?1",
+            Stream::Patterns => "SELECT body FROM pattern_output WHERE seq = ?1",
+        }
+    }
+
+    fn page_sql(self) -> &'static str {
+        match self {
+            Stream::Changes | Stream::Late => {
+                "SELECT seq, body FROM late WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+            }
+            Stream::Patterns => {
+                "SELECT seq, body FROM pattern_output WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+            }
         }
     }
 }
@@ -664,6 +753,16 @@ impl Stream {
 mod tests {
     use super::*;
     use crate::engine::{Change, ChangeOp, WindowResult};
+
+    fn restored(sequence: u64) -> Restored<'static> {
+        Restored {
+            engine: EngineId::Window,
+            checkpoint_id: None,
+            envelope: b"{}",
+            sequence,
+            late: &[],
+        }
+    }
 
     fn changes(first: u64, n: u64) -> Vec<Change> {
         (first..first + n)
@@ -699,26 +798,30 @@ mod tests {
         let (a, b) = (chunk::encode(&all[..5]), chunk::encode(&all[5..]));
         w.append(&[
             CommandRow {
+                engine: EngineId::Window,
                 kind: "ndjson",
                 body: b"{}",
                 changes: Some((1, 5, &a)),
-                late: &[],
+                records: (Stream::Late, &[]),
             },
             CommandRow {
+                engine: EngineId::Window,
                 kind: "advance",
                 body: b"{}",
                 changes: None,
-                late: &[],
+                records: (Stream::Late, &[]),
             },
             CommandRow {
+                engine: EngineId::Window,
                 kind: "advance",
                 body: b"{}",
                 changes: Some((6, 8, &b)),
-                late: &[],
+                records: (Stream::Late, &[]),
             },
         ])
         .unwrap();
-        assert_eq!(w.max_seqs().unwrap(), (8, 0));
+        assert_eq!(w.max_seq(Stream::Changes).unwrap(), 8);
+        assert_eq!(w.max_seq(Stream::Late).unwrap(), 0);
         assert_eq!(w.command_count().unwrap(), 3);
         let mut r = Reader::open(&db).unwrap();
         let seqs = |p: &Page| p.rows.iter().map(|(s, _)| *s).collect::<Vec<_>>();
@@ -731,7 +834,7 @@ mod tests {
         assert_eq!(w.changes_between(4, 6).unwrap(), json(&all[3..6]));
         assert_eq!(w.chunk_at(6).unwrap(), Some((8, b.clone())));
         // A restore to sequence 3 keeps the prefix of the straddling chunk.
-        w.restore(None, b"{}", 3, &[]).unwrap();
+        w.restore(&restored(3)).unwrap();
         let p = r.changes_page(0, 100).unwrap();
         assert_eq!((p.rows.clone(), p.head), (json(&all[..3]), 3));
         assert_eq!(w.chunk_at(1).unwrap(), Some((3, chunk::encode(&all[..3]))));
@@ -753,7 +856,7 @@ mod tests {
         assert_eq!(seqs(&p), vec![3, 4, 5, 6]);
         assert_eq!(p.rows[1].1, r#"{"seq":4}"#);
         assert_eq!(p.rows[3].1, r#"{"seq":6}"#);
-        w.restore(None, b"{}", 5, &[]).unwrap();
+        w.restore(&restored(5)).unwrap();
         let p = r.changes_page(4, 100).unwrap();
         assert_eq!((seqs(&p), p.head), (vec![5], 5));
         assert_eq!(

@@ -26,6 +26,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0004_epochs_and_retention",
         include_str!("../../migrations/0004_epochs_and_retention.sql"),
     ),
+    (
+        "0005_two_engines",
+        include_str!("../../migrations/0005_two_engines.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

@@ -16,7 +16,7 @@
 //! checkpoint envelope are written with `NORMAL`; nothing refers to them
 //! until the `FULL` commit that links them, whose WAL sync covers them.)
 //!
-//! The WAL is copied back into the database by [`WalCheckpointer`] with
+//! The WAL is copied back into the database by [`WalCopier`] with
 //! passive checkpoints, off the commit path; the writer starts the WAL over
 //! between two of its commits once nearly all of it is copied
 //! ([`Writer::restart_wal`]).
@@ -36,9 +36,38 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use checkpoints::{sha256_hex, CheckpointMeta, Origin, PIECE_BYTES};
 pub use error::{Error, Result};
-pub use log::{chunk_rows, Base, CommandRow, Page, PageRefusal, Stream};
+pub use log::{chunk_rows, Base, CommandRow, Page, PageRefusal, Restored, Stream};
 
 use error::Op;
+
+/// The engines that share the database (and its write path): each has its
+/// own commands in the one log, its own recovery base and checkpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EngineId {
+    /// The windowed-aggregation engine (`crate::engine`).
+    Window,
+    /// The pattern engine (`crate::patterns`).
+    Patterns,
+}
+
+impl EngineId {
+    /// The engine's name in the tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineId::Window => "window",
+            EngineId::Patterns => "patterns",
+        }
+    }
+
+    /// The output stream whose epoch is the engine's (its restores cut it
+    /// back to the checkpoint's sequence).
+    pub fn stream(self) -> Stream {
+        match self {
+            EngineId::Window => Stream::Changes,
+            EngineId::Patterns => Stream::Patterns,
+        }
+    }
+}
 
 /// The `synchronous` level every connection uses (see the module docs).
 pub const SYNCHRONOUS: &str = "FULL";
@@ -79,7 +108,7 @@ pub struct Reader {
 pub const PAGE_SIZE: u32 = 16384;
 
 /// WAL pages (1 GiB) after which the writer copies the WAL by itself, in its
-/// commit: a backstop only, should the background [`WalCheckpointer`] stall
+/// commit: a backstop only, should the background [`WalCopier`] stall
 /// (it keeps the WAL near 64 MiB without blocking commits).
 const AUTOCHECKPOINT_PAGES: u32 = 65_536;
 
@@ -147,7 +176,7 @@ struct WalProgress {
 /// lock for its copy and the database fsync, and every commit would wait for
 /// it in SQLite's busy handler (sleeps of 10-400 ms seen under load). So the
 /// restart is the writer's own ([`Writer::restart_wal`], between two of its
-/// commits, once [`WalCheckpointer::restart_due`]): little is left to copy
+/// commits, once [`WalCopier::restart_due`]): little is left to copy
 /// by then.
 fn checkpoint_wal(conn: &Connection, progress: &WalProgress) -> Result<()> {
     for _ in 0..PASSIVE_ROUNDS {
@@ -169,14 +198,14 @@ fn checkpoint_wal(conn: &Connection, progress: &WalProgress) -> Result<()> {
 /// connection (`PRAGMA wal_checkpoint(PASSIVE)`), so that commits do not pay
 /// for it. Poked by the writer after every few MB committed, and once a
 /// second. The thread ends when this handle is dropped.
-pub struct WalCheckpointer {
+pub struct WalCopier {
     tx: std::sync::mpsc::SyncSender<()>,
     progress: Arc<WalProgress>,
 }
 
-impl WalCheckpointer {
+impl WalCopier {
     /// Opens its connection and starts the thread.
-    pub fn start(path: &Path) -> Result<WalCheckpointer> {
+    pub fn start(path: &Path) -> Result<WalCopier> {
         let conn = Connection::open(path).op("open database (wal checkpointer)")?;
         pragmas(&conn)?;
         let (tx, rx) = std::sync::mpsc::sync_channel::<()>(1);
@@ -196,7 +225,7 @@ impl WalCheckpointer {
                 }
             })
             .map_err(|e| Error::Corrupt(format!("cannot start the WAL checkpoint thread: {e}")))?;
-        Ok(WalCheckpointer { tx, progress })
+        Ok(WalCopier { tx, progress })
     }
 
     /// The WAL is long and nearly all copied: time for
@@ -276,6 +305,7 @@ fn rfc3339(secs: i64, millis: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{EngineId, Stream};
 
     #[test]
     fn rfc3339_formats_utc() {
@@ -295,10 +325,11 @@ mod tests {
         let db = dir.path().join("db");
         let mut w = Writer::open(&db).unwrap();
         let row = CommandRow {
+            engine: EngineId::Window,
             kind: "advance",
             body: &[7u8; 100_000],
             changes: None,
-            late: &[],
+            records: (Stream::Late, &[]),
         };
         w.append(&[row]).unwrap();
         let r = Reader::open(&db).unwrap();

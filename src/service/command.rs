@@ -1,0 +1,223 @@
+//! The logged commands: what a mutating call applies to an engine, how it is
+//! written to the command log and read back, and its application. The live
+//! write path and recovery both go through [`Command::apply`], so a replay
+//! is the same code as the call it replays.
+//!
+//! A command row stores the engine, a kind and a body:
+//!
+//! | engine | kind | body |
+//! | --- | --- | --- |
+//! | `window` | `events` | a `POST /events` JSON body, as received |
+//! | `window` | `ndjson` | a `POST /events` NDJSON body, as received |
+//! | `window` | `advance` | `{"partition":P,"watermark":W}` |
+//! | `window` | `idle` | the partition name as a JSON string |
+
+use std::borrow::Cow;
+
+use crate::engine::{
+    Change, DeliveryRef, EventRef, IngestOutcome, LateRecord, Processor, TickOutcome,
+};
+use crate::store::EngineId;
+
+use super::parse::{self, Framing};
+use super::ServiceError;
+
+/// The engines the service drives, under its one processor lock.
+pub(super) struct Engines {
+    /// The windowed-aggregation engine.
+    pub window: Processor,
+}
+
+/// One mutating call, borrowed from its request (live) or owned (replay).
+#[derive(Debug)]
+pub(super) enum Command<'a> {
+    /// `POST /events`.
+    Ingest {
+        framing: Framing,
+        deliveries: Vec<DeliveryRef<'a>>,
+    },
+    /// `POST /watermarks`.
+    Advance {
+        partition: Cow<'a, str>,
+        watermark: i64,
+    },
+    /// `POST /partitions/{p}/idle`.
+    Idle { partition: Cow<'a, str> },
+}
+
+/// What a command produced.
+#[derive(Debug)]
+pub(super) enum Applied {
+    Ingest(IngestOutcome),
+    Tick(TickOutcome),
+}
+
+/// The output records of an applied command, as they are stored.
+pub(super) struct Output<'a> {
+    /// Window engine changes.
+    pub changes: &'a [Change],
+    /// Window engine late records.
+    pub late: &'a [LateRecord],
+}
+
+impl Applied {
+    /// The records the store keeps for this command.
+    pub fn output(&self) -> Output<'_> {
+        match self {
+            Applied::Ingest(o) => Output {
+                changes: &o.changes,
+                late: &o.late,
+            },
+            Applied::Tick(o) => Output {
+                changes: &o.changes,
+                late: &[],
+            },
+        }
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AdvanceRow<'a> {
+    #[serde(borrow)]
+    partition: Cow<'a, str>,
+    watermark: i64,
+}
+
+fn unreadable(e: impl std::fmt::Display) -> String {
+    format!("unreadable body: {e}")
+}
+
+impl<'a> Command<'a> {
+    /// The engine it applies to.
+    pub fn engine(&self) -> EngineId {
+        match self {
+            Command::Ingest { .. } | Command::Advance { .. } | Command::Idle { .. } => {
+                EngineId::Window
+            }
+        }
+    }
+
+    /// Its kind in the command log.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Command::Ingest { framing, .. } => framing.kind(),
+            Command::Advance { .. } => "advance",
+            Command::Idle { .. } => "idle",
+        }
+    }
+
+    /// The body the command log stores, for commands that are not stored as
+    /// their request body (ingests are: the caller passes the raw body).
+    /// A serialization failure fails the call (nothing is logged empty).
+    pub fn compact_body(&self) -> Result<Vec<u8>, ServiceError> {
+        let body = match self {
+            Command::Ingest { .. } => {
+                return Err(ServiceError::Unavailable(
+                    "an ingest is logged as its request body".into(),
+                ))
+            }
+            Command::Advance {
+                partition,
+                watermark,
+            } => serde_json::to_vec(&AdvanceRow {
+                partition: Cow::Borrowed(partition),
+                watermark: *watermark,
+            }),
+            Command::Idle { partition } => serde_json::to_vec(partition),
+        };
+        body.map_err(|e| ServiceError::Unavailable(format!("cannot encode the command: {e}")))
+    }
+
+    /// Reads a logged command back (borrowing from `body`).
+    pub fn decode(engine: EngineId, kind: &str, body: &'a [u8]) -> Result<Command<'a>, String> {
+        match (engine, kind) {
+            (EngineId::Window, "events" | "ndjson") => {
+                let framing = if kind == "events" {
+                    Framing::Json
+                } else {
+                    Framing::Ndjson
+                };
+                let parsed = parse::deliveries(body, framing).map_err(unreadable)?;
+                Ok(Command::Ingest {
+                    framing,
+                    deliveries: parsed.items,
+                })
+            }
+            (EngineId::Window, "advance") => {
+                let row: AdvanceRow<'a> = serde_json::from_slice(body).map_err(unreadable)?;
+                Ok(Command::Advance {
+                    partition: row.partition,
+                    watermark: row.watermark,
+                })
+            }
+            (EngineId::Window, "idle") => Ok(Command::Idle {
+                partition: serde_json::from_slice(body).map_err(unreadable)?,
+            }),
+            (engine, kind) => Err(format!(
+                "unknown command kind {kind:?} of the {} engine",
+                engine.name()
+            )),
+        }
+    }
+
+    /// The same command owning its strings (it can cross threads).
+    pub fn into_owned(self) -> Command<'static> {
+        fn own(s: Cow<'_, str>) -> Cow<'static, str> {
+            Cow::Owned(s.into_owned())
+        }
+        match self {
+            Command::Ingest {
+                framing,
+                deliveries,
+            } => Command::Ingest {
+                framing,
+                deliveries: deliveries
+                    .into_iter()
+                    .map(|d| DeliveryRef {
+                        partition: own(d.partition),
+                        offset: d.offset,
+                        event: EventRef {
+                            id: own(d.event.id),
+                            key: own(d.event.key),
+                            timestamp: d.event.timestamp,
+                            value: d.event.value,
+                        },
+                    })
+                    .collect(),
+            },
+            Command::Advance {
+                partition,
+                watermark,
+            } => Command::Advance {
+                partition: own(partition),
+                watermark,
+            },
+            Command::Idle { partition } => Command::Idle {
+                partition: own(partition),
+            },
+        }
+    }
+
+    /// Applies the command to its engine. A rejection changes nothing.
+    pub fn apply(self, engines: &mut Engines) -> Result<Applied, ServiceError> {
+        let p = &mut engines.window;
+        match self {
+            Command::Ingest { deliveries, .. } => p
+                .ingest(deliveries)
+                .map(Applied::Ingest)
+                .map_err(ServiceError::BatchRejected),
+            Command::Advance {
+                partition,
+                watermark,
+            } => p
+                .advance(&partition, watermark)
+                .map(Applied::Tick)
+                .map_err(ServiceError::Rejected),
+            Command::Idle { partition } => p
+                .mark_idle(&partition)
+                .map(Applied::Tick)
+                .map_err(ServiceError::Rejected),
+        }
+    }
+}

@@ -1,0 +1,402 @@
+//! The commit queue: group commit of the applied calls of both engines.
+//!
+//! Every mutating call is applied to its engine under the processor lock
+//! (`apply`), gets the next ticket and is queued here in engine order, still
+//! under the lock. Outside the lock it encodes its output for the store
+//! ([`Encoded`]); then the first caller that finds no commit running and an
+//! encoded call at the head of the queue becomes the leader: it takes every
+//! encoded call from the head and stores them all in ONE SQLite transaction
+//! (one fsync), then wakes the others. Each call is answered only after the
+//! commit that includes it, so a 2xx means durable.
+//!
+//! If a commit fails (or a call cannot be encoded), that call, every call of
+//! its group and every call queued behind it (their engine state builds on
+//! the failed ones) are answered 503, the queue is "poisoned" (calls applied
+//! meanwhile are refused with 503 too), and the engines are rebuilt from the
+//! store (`recover`) before anything else uses them: nothing of those calls
+//! was applied, and the engines equal the store. If the rebuild fails, the
+//! service stays broken (readyz 503) and every later call retries it first.
+//!
+//! Readers of the engines (`/results`, `/status`), checkpoints and restores
+//! first wait until everything applied is committed ("settled"), holding the
+//! processor lock, so they never see a state that a failed commit takes back.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+
+use crate::store::{self, CommandRow, EngineId, Stream};
+
+use super::command::Output;
+use super::{Inner, Metrics, Service, ServiceError};
+
+/// Bytes committed between two pokes of the WAL copier.
+const WAL_POKE_BYTES: u64 = 4 << 20;
+
+/// The queue of applied calls waiting for their commit.
+#[derive(Default)]
+pub(super) struct CommitQueue {
+    /// Applied calls not yet committed, in ticket (engine) order.
+    queue: VecDeque<Pending>,
+    /// A leader is committing a group.
+    leader: bool,
+    /// Decided calls whose callers have not yet collected the outcome.
+    outcomes: HashMap<u64, Result<(), String>>,
+    /// A commit failed: queued and newly applied calls fail until the
+    /// engines are rebuilt from the store.
+    pub poisoned: bool,
+    /// Commands logged since each engine's recovery base.
+    pub logged: Logged,
+}
+
+/// Commands logged since each engine's recovery base.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Logged {
+    pub window: u64,
+    pub patterns: u64,
+}
+
+impl Logged {
+    pub fn get(&self, e: EngineId) -> u64 {
+        match e {
+            EngineId::Window => self.window,
+            EngineId::Patterns => self.patterns,
+        }
+    }
+
+    pub fn get_mut(&mut self, e: EngineId) -> &mut u64 {
+        match e {
+            EngineId::Window => &mut self.window,
+            EngineId::Patterns => &mut self.patterns,
+        }
+    }
+}
+
+impl CommitQueue {
+    /// An empty queue for engines that logged `logged` commands since their
+    /// bases.
+    pub fn new(logged: Logged) -> CommitQueue {
+        CommitQueue {
+            logged,
+            ..CommitQueue::default()
+        }
+    }
+}
+
+/// A call applied to an engine, waiting for its commit.
+pub(super) struct Pending {
+    ticket: u64,
+    engine: EngineId,
+    kind: &'static str,
+    body: Vec<u8>,
+    /// The heads after this call.
+    heads: super::Heads,
+    /// Filled by the caller outside the processor lock.
+    encoded: Option<Encoded>,
+}
+
+impl Pending {
+    pub fn new(
+        ticket: u64,
+        engine: EngineId,
+        kind: &'static str,
+        body: Vec<u8>,
+        heads: super::Heads,
+    ) -> Pending {
+        Pending {
+            ticket,
+            engine,
+            kind,
+            body,
+            heads,
+            encoded: None,
+        }
+    }
+}
+
+/// A call's output as stored (the answer's JSON is written while the commit
+/// runs, see [`Service::commit`]).
+pub(super) struct Encoded {
+    /// The changes, when the call produced any: first and last sequence,
+    /// and the binary chunk ([`store::chunk`]).
+    changes: Option<(u64, u64, Vec<u8>)>,
+    /// The records of a record stream (late records or pattern output) as
+    /// `(seq, compact JSON)`.
+    records: (Stream, Vec<(u64, String)>),
+}
+
+impl Encoded {
+    /// Encodes an applied command's output for the store. A failure fails
+    /// the call: nothing is ever logged with an empty body.
+    pub fn new(out: &Output<'_>) -> Result<Encoded, ServiceError> {
+        let changes = match (out.changes.first(), out.changes.last()) {
+            (Some(f), Some(l)) => Some((f.seq, l.seq, store::chunk::encode(out.changes))),
+            _ => None,
+        };
+        let records = out
+            .late
+            .iter()
+            .map(|l| Ok((l.seq, serde_json::to_string(l)?)))
+            .collect::<Result<Vec<_>, serde_json::Error>>()
+            .map_err(|e| ServiceError::Unavailable(format!("cannot encode the output: {e}")))?;
+        Ok(Encoded {
+            changes,
+            records: (Stream::Late, records),
+        })
+    }
+
+    /// The stored records, `(seq, compact JSON)`.
+    pub fn records(&self) -> &[(u64, String)] {
+        &self.records.1
+    }
+}
+
+/// `[r1,r2,...]` from records already serialized one by one.
+pub(super) fn json_records(records: &[(u64, String)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + records.iter().map(|(_, r)| r.len() + 1).sum::<usize>());
+    out.push(b'[');
+    for (i, (_, r)) in records.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(r.as_bytes());
+    }
+    out.push(b']');
+    out
+}
+
+/// Marks the queue poisoned if a caller leaves before encoding its call (a
+/// failed encoding, a panic): nothing behind it could ever commit otherwise.
+struct Unfilled<'a> {
+    svc: &'a Service,
+    armed: bool,
+}
+
+impl Drop for Unfilled<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut q = self.svc.queue();
+            self.svc
+                .fail_all(&mut q, "internal failure; nothing was applied", &[]);
+            self.svc.committed.notify_all();
+        }
+    }
+}
+
+impl Service {
+    /// Steps 2 and 3 of a call: hands the encoded output to the queue (and
+    /// leads the commit at once if none is running), runs `meanwhile` (the
+    /// answer's JSON, overlapping the commit in flight), then leads a commit
+    /// or waits for the one that includes this call.
+    pub(super) fn commit<R>(
+        &self,
+        ticket: u64,
+        enc: Result<Encoded, ServiceError>,
+        meanwhile: impl FnOnce() -> R,
+    ) -> Result<R, ServiceError> {
+        let mut guard = Unfilled {
+            svc: self,
+            armed: true,
+        };
+        let enc = enc?;
+        let mut q = self.queue();
+        if let Some(p) = q.queue.iter_mut().rev().find(|p| p.ticket == ticket) {
+            p.encoded = Some(enc);
+        }
+        guard.armed = false;
+        drop(guard);
+        if !q.leader && q.queue.front().is_some_and(|p| p.encoded.is_some()) {
+            q = self.lead(q);
+        }
+        drop(q);
+        let answer = meanwhile();
+        let mut q = self.queue();
+        loop {
+            if let Some(r) = q.outcomes.remove(&ticket) {
+                return r.map(|()| answer).map_err(ServiceError::Unavailable);
+            }
+            if !q.leader && q.queue.front().is_some_and(|p| p.encoded.is_some()) {
+                q = self.lead(q);
+                continue;
+            }
+            q = self.committed.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Queues an applied call (under the processor lock, in ticket order).
+    /// Refused when a commit failed meanwhile: the call builds on state that
+    /// is being taken back (the engines are rebuilt before anyone uses them).
+    pub(super) fn enqueue(&self, pending: Pending) -> Result<(), ServiceError> {
+        let mut q = self.queue();
+        if q.poisoned {
+            Metrics::inc(&self.metrics.storage_failures, 1);
+            return Err(ServiceError::Unavailable(
+                "storage failure; the state is being rebuilt".into(),
+            ));
+        }
+        q.queue.push_back(pending);
+        Ok(())
+    }
+
+    /// Commits every encoded call at the head of the queue in one
+    /// transaction and records their outcomes.
+    fn lead<'a>(&'a self, mut q: MutexGuard<'a, CommitQueue>) -> MutexGuard<'a, CommitQueue> {
+        q.leader = true;
+        let n = q.queue.iter().take_while(|p| p.encoded.is_some()).count();
+        let group: Vec<Pending> = q.queue.drain(..n).collect();
+        drop(q);
+        let res = {
+            let rows: Vec<CommandRow<'_>> = group
+                .iter()
+                .map(|p| {
+                    let e = p.encoded.as_ref();
+                    CommandRow {
+                        engine: p.engine,
+                        kind: p.kind,
+                        body: &p.body,
+                        changes: e
+                            .and_then(|e| e.changes.as_ref())
+                            .map(|(f, l, c)| (*f, *l, c.as_slice())),
+                        records: e.map_or((Stream::Late, &[][..]), |e| {
+                            (e.records.0, e.records.1.as_slice())
+                        }),
+                    }
+                })
+                .collect();
+            self.writer().append(&rows)
+        };
+        let mut q = self.queue();
+        q.leader = false;
+        let tickets: Vec<u64> = group.iter().map(|p| p.ticket).collect();
+        let failed = match res {
+            Ok(()) => {
+                for t in &tickets {
+                    q.outcomes.insert(*t, Ok(()));
+                }
+                for p in &group {
+                    *q.logged.get_mut(p.engine) += 1;
+                }
+                let bytes: usize = group
+                    .iter()
+                    .map(|p| {
+                        p.body.len()
+                            + p.encoded
+                                .as_ref()
+                                .and_then(|e| e.changes.as_ref())
+                                .map_or(0, |c| c.2.len())
+                    })
+                    .sum();
+                self.wal_written(bytes);
+                Metrics::inc(&self.metrics.commits, 1);
+                if let Some(last) = group.last() {
+                    let now = last.heads;
+                    self.heads.send_if_modified(|h| {
+                        let changed = h.output_differs(&now);
+                        h.take_output(&now);
+                        changed
+                    });
+                }
+                if self.checkpoint_every > 0
+                    && [EngineId::Window, EngineId::Patterns]
+                        .iter()
+                        .any(|e| q.logged.get(*e) >= self.checkpoint_every)
+                {
+                    // The checkpointer thread takes it after these calls.
+                    let _ = self.checkpoint_due.try_send(());
+                }
+                false
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "storage failure; rebuilding the engines from the store");
+                self.fail_all(&mut q, &format!("storage failure: {e}"), &tickets);
+                true
+            }
+        };
+        self.committed.notify_all();
+        if failed {
+            drop(q);
+            // Rebuild now (the next caller would otherwise do it).
+            drop(self.lock_consistent());
+            return self.queue();
+        }
+        if self.wal.restart_due() {
+            // The group is answered; the next leader waits for this short
+            // copy (the background copier did nearly all of it).
+            drop(q);
+            // Whatever the outcome, the next try waits for the next passive
+            // round (a reader on an old snapshot may hold it up a while).
+            if let Err(e) = self.writer().restart_wal() {
+                tracing::warn!(error = %e, "WAL restart failed (the WAL keeps the data)");
+            }
+            self.wal.restart_tried();
+            return self.queue();
+        }
+        q
+    }
+
+    /// Counts bytes committed to the WAL; pokes the WAL copier every
+    /// [`WAL_POKE_BYTES`].
+    pub(super) fn wal_written(&self, bytes: usize) {
+        let total = self.wal_bytes.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+        if total >= WAL_POKE_BYTES {
+            self.wal_bytes.store(0, Ordering::Relaxed);
+            self.wal.poke();
+        }
+    }
+
+    /// Fails `tickets` and everything queued, and poisons the queue.
+    fn fail_all(&self, q: &mut CommitQueue, msg: &str, tickets: &[u64]) {
+        q.poisoned = true;
+        let queued: Vec<u64> = q.queue.drain(..).map(|p| p.ticket).collect();
+        for t in tickets.iter().chain(&queued) {
+            Metrics::inc(&self.metrics.storage_failures, 1);
+            q.outcomes.insert(*t, Err(msg.to_string()));
+        }
+    }
+
+    /// Waits (holding the processor lock) until every applied call is
+    /// committed or failed. True when a commit failed (the queue is
+    /// poisoned).
+    pub(super) fn drain(&self) -> bool {
+        let mut q = self.queue();
+        while !q.poisoned && (q.leader || !q.queue.is_empty()) {
+            q = self.committed.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+        q.poisoned
+    }
+
+    /// Waits (holding the processor lock) until every applied call is
+    /// committed, then rebuilds if a commit failed or the state is broken.
+    pub(super) fn settle(&self, inner: &mut Inner) -> Result<(), ServiceError> {
+        if self.drain() || inner.broken {
+            self.rebuild(inner)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the engines with the store's state. Marks the service ready
+    /// again on success; leaves it broken (and not ready) otherwise. The
+    /// caller holds the processor lock and nothing is being committed.
+    pub(super) fn rebuild(&self, inner: &mut Inner) -> Result<(), ServiceError> {
+        let replayed = super::recover::replay(&self.writer(), &self.db, &self.setup);
+        match replayed {
+            Ok((engines, logged)) => {
+                inner.engines = engines;
+                inner.broken = false;
+                let mut q = self.queue();
+                q.poisoned = false;
+                q.logged = logged;
+                self.healthy.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "rebuilding the engines from the store failed");
+                inner.broken = true;
+                self.healthy.store(false, Ordering::Relaxed);
+                Err(ServiceError::Unavailable(format!(
+                    "storage failure; the state is being rebuilt: {e}"
+                )))
+            }
+        }
+    }
+}

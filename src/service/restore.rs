@@ -1,0 +1,101 @@
+//! Restores: an engine's state replaced by a checkpoint's, durably, with
+//! its output streams cut back and its epoch counted (the store's
+//! `Writer::restore`).
+
+use std::sync::atomic::Ordering;
+
+use crate::engine::{Pipeline, Processor, Rejection};
+use crate::store::{EngineId, Restored};
+
+use super::{Metrics, Service, ServiceError};
+
+/// Where a restore takes its envelope from.
+#[derive(Debug, Clone)]
+pub enum RestoreSource {
+    /// A stored checkpoint.
+    Id(i64),
+    /// Envelope bytes sent by the client.
+    Bytes(Vec<u8>),
+}
+
+/// `POST /restore` answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreOutcome {
+    /// The restored change sequence.
+    pub sequence: u64,
+    /// The restored number of late records.
+    pub late: u64,
+    /// The restored global watermark.
+    pub watermark: Option<i64>,
+}
+
+impl Service {
+    /// `POST /restore` and `POST /checkpoints/{id}/restore`.
+    pub fn restore(&self, source: RestoreSource) -> Result<RestoreOutcome, ServiceError> {
+        let (id, envelope) = match source {
+            RestoreSource::Id(id) => (Some(id), self.checkpoint_bytes(EngineId::Window, id)?),
+            RestoreSource::Bytes(b) => (None, b),
+        };
+        // Validate with the engine before touching anything.
+        let processor = restore_processor(&envelope, &self.setup.pipeline)?;
+        let late = processor
+            .late(0, usize::MAX)
+            .iter()
+            .map(|l| Ok((l.seq, serde_json::to_string(l)?)))
+            .collect::<Result<Vec<_>, serde_json::Error>>()
+            .map_err(|e| {
+                ServiceError::Unavailable(format!("cannot encode the late output: {e}"))
+            })?;
+        let mut g = self.lock();
+        // Wait for the commits in flight; a failed one needs no rebuild
+        // here: the processor is replaced.
+        self.drain();
+        let inner = &mut *g;
+        let epoch = {
+            let mut w = self.writer();
+            self.base_version.fetch_add(1, Ordering::SeqCst);
+            w.restore(&Restored {
+                engine: EngineId::Window,
+                checkpoint_id: id,
+                envelope: &envelope,
+                sequence: processor.sequence(),
+                late: &late,
+            })
+        }
+        .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
+        let out = RestoreOutcome {
+            sequence: processor.sequence(),
+            late: processor.late_len(),
+            watermark: processor.watermark(),
+        };
+        inner.engines.window = processor;
+        inner.epochs.window = epoch;
+        // A failed commit poisoned the queue and would rebuild every engine
+        // from the store; the store now holds this restore, so the rebuild
+        // (if any) is what the next call does.
+        {
+            let mut q = self.queue();
+            if !q.poisoned {
+                q.logged.window = 0;
+            }
+        }
+        self.heads.send_modify(|h| {
+            h.changes = out.sequence;
+            h.late = out.late;
+            h.epoch = epoch;
+        });
+        Ok(out)
+    }
+}
+
+/// Engine validation of a restore; every failure is `invalid_checkpoint`
+/// with a non-empty detail.
+fn restore_processor(envelope: &[u8], pipeline: &Pipeline) -> Result<Processor, ServiceError> {
+    Processor::restore(envelope, pipeline).map_err(|r| {
+        let detail = match r.detail() {
+            "" => "the checkpoint cannot be restored".to_string(),
+            d => d.to_string(),
+        };
+        ServiceError::Rejected(Rejection::InvalidCheckpoint(detail))
+    })
+}
