@@ -28,6 +28,7 @@
 //! uses only [`engine`] types, nothing of the server side.
 
 pub mod api;
+pub mod canonical;
 pub mod cli;
 pub mod config;
 pub mod engine;
