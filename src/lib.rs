@@ -32,6 +32,7 @@ pub mod canonical;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod patterns;
 pub mod server;
 pub mod service;
 pub mod store;

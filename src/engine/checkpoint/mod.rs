@@ -15,10 +15,10 @@ mod state;
 use std::borrow::Cow;
 
 use super::changelog::address_cmp;
-use crate::canonical::writer as canonical;
-use crate::canonical::UniqueMap;
 use super::live::BucketRef;
 use super::processor::Processor;
+use crate::canonical::writer as canonical;
+use crate::canonical::UniqueMap;
 use state::{
     write_event, write_result, ChangelogDoc, ClockDoc, Part, PartitionClockDoc, PipelineDoc,
     StateDoc,
