@@ -429,7 +429,7 @@ impl Engine {
         let limit = self.doc.limits.active_states;
         if live > limit {
             return Err(Rejection::LimitExceeded(format!(
-                "limit active_states ({limit}) exceeded: {live} branches and waits for pattern {:?}, key {:?}",
+                "limit active_states exceeded: {live} branches and waits for pattern {:?}, key {:?} (at most {limit})",
                 c.name,
                 self.keys.name(e.key)
             )));
