@@ -660,3 +660,906 @@ fn matches_never_mix_keys() {
     s.status((4, 0, 5, 1, vec![("p".into(), 1, 1, 0)]));
     s.finish(0, &[t(2, "p:1/", "k1", 1, 11, 1, 11)]);
 }
+
+// ----------------------------------------------------------------------
+// Branches: contiguity, repetitions, optional stages
+
+/// Stages `a` (kind A) then `b` (kind B) with `b`'s contiguity given.
+fn contiguity_pattern(name: &str, contiguity: &str) -> String {
+    format!(
+        r#"{{"name":"{name}","within":10,"stages":[{{"name":"a","where":{{"kind":"A"}}}},
+            {{"name":"b","contiguity":"{contiguity}","where":{{"kind":"B"}}}}]}}"#
+    )
+}
+
+#[test]
+fn strict_kills_skip_next_replaces_skip_any_keeps_waiting() {
+    let mut s = Scenario::new(&doc(&[
+        &contiguity_pattern("strict", "strict"),
+        &contiguity_pattern("next", "skip_next"),
+        &contiguity_pattern("any", "skip_any"),
+    ]));
+    s.push(&[ev("k", "A", 1), ev("k", "C", 2), ev("k", "B", 3), ev("k", "B", 4)], 1, 4, 4);
+    s.advance(
+        4,
+        4,
+        &[
+            // C kills the strict branch; skip_next and skip_any ignore it
+            m(1, "any:1/3", "k", 1, 3, 3, 11),
+            m(2, "next:1/3", "k", 1, 3, 3, 11),
+            // skip_next's branch was replaced by its successors (none): only
+            // skip_any still waits for a B
+            m(3, "any:1/4", "k", 1, 4, 4, 11),
+        ],
+    );
+    s.status((
+        4,
+        0,
+        5,
+        3,
+        vec![("any".into(), 1, 1, 0), ("next".into(), 0, 0, 0), ("strict".into(), 0, 0, 0)],
+    ));
+    s.finish(0, &[t(4, "any:1/", "k", 1, 11, 1, 11)]);
+}
+
+#[test]
+fn strict_only_sees_events_of_its_own_key() {
+    let mut s = Scenario::new(&doc(&[&contiguity_pattern("p", "strict")]));
+    s.push(&[ev("k", "A", 1), ev("j", "C", 2), ev("k", "B", 3)], 1, 3, 3);
+    s.advance(3, 3, &[m(1, "p:1/3", "k", 1, 3, 3, 11)]);
+}
+
+#[test]
+fn strict_on_the_first_stage_guards_its_repetitions() {
+    let mut s = Scenario::new(&doc(&[
+        r#"{"name":"p","within":10,"stages":[
+            {"name":"a","max":3,"contiguity":"strict","where":{"kind":"A"}},
+            {"name":"b","where":{"kind":"B"}}]}"#,
+    ]));
+    s.push(&[ev("k", "A", 1), ev("k", "C", 2), ev("k", "A", 3), ev("k", "B", 4)], 1, 4, 4);
+    // C kills the branch repeating a=[1] (never 1.3), not the one waiting for b
+    s.advance(4, 4, &[m(1, "p:1/4", "k", 1, 4, 4, 11), m(2, "p:3/4", "k", 3, 4, 4, 13)]);
+}
+
+#[test]
+fn min_and_max_bound_the_repetitions_of_a_stage() {
+    let mut s = Scenario::new(&doc(&[
+        r#"{"name":"p","within":10,"stages":[
+            {"name":"a","min":2,"max":3,"where":{"kind":"A"}},
+            {"name":"b","where":{"kind":"B"}}]}"#,
+    ]));
+    s.push(&[ev("k", "A", 1), ev("k", "A", 2), ev("k", "A", 3), ev("k", "B", 4)], 1, 4, 4);
+    // never a=[1] alone (min 2), never four As (max 3)
+    s.advance(
+        4,
+        4,
+        &[
+            m(1, "p:1.2/4", "k", 1, 4, 4, 11),
+            m(2, "p:1.2.3/4", "k", 1, 4, 4, 11),
+            m(3, "p:2.3/4", "k", 2, 4, 4, 12),
+        ],
+    );
+    // a=[2,3] waits to repeat, a=[3] waits for a second A
+    s.status((4, 0, 5, 3, vec![("p".into(), 1, 2, 0)]));
+    s.finish(0, &[t(4, "p:2.3/", "k", 2, 12, 3, 12), t(5, "p:3/", "k", 3, 13, 3, 13)]);
+}
+
+#[test]
+fn a_branch_proceeds_over_optional_stages_which_stay_empty() {
+    let mut s = Scenario::new(&doc(&[
+        r#"{"name":"p","within":10,"stages":[
+            {"name":"a","where":{"kind":"A"}},
+            {"name":"o","min":0,"max":2,"where":{"kind":"O"}},
+            {"name":"c","where":{"kind":"C"}}]}"#,
+    ]));
+    s.push(&[ev("k", "A", 1), ev("k", "O", 2), ev("k", "O", 3), ev("k", "C", 4)], 1, 4, 4);
+    // one completing event, three candidates, ordered by their capture
+    // counts: [1,0,1] < [1,1,1] < [1,2,1]; o=[3] alone is impossible
+    // (skip_next: the branch waiting for o was replaced by capturing O2)
+    s.advance(
+        4,
+        4,
+        &[
+            m(1, "p:1//4", "k", 1, 4, 4, 11),
+            m(2, "p:1/2/4", "k", 1, 4, 4, 11),
+            m(3, "p:1/2.3/4", "k", 1, 4, 4, 11),
+        ],
+    );
+    s.finish(0, &[]);
+}
+
+#[test]
+fn trailing_optional_stages_complete_at_once_and_complete_branches_expire_silently() {
+    let mut s = Scenario::new(&doc(&[
+        r#"{"name":"p","within":10,"stages":[
+            {"name":"a","where":{"kind":"A"}},
+            {"name":"b","min":0,"max":2,"where":{"kind":"B"}}]}"#,
+    ]));
+    s.push(&[ev("k", "A", 1), ev("j", "A", 1), ev("j", "B", 2), ev("j", "B", 3)], 1, 4, 4);
+    s.advance(
+        3,
+        4,
+        &[
+            m(1, "p:1/", "k", 1, 1, 1, 11),
+            m(2, "p:2/", "j", 1, 1, 1, 11),
+            m(3, "p:2/3", "j", 1, 2, 2, 11),
+            m(4, "p:2/3.4", "j", 1, 3, 3, 11),
+        ],
+    );
+    // k still waits for an optional b: a complete branch
+    s.status((3, 0, 5, 4, vec![("p".into(), 1, 1, 0)]));
+    s.finish(0, &[]);
+}
+
+#[test]
+fn a_timeout_is_reported_once_per_assignment_in_candidate_order() {
+    let mut s = Scenario::new(&doc(&[
+        r#"{"name":"p","within":10,"stages":[
+            {"name":"a","max":2,"where":{"kind":"A"}},
+            {"name":"b","where":{"kind":"B"}}]}"#,
+    ]));
+    s.push(&[ev("k", "A", 1), ev("k", "A", 1)], 1, 2, 2);
+    s.advance(1, 2, &[]);
+    // a=[1] waits for b (its repetition became a=[1,2]); a=[1,2] waits for
+    // b; a=[2] waits to repeat and waits for b (two branches, one assignment)
+    s.status((1, 0, 3, 0, vec![("p".into(), 1, 4, 0)]));
+    s.advance(
+        11,
+        0,
+        &[
+            t(1, "p:1/", "k", 1, 11, 1, 11),
+            t(2, "p:1.2/", "k", 1, 11, 1, 11),
+            t(3, "p:2/", "k", 1, 11, 1, 11),
+        ],
+    );
+    s.status((11, 0, 3, 3, vec![("p".into(), 0, 0, 0)]));
+}
+
+// ----------------------------------------------------------------------
+// forbidden
+
+#[test]
+fn forbidden_wins_over_where_on_the_same_event() {
+    let mut s = Scenario::new(&doc(&[
+        r#"{"name":"p","within":10,"stages":[
+            {"name":"a","where":{"kind":"A"}},
+            {"name":"b","where":{"kind":"B"},"forbidden":{"field":"bad","op":"eq","value":true}}]}"#,
+        &seq_pattern("q", 10, &[("a", "A"), ("b", "B")]),
+    ]));
+    s.push(
+        &[ev("k", "A", 1), evf("k", "B", 2, r#"{"bad":true}"#), ev("k", "B", 3)],
+        1,
+        3,
+        3,
+    );
+    // p's branch is cancelled by B2 (not captured) and gone for B3; q, without
+    // forbidden, captures B2
+    s.advance(3, 3, &[m(1, "q:1/2", "k", 1, 2, 2, 11)]);
+    s.finish(0, &[]);
+}
+
+#[test]
+fn an_event_that_cancels_a_branch_may_start_another() {
+    let mut s = Scenario::new(&doc(&[
+        r#"{"name":"p","within":10,"stages":[
+            {"name":"a","where":{"kind":"A"}},
+            {"name":"b","where":{"kind":"B"},"forbidden":{"kind":"A"}}]}"#,
+    ]));
+    s.push(&[ev("k", "A", 1), ev("k", "A", 2), ev("k", "B", 3)], 1, 3, 3);
+    s.advance(3, 3, &[m(1, "p:2/3", "k", 2, 3, 3, 12)]);
+}
+
+#[test]
+fn the_first_stages_forbidden_guards_its_repetitions_never_a_start() {
+    let mut s = Scenario::new(&doc(&[
+        r#"{"name":"p","within":10,"stages":[
+            {"name":"a","max":2,"where":{"kind":"A"},"forbidden":{"field":"stop","op":"eq","value":true}},
+            {"name":"b","where":{"kind":"B"}}]}"#,
+    ]));
+    s.push(
+        &[
+            evf("k", "A", 1, r#"{"stop":true}"#),
+            evf("k", "A", 2, r#"{"stop":true}"#),
+            ev("k", "B", 3),
+        ],
+        1,
+        3,
+        3,
+    );
+    // A1 starts despite stop; A2 cancels the branch repeating a=[1] (never
+    // a=[1,2]) and starts its own
+    s.advance(3, 3, &[m(1, "p:1/3", "k", 1, 3, 3, 11), m(2, "p:2/3", "k", 2, 3, 3, 12)]);
+    // a=[2] still waits to repeat: incomplete
+    s.finish(0, &[t(3, "p:2/", "k", 2, 12, 2, 12)]);
+}
+
+// ----------------------------------------------------------------------
+// Conditions and comparisons
+
+#[test]
+fn a_capture_comparison_reads_the_last_event_of_the_stage() {
+    let mut s = Scenario::new(&doc(&[
+        r#"{"name":"p","within":10,"stages":[
+            {"name":"a","max":3,"where":{"kind":"A"}},
+            {"name":"b","where":{"all":[{"kind":"B"},
+                {"field":"x","op":"gt","capture":"a","capture_field":"x"}]}}]}"#,
+    ]));
+    s.push(
+        &[
+            evf("k", "A", 1, r#"{"x":5}"#),
+            evf("k", "A", 2, r#"{"x":1}"#),
+            evf("k", "B", 3, r#"{"x":3}"#),
+        ],
+        1,
+        3,
+        3,
+    );
+    // a=[1,2]: 3 > x of A2 (1); a=[1]: 3 > 5 is false; a=[2]: 3 > 1
+    s.advance(3, 3, &[m(1, "p:1.2/3", "k", 1, 3, 3, 11), m(2, "p:2/3", "k", 2, 3, 3, 12)]);
+}
+
+#[test]
+fn an_empty_capture_compares_false_even_for_ne_and_not_negates_it() {
+    let pattern = |name: &str, cond: &str| {
+        format!(
+            r#"{{"name":"{name}","within":10,"stages":[
+                {{"name":"a","where":{{"kind":"A"}}}},
+                {{"name":"o","min":0,"where":{{"kind":"O"}}}},
+                {{"name":"c","where":{{"all":[{{"kind":"C"}},{cond}]}}}}]}}"#
+        )
+    };
+    let mut s = Scenario::new(&doc(&[
+        &pattern("p1", r#"{"field":"x","op":"ne","capture":"o","capture_field":"x"}"#),
+        &pattern("p2", r#"{"not":{"field":"x","op":"eq","capture":"o","capture_field":"x"}}"#),
+    ]));
+    s.push(&[ev("k", "A", 1), evf("k", "C", 2, r#"{"x":1}"#)], 1, 2, 2);
+    s.advance(2, 2, &[m(1, "p2:1//2", "k", 1, 2, 2, 11)]);
+    // p1 still waits for o and for c with a=[1]; p2 for o: one timeout each
+    s.finish(0, &[t(2, "p1:1//", "k", 1, 11, 1, 11), t(3, "p2:1//", "k", 1, 11, 1, 11)]);
+}
+
+/// A single-stage pattern `name` whose `where` is `cond`.
+fn one_stage(name: &str, cond: &str) -> String {
+    format!(r#"{{"name":"{name}","within":10,"stages":[{{"name":"s","where":{cond}}}]}}"#)
+}
+
+#[test]
+fn integer_double_and_decimal_are_never_equal() {
+    let mut s = Scenario::new(&doc(&[
+        &one_stage("int_eq_1", r#"{"field":"v","op":"eq","value":1}"#),
+        &one_stage("dbl_eq_1", r#"{"field":"v","op":"eq","value":1.0}"#),
+        &one_stage("dec_eq_1", r#"{"field":"v","op":"eq","value":{"decimal":"1"}}"#),
+        &one_stage("int_ne_1", r#"{"field":"v","op":"ne","value":1}"#),
+    ]));
+    s.push(
+        &[
+            evf("k", "E", 1, r#"{"v":1}"#),
+            evf("k", "E", 2, r#"{"v":1.0}"#),
+            evf("k", "E", 3, r#"{"v":{"decimal":"1.00"}}"#),
+            evf("k", "E", 4, r#"{"v":2}"#),
+            evf("k", "E", 5, r#"{"v":"1"}"#),
+            ev("k", "E", 6),
+        ],
+        1,
+        6,
+        6,
+    );
+    s.advance(
+        6,
+        6,
+        &[
+            m(1, "int_eq_1:1", "k", 1, 1, 1, 11),
+            m(2, "dbl_eq_1:2", "k", 2, 2, 2, 12),
+            m(3, "dec_eq_1:3", "k", 3, 3, 3, 13),
+            m(4, "int_ne_1:4", "k", 4, 4, 4, 14),
+        ],
+    );
+}
+
+#[test]
+fn decimals_compare_by_value_and_doubles_by_ieee_order() {
+    let mut s = Scenario::new(&doc(&[
+        &one_stage("dec", r#"{"field":"v","op":"eq","value":{"decimal":"1.5"}}"#),
+        &one_stage("negzero", r#"{"field":"d","op":"eq","value":0.0}"#),
+        &one_stage("decneg", r#"{"field":"m","op":"lt","value":{"decimal":"-2.45"}}"#),
+        &one_stage("deczero", r#"{"field":"m","op":"eq","value":{"decimal":"0"}}"#),
+        &one_stage("decbig", r#"{"field":"m","op":"gt","value":{"decimal":"9.99"}}"#),
+    ]));
+    s.push(
+        &[
+            evf("k", "E", 1, r#"{"v":{"decimal":"1.50"}}"#),
+            evf("k", "E", 2, r#"{"d":-0.0}"#),
+            evf("k", "E", 3, r#"{"m":{"decimal":"-2.5"}}"#),
+            evf("k", "E", 4, r#"{"m":{"decimal":"-0.00"}}"#),
+            evf("k", "E", 5, r#"{"m":{"decimal":"-2.45"}}"#),
+            evf("k", "E", 6, r#"{"m":{"decimal":"0010.0"}}"#),
+        ],
+        1,
+        6,
+        6,
+    );
+    s.advance(
+        6,
+        6,
+        &[
+            m(1, "dec:1", "k", 1, 1, 1, 11),
+            m(2, "negzero:2", "k", 2, 2, 2, 12),
+            m(3, "decneg:3", "k", 3, 3, 3, 13),
+            m(4, "deczero:4", "k", 4, 4, 4, 14),
+            m(5, "decbig:6", "k", 6, 6, 6, 16),
+        ],
+    );
+}
+
+#[test]
+fn ordered_ops_on_integers() {
+    let ops = ["eq", "ne", "lt", "le", "gt", "ge"];
+    let patterns: Vec<String> = ops
+        .iter()
+        .map(|op| one_stage(&format!("{op}5"), &format!(r#"{{"field":"x","op":"{op}","value":5}}"#)))
+        .collect();
+    let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
+    let mut s = Scenario::new(&doc(&patterns));
+    s.push(
+        &[
+            evf("k", "E", 1, r#"{"x":4}"#),
+            evf("k", "E", 2, r#"{"x":5}"#),
+            evf("k", "E", 3, r#"{"x":6}"#),
+        ],
+        1,
+        3,
+        3,
+    );
+    s.advance(
+        3,
+        3,
+        &[
+            m(1, "le5:1", "k", 1, 1, 1, 11),
+            m(2, "lt5:1", "k", 1, 1, 1, 11),
+            m(3, "ne5:1", "k", 1, 1, 1, 11),
+            m(4, "eq5:2", "k", 2, 2, 2, 12),
+            m(5, "ge5:2", "k", 2, 2, 2, 12),
+            m(6, "le5:2", "k", 2, 2, 2, 12),
+            m(7, "ge5:3", "k", 3, 3, 3, 13),
+            m(8, "gt5:3", "k", 3, 3, 3, 13),
+            m(9, "ne5:3", "k", 3, 3, 3, 13),
+        ],
+    );
+}
+
+#[test]
+fn missing_fields_bools_strings_and_empty_lists() {
+    let mut s = Scenario::new(&doc(&[
+        &one_stage("miss_ne", r#"{"field":"nope","op":"ne","value":1}"#),
+        &one_stage("not_miss", r#"{"not":{"field":"nope","op":"eq","value":1}}"#),
+        &one_stage("bool_lt", r#"{"field":"b","op":"lt","value":true}"#),
+        &one_stage("bool_ne", r#"{"field":"b","op":"ne","value":false}"#),
+        &one_stage("str_lt", r#"{"field":"s","op":"lt","value":"a"}"#),
+        &one_stage("str_gt_z", r#"{"field":"s","op":"gt","value":"z"}"#),
+        &one_stage("str_gt_bmp", r#"{"field":"s","op":"gt","value":"\uffff"}"#),
+        &one_stage("all_empty", r#"{"all":[]}"#),
+        &one_stage("any_empty", r#"{"any":[]}"#),
+    ]));
+    s.push(
+        &[
+            evf("k", "E", 1, r#"{"b":true,"s":"Z"}"#),
+            evf("k", "E", 2, r#"{"b":false,"s":"é"}"#),
+            evf("k", "E", 3, r#"{"s":"a"}"#),
+            // U+1F600 is above U+FFFF in code point order (not in UTF-16 order)
+            evf("k", "E", 4, r#"{"s":"\ud83d\ude00"}"#),
+        ],
+        1,
+        4,
+        4,
+    );
+    s.advance(
+        4,
+        4,
+        &[
+            m(1, "all_empty:1", "k", 1, 1, 1, 11),
+            m(2, "bool_ne:1", "k", 1, 1, 1, 11),
+            m(3, "not_miss:1", "k", 1, 1, 1, 11),
+            m(4, "str_lt:1", "k", 1, 1, 1, 11),
+            m(5, "all_empty:2", "k", 2, 2, 2, 12),
+            m(6, "not_miss:2", "k", 2, 2, 2, 12),
+            m(7, "str_gt_z:2", "k", 2, 2, 2, 12),
+            m(8, "all_empty:3", "k", 3, 3, 3, 13),
+            m(9, "not_miss:3", "k", 3, 3, 3, 13),
+            m(10, "all_empty:4", "k", 4, 4, 4, 14),
+            m(11, "not_miss:4", "k", 4, 4, 4, 14),
+            m(12, "str_gt_bmp:4", "k", 4, 4, 4, 14),
+            m(13, "str_gt_z:4", "k", 4, 4, 4, 14),
+        ],
+    );
+}
+
+// ----------------------------------------------------------------------
+// Absence
+
+fn absence_pattern(name: &str, skip: &str, stages: &str, absence: &str) -> String {
+    format!(
+        r#"{{"name":"{name}","within":10,"skip":"{skip}","stages":{stages},"absence":{absence}}}"#
+    )
+}
+
+const A_B: &str = r#"[{"name":"a","where":{"kind":"A"}},{"name":"b","where":{"kind":"B"}}]"#;
+
+#[test]
+fn an_absence_wait_matches_at_its_deadline_unless_cancelled_up_to_it() {
+    let mut s = Scenario::new(&doc(&[&absence_pattern(
+        "p",
+        "no_skip",
+        r#"[{"name":"a","where":{"kind":"A"}}]"#,
+        r#"{"kind":"X"}"#,
+    )]));
+    s.push(
+        &[
+            ev("k1", "A", 1),
+            ev("k2", "A", 1),
+            ev("k3", "A", 1),
+            ev("k4", "A", 1),
+            ev("k4", "X", 5),
+            ev("k1", "X", 11), // exactly at the deadline: still cancels
+            ev("k2", "X", 12), // after it: too late
+        ],
+        1,
+        7,
+        7,
+    );
+    s.advance(1, 4, &[]);
+    s.status((1, 3, 8, 0, vec![("p".into(), 4, 0, 4)]));
+    s.advance(10, 1, &[]);
+    s.status((10, 2, 8, 0, vec![("p".into(), 3, 0, 3)]));
+    // at 11, X cancels k1's wait before the deadline 11 expires; k2's X at
+    // 12 comes after it
+    s.advance(12, 2, &[m(1, "p:2", "k2", 1, 11, 1, 11), m(2, "p:3", "k3", 1, 11, 1, 11)]);
+    s.status((12, 0, 8, 2, vec![("p".into(), 0, 0, 0)]));
+}
+
+#[test]
+fn the_completing_event_is_not_observed_by_its_own_wait() {
+    let mut s = Scenario::new(&doc(&[&absence_pattern(
+        "p",
+        "no_skip",
+        r#"[{"name":"a","where":{"kind":"A"}}]"#,
+        r#"{"kind":"A"}"#,
+    )]));
+    s.push(&[ev("k", "A", 1), ev("k", "A", 3)], 1, 2, 2);
+    // A3 cancels the wait of A1 and makes its own
+    s.finish(2, &[m(1, "p:2", "k", 3, 13, 3, 13)]);
+}
+
+#[test]
+fn an_absence_condition_may_compare_with_any_stages_capture() {
+    let mut s = Scenario::new(&doc(&[&absence_pattern(
+        "p",
+        "no_skip",
+        A_B,
+        r#"{"all":[{"kind":"X"},{"field":"amount","op":"ge","capture":"a","capture_field":"amount"}]}"#,
+    )]));
+    s.push(
+        &[
+            evf("k", "A", 1, r#"{"amount":5}"#),
+            ev("k", "B", 2),
+            evf("j", "A", 1, r#"{"amount":5}"#),
+            ev("j", "B", 2),
+            evf("k", "X", 3, r#"{"amount":3}"#),
+            evf("k", "X", 4, r#"{"amount":5}"#), // 5 >= 5: cancels k's wait
+            evf("j", "X", 3, r#"{"amount":4}"#),
+        ],
+        1,
+        7,
+        7,
+    );
+    s.finish(7, &[m(1, "p:3/4", "j", 1, 11, 2, 11)]);
+}
+
+#[test]
+fn skip_policies_select_among_absence_waits_at_their_deadlines() {
+    let x = r#"{"kind":"X"}"#;
+    let mut s = Scenario::new(&doc(&[
+        &absence_pattern("n", "no_skip", A_B, x),
+        &absence_pattern("s", "skip_past_last", A_B, x),
+        &absence_pattern("t", "skip_to_next_start", A_B, x),
+    ]));
+    s.push(&[ev("k", "A", 1), ev("k", "A", 2), ev("k", "B", 3)], 1, 3, 3);
+    s.advance(3, 3, &[]);
+    // two waits each: a=[1] until 11, a=[2] until 12
+    s.status((
+        3,
+        0,
+        4,
+        0,
+        vec![("n".into(), 1, 0, 2), ("s".into(), 1, 0, 2), ("t".into(), 1, 0, 2)],
+    ));
+    s.finish(
+        0,
+        &[
+            m(1, "n:1/3", "k", 1, 11, 3, 11),
+            // selecting 1/3 removes the wait starting at A2 <= B3
+            m(2, "s:1/3", "k", 1, 11, 3, 11),
+            m(3, "t:1/3", "k", 1, 11, 3, 11),
+            m(4, "n:2/3", "k", 2, 12, 3, 12),
+            m(5, "t:2/3", "k", 2, 12, 3, 12),
+        ],
+    );
+}
+
+#[test]
+fn at_a_deadline_waits_are_selected_before_branches_time_out() {
+    let stages = r#"[{"name":"a","max":2,"where":{"kind":"A"}},{"name":"b","where":{"kind":"B"}}]"#;
+    let x = r#"{"kind":"X"}"#;
+    let mut s = Scenario::new(&doc(&[
+        &absence_pattern("n", "no_skip", stages, x),
+        &absence_pattern("t", "skip_to_next_start", stages, x),
+    ]));
+    s.push(&[ev("k", "A", 1), ev("k", "B", 2)], 1, 2, 2);
+    s.advance(2, 2, &[]);
+    // the wait 1/2 and the incomplete branch repeating a=[1]
+    s.status((2, 0, 3, 0, vec![("n".into(), 1, 1, 1), ("t".into(), 1, 1, 1)]));
+    s.finish(
+        0,
+        &[
+            m(1, "n:1/2", "k", 1, 11, 2, 11),
+            t(2, "n:1/", "k", 1, 11, 1, 11),
+            // t's selection removed the branch with the same first ordinal
+            m(3, "t:1/2", "k", 1, 11, 2, 11),
+        ],
+    );
+}
+
+// ----------------------------------------------------------------------
+// Selection order and skip policies
+
+fn skip_pattern(name: &str, skip: &str, stages: &str) -> String {
+    format!(r#"{{"name":"{name}","within":10,"skip":"{skip}","stages":{stages}}}"#)
+}
+
+fn three_policies(stages: &str) -> String {
+    doc(&[
+        &skip_pattern("n", "no_skip", stages),
+        &skip_pattern("s", "skip_past_last", stages),
+        &skip_pattern("t", "skip_to_next_start", stages),
+    ])
+}
+
+#[test]
+fn candidates_are_ordered_by_start_time_before_ordinal() {
+    let mut s = Scenario::new(&doc(&[&seq_pattern("p", 10, &[("a", "A"), ("b", "B")])]));
+    s.push(&[ev("k", "A", 5), ev("k", "A", 3), ev("k", "B", 6)], 1, 3, 3);
+    s.advance(6, 3, &[m(1, "p:2/3", "k", 3, 6, 6, 13), m(2, "p:1/3", "k", 5, 6, 6, 15)]);
+}
+
+#[test]
+fn candidates_with_equal_counts_are_ordered_by_their_ordinals() {
+    let mut s = Scenario::new(&doc(&[
+        r#"{"name":"p","within":10,"stages":[
+            {"name":"a","where":{"kind":"A"}},
+            {"name":"b","contiguity":"skip_any","where":{"kind":"B"}},
+            {"name":"c","where":{"kind":"C"}}]}"#,
+    ]));
+    // B3 is pushed before B2 but processed after it
+    s.push(&[ev("k", "A", 1), ev("k", "B", 3), ev("k", "B", 2), ev("k", "C", 4)], 1, 4, 4);
+    // 1/3/4 was captured first, but [1,2,4] < [1,3,4]
+    s.advance(4, 4, &[m(1, "p:1/2/4", "k", 1, 4, 4, 11), m(2, "p:1/3/4", "k", 1, 4, 4, 11)]);
+    // skip_any: a=[1] still waits for b
+    s.finish(0, &[t(3, "p:1//", "k", 1, 11, 1, 11)]);
+}
+
+#[test]
+fn each_skip_policy_removes_its_candidates_and_branches() {
+    let stages = r#"[{"name":"a","max":2,"where":{"kind":"A"}},{"name":"b","where":{"kind":"B"}}]"#;
+    let mut s = Scenario::new(&three_policies(stages));
+    s.push(&[ev("k", "A", 1), ev("k", "A", 2), ev("k", "B", 3), ev("k", "B", 4)], 1, 4, 4);
+    s.advance(
+        4,
+        4,
+        &[
+            m(1, "n:1/3", "k", 1, 3, 3, 11),
+            m(2, "n:1.2/3", "k", 1, 3, 3, 11),
+            m(3, "n:2/3", "k", 2, 3, 3, 12),
+            // 1/3 removes 1.2/3 and 2/3 (they start at or before B3) and the
+            // branch repeating a=[2]
+            m(4, "s:1/3", "k", 1, 3, 3, 11),
+            // 1/3 removes 1.2/3 (same first ordinal); 2/3 removes the branch
+            // repeating a=[2]
+            m(5, "t:1/3", "k", 1, 3, 3, 11),
+            m(6, "t:2/3", "k", 2, 3, 3, 12),
+        ],
+    );
+    s.status((
+        4,
+        0,
+        5,
+        6,
+        vec![("n".into(), 1, 1, 0), ("s".into(), 0, 0, 0), ("t".into(), 0, 0, 0)],
+    ));
+    s.finish(0, &[t(7, "n:2/", "k", 2, 12, 2, 12)]);
+}
+
+#[test]
+fn a_selection_removes_the_live_branches_that_continue_it() {
+    let stages = r#"[{"name":"a","where":{"kind":"A"}},{"name":"b","max":2,"where":{"kind":"B"}}]"#;
+    let mut s = Scenario::new(&three_policies(stages));
+    s.push(&[ev("k", "A", 1), ev("k", "B", 2), ev("k", "B", 3)], 1, 3, 3);
+    s.advance(
+        3,
+        3,
+        &[
+            m(1, "n:1/2", "k", 1, 2, 2, 11),
+            m(2, "s:1/2", "k", 1, 2, 2, 11),
+            m(3, "t:1/2", "k", 1, 2, 2, 11),
+            m(4, "n:1/2.3", "k", 1, 3, 3, 11),
+        ],
+    );
+}
+
+#[test]
+fn skip_past_last_removes_the_branch_its_last_event_started() {
+    let stages = r#"[{"name":"a","where":{"any":[{"kind":"A"},{"kind":"B"}]}},
+                     {"name":"b","where":{"kind":"B"}}]"#;
+    let mut s = Scenario::new(&three_policies(stages));
+    s.push(&[ev("k", "A", 1), ev("k", "B", 2), ev("k", "B", 3)], 1, 3, 3);
+    s.advance(
+        3,
+        3,
+        &[
+            m(1, "n:1/2", "k", 1, 2, 2, 11),
+            m(2, "s:1/2", "k", 1, 2, 2, 11),
+            m(3, "t:1/2", "k", 1, 2, 2, 11),
+            m(4, "n:2/3", "k", 2, 3, 3, 12),
+            m(5, "t:2/3", "k", 2, 3, 3, 12),
+        ],
+    );
+    s.finish(
+        0,
+        &[
+            t(6, "n:3/", "k", 3, 13, 3, 13),
+            t(7, "s:3/", "k", 3, 13, 3, 13),
+            t(8, "t:3/", "k", 3, 13, 3, 13),
+        ],
+    );
+}
+
+#[test]
+fn the_first_ordinal_is_the_first_captures_not_the_smallest() {
+    let stages = r#"[{"name":"a","where":{"any":[{"kind":"A"},{"kind":"B"}]}},
+                     {"name":"b","where":{"kind":"B"}}]"#;
+    let mut s = Scenario::new(&three_policies(stages));
+    // processed: A(o2)@2, B(o1)@5, B(o3)@6
+    s.push(&[ev("k", "B", 5), ev("k", "A", 2), ev("k", "B", 6)], 1, 3, 3);
+    s.advance(
+        6,
+        3,
+        &[
+            m(1, "n:2/1", "k", 2, 5, 5, 12),
+            // removes the branch started by B(o1)@5: it starts at its last capture
+            m(2, "s:2/1", "k", 2, 5, 5, 12),
+            // 2/1's first ordinal is 2, so the branch started by o1 stays
+            m(3, "t:2/1", "k", 2, 5, 5, 12),
+            m(4, "n:1/3", "k", 5, 6, 6, 15),
+            m(5, "t:1/3", "k", 5, 6, 6, 15),
+        ],
+    );
+    s.finish(
+        0,
+        &[
+            t(6, "n:3/", "k", 6, 16, 6, 16),
+            t(7, "s:3/", "k", 6, 16, 6, 16),
+            t(8, "t:3/", "k", 6, 16, 6, 16),
+        ],
+    );
+}
+
+#[test]
+fn skip_past_last_compares_processing_order_not_ordinals() {
+    let mut s = Scenario::new(&doc(&[
+        r#"{"name":"n","within":20,"stages":[{"name":"a","where":{"kind":"A"}},{"name":"b","where":{"kind":"B"}}]}"#,
+        r#"{"name":"s","within":20,"skip":"skip_past_last","stages":[{"name":"a","where":{"kind":"A"}},{"name":"b","where":{"kind":"B"}}]}"#,
+    ]));
+    // processed: A(o2)@2, A(o3)@5, B(o1)@10
+    s.push(&[ev("k", "B", 10), ev("k", "A", 2), ev("k", "A", 5)], 1, 3, 3);
+    s.advance(
+        10,
+        3,
+        &[
+            m(1, "n:2/1", "k", 2, 10, 10, 22),
+            m(2, "n:3/1", "k", 5, 10, 10, 25),
+            // 3/1 starts at (5, o3), before 2/1's last capture (10, o1)
+            m(3, "s:2/1", "k", 2, 10, 10, 22),
+        ],
+    );
+}
+
+// ----------------------------------------------------------------------
+// Limits
+
+#[test]
+fn too_many_matches_reject_the_whole_advance() {
+    let mut s = Scenario::new(&format!(
+        r#"{{"patterns":[{}],"limits":{{"max_results_per_advance":1}}}}"#,
+        seq_pattern("p", 10, &[("a", "A"), ("b", "B")])
+    ));
+    s.push(&[ev("k", "A", 1), ev("k", "B", 2), ev("k", "A", 3), ev("k", "B", 4)], 1, 4, 4);
+    s.advance_rejected(4, "limit_exceeded");
+    s.status((-1, 4, 5, 0, vec![("p".into(), 0, 0, 0)]));
+    s.advance(2, 2, &[m(1, "p:1/2", "k", 1, 2, 2, 11)]);
+    s.advance(4, 2, &[m(2, "p:3/4", "k", 3, 4, 4, 13)]);
+}
+
+#[test]
+fn timeouts_do_not_count_as_results() {
+    let mut s = Scenario::new(&format!(
+        r#"{{"patterns":[{}],"limits":{{"max_results_per_advance":1}}}}"#,
+        seq_pattern("p", 10, &[("a", "A"), ("b", "B")])
+    ));
+    s.push(&[ev("k", "A", 1), ev("k", "B", 2), ev("j", "A", 1), ev("i", "A", 1)], 1, 4, 4);
+    s.advance(
+        11,
+        4,
+        &[
+            m(1, "p:1/2", "k", 1, 2, 2, 11),
+            t(2, "p:4/", "i", 1, 11, 1, 11),
+            t(3, "p:3/", "j", 1, 11, 1, 11),
+        ],
+    );
+}
+
+#[test]
+fn too_many_states_for_one_key_reject_the_whole_advance() {
+    let mut s = Scenario::new(&format!(
+        r#"{{"patterns":[{}],"limits":{{"active_states":2}}}}"#,
+        seq_pattern("p", 10, &[("a", "A"), ("b", "B")])
+    ));
+    s.push(&[ev("k", "A", 1), ev("k", "A", 2), ev("j", "A", 2), ev("k", "A", 3)], 1, 4, 4);
+    s.advance(2, 3, &[]);
+    s.status((2, 1, 5, 0, vec![("p".into(), 2, 3, 0)]));
+    s.advance_rejected(3, "limit_exceeded");
+    s.advance_rejected(20, "limit_exceeded");
+    s.status((2, 1, 5, 0, vec![("p".into(), 2, 3, 0)]));
+}
+
+#[test]
+fn the_state_limit_is_checked_after_selection() {
+    let stages = r#"[{"name":"a","max":2,"where":{"kind":"A"}},{"name":"b","min":0,"where":{"kind":"B"}}]"#;
+    let limited = |skip: &str| {
+        format!(
+            r#"{{"patterns":[{}],"limits":{{"active_states":1}}}}"#,
+            skip_pattern("p", skip, stages)
+        )
+    };
+    // A1 makes two branches (a=[1] repeating, waiting for b) and the
+    // candidate 1/; selecting it under skip_past_last removes both
+    let mut s = Scenario::new(&limited("skip_past_last"));
+    s.push(&[ev("k", "A", 1)], 1, 1, 1);
+    s.advance(1, 1, &[m(1, "p:1/", "k", 1, 1, 1, 11)]);
+    s.status((1, 0, 2, 1, vec![("p".into(), 0, 0, 0)]));
+    let mut s = Scenario::new(&limited("no_skip"));
+    s.push(&[ev("k", "A", 1)], 1, 1, 1);
+    s.advance_rejected(1, "limit_exceeded");
+}
+
+// ----------------------------------------------------------------------
+// Event parsing
+
+/// A document whose single pattern matches every event (to echo it).
+fn echo_doc() -> String {
+    doc(&[&one_stage("all", r#"{"all":[]}"#)])
+}
+
+#[test]
+fn event_field_values_are_echoed_with_their_types() {
+    let mut s = Scenario::new(&echo_doc());
+    let item = r#"{"id":"x","key":"k","kind":"E","time":1,"fields":{
+        "i":-0,"d":1E2,"e":15e-1,"z":-0.0,"m":{"decimal":"00012.500"},
+        "big":9223372036854775807,"small":-9223372036854775808,
+        "r":9.226868704665383890e-19,"s":"\u0000\n\ud83d\ude00","t":true}}"#;
+    s.push(&[item.into()], 1, 1, 1);
+    for side in &mut s.sides {
+        let Answer::Advanced { output, .. } = side.advance(1) else {
+            panic!("{}: advance failed", side.label());
+        };
+        // -0 is Integer 0, 1E2 and 15e-1 Doubles, the 19-digit literal
+        // correctly rounded
+        let want = compact(
+            r#"{"seq":1,"type":"match","id":"all:1","pattern":"all","key":"k",
+                "start_time":1,"end_time":1,"last_event_time":1,"deadline":11,
+                "captures":{"s":[{"ordinal":1,"id":"x","key":"k","kind":"E","time":1,"fields":{
+                  "i":0,"d":100.0,"e":1.5,"z":-0.0,"m":{"decimal":"00012.500"},
+                  "big":9223372036854775807,"small":-9223372036854775808,
+                  "r":9.226868704665384e-19,"s":"\u0000\n😀","t":true}}]}}"#,
+        );
+        assert_eq!(output, vec![want], "{}", side.label());
+    }
+}
+
+fn item(fields_or_rest: &str) -> String {
+    format!(r#"{{"id":"x","key":"k","kind":"E","time":1{fields_or_rest}}}"#)
+}
+
+#[test]
+fn malformed_events_are_bad_requests() {
+    let long = "x".repeat(257);
+    let long_utf8 = "é".repeat(129); // 258 bytes
+    let decimal = |s: &str| item(&format!(r#","fields":{{"v":{{"decimal":"{s}"}}}}"#));
+    let mut cases: Vec<(String, &str)> = vec![
+        (item(r#","fields":{"v":9223372036854775808}"#), "integer above i64"),
+        (item(r#","fields":{"v":-9223372036854775809}"#), "integer below i64"),
+        (item(r#","fields":{"v":100000000000000000000000000000}"#), "a huge integer token is not a Double"),
+        (item(r#","fields":{"v":1e400}"#), "not finite"),
+        (item(r#","fields":{"v":-1e400}"#), "not finite"),
+        (item(r#","fields":null"#), "fields null"),
+        (item(r#","fields":[]"#), "fields an array"),
+        (item(r#","fields":{"v":null}"#), "null value"),
+        (item(r#","fields":{"v":[1]}"#), "array value"),
+        (item(r#","fields":{"v":{"a":1}}"#), "other object"),
+        (item(r#","fields":{"v":{}}"#), "empty object"),
+        (item(r#","fields":{"v":{"decimal":"1","x":1}}"#), "decimal with another key"),
+        (item(r#","fields":{"v":{"decimal":1.5}}"#), "decimal not a string"),
+        (item(r#","fields":{"":1}"#), "empty field name"),
+        (decimal(""), "empty decimal"),
+        (decimal("1."), "decimal 1."),
+        (decimal(".5"), "decimal .5"),
+        (decimal("+1"), "decimal +1"),
+        (decimal("1e2"), "decimal 1e2"),
+        (decimal("1.2.3"), "decimal 1.2.3"),
+        (decimal(" 1"), "decimal with a space"),
+        (decimal("--1"), "decimal --1"),
+        (decimal("-"), "decimal -"),
+        (decimal("-.5"), "decimal -.5"),
+        (decimal("0x1"), "decimal 0x1"),
+        (decimal("1,5"), "decimal 1,5"),
+        (decimal("١"), "decimal with a non-ASCII digit"),
+        (decimal("123456789012345678901234567890123456789"), "39 digits"),
+        (decimal("0.00000000000000000000000000000000000001"), "39 digits with zeros"),
+        (decimal("-1234567890123456789012345678901234567.89"), "39 digits, negative"),
+        (format!(r#"{{"id":"","key":"k","kind":"E","time":1}}"#), "empty id"),
+        (format!(r#"{{"id":"{long}","key":"k","kind":"E","time":1}}"#), "id of 257 bytes"),
+        (format!(r#"{{"id":"{long_utf8}","key":"k","kind":"E","time":1}}"#), "id of 258 bytes"),
+        (format!(r#"{{"id":"x","key":"{long}","kind":"E","time":1}}"#), "key of 257 bytes"),
+        (format!(r#"{{"id":"x","key":"k","kind":"","time":1}}"#), "empty kind"),
+        (format!(r#"{{"id":"x","key":"k","kind":"{long}","time":1}}"#), "kind of 257 bytes"),
+        (format!(r#"{{"id":"x","key":"k","kind":"E","time":-1}}"#), "time -1"),
+        (format!(r#"{{"id":"x","key":"k","kind":"E","time":9007199254740992}}"#), "time above the maximum"),
+        (format!(r#"{{"id":"x","key":"k","kind":"E","time":1.0}}"#), "time 1.0"),
+        (format!(r#"{{"id":"x","key":"k","kind":"E","time":1e3}}"#), "time 1e3"),
+        (format!(r#"{{"id":"x","key":"k","kind":"E","time":"1"}}"#), "time a string"),
+        (format!(r#"{{"id":"x","key":"k","kind":"E"}}"#), "no time"),
+        (format!(r#"{{"key":"k","kind":"E","time":1}}"#), "no id"),
+        (format!(r#"{{"id":"x","kind":"E","time":1}}"#), "no key"),
+        (format!(r#"{{"id":"x","key":"k","time":1}}"#), "no kind"),
+        (format!(r#"{{"id":1,"key":"k","kind":"E","time":1}}"#), "id a number"),
+        (format!(r#"{{"id":"x","key":null,"kind":"E","time":1}}"#), "key null"),
+        (item(r#","extra":1"#), "an unknown top-level field"),
+        ("[]".into(), "not an object"),
+        ("\"x\"".into(), "not an object"),
+    ];
+    let many: Vec<String> = (0..65).map(|i| format!(r#""f{i}":{i}"#)).collect();
+    cases.push((item(&format!(r#","fields":{{{}}}"#, many.join(","))), "65 fields"));
+    for (text, why) in &cases {
+        let mut s = Scenario::new(&echo_doc());
+        s.push_rejected(&[ev("k", "E", 5), text.clone()], "bad_request", 1);
+        let _ = why;
+    }
+}
+
+#[test]
+fn boundary_events_are_accepted() {
+    let name_256 = "é".repeat(128);
+    let many: Vec<String> = (0..64).map(|i| format!(r#""f{i}":{i}"#)).collect();
+    let cases = [
+        format!(r#"{{"id":"{name_256}","key":"{name_256}","kind":"{name_256}","time":1}}"#),
+        format!(r#"{{"id":"x","key":"","kind":"E","time":0}}"#),
+        format!(r#"{{"id":"x","key":"k","kind":"E","time":9007199254740991}}"#),
+        format!(r#"{{"id":"x","key":"k","kind":"E","time":-0}}"#),
+        item(r#","fields":{}"#),
+        item(&format!(r#","fields":{{{}}}"#, many.join(","))),
+        item(r#","fields":{"v":{"decimal":"12345678901234567890123456789012345678"}}"#),
+        item(r#","fields":{"v":{"decimal":"-0.0000000000000000000000000000000000001"}}"#),
+        item(r#","fields":{"v":{"decimal":"-0"}}"#),
+    ];
+    for text in &cases {
+        let mut s = Scenario::new(&echo_doc());
+        s.push(&[text.clone()], 1, 1, 1);
+    }
+}
