@@ -28,9 +28,11 @@
 //! uses only [`engine`] types, nothing of the server side.
 
 pub mod api;
+pub mod canonical;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod patterns;
 pub mod server;
 pub mod service;
 pub mod store;

@@ -14,18 +14,19 @@
 //!   by-end order for readiness and finalization).
 //! - `changelog`: the visible rows, reconciliation in SPEC order and the
 //!   global sequence.
-//! - `checkpoint`: canonical JSON, the version 1 envelope, strict restore.
+//! - `checkpoint`: the version 1 envelope (written with the shared canonical
+//!   JSON helpers of [`crate::canonical`]), strict restore.
 //!
 //! # Rules of this module
-//! It imports nothing but `std`, `serde`, `serde_json` and `sha2`: no clock,
-//! no I/O, no randomness, and no hash-map iteration order reaches any output.
+//! It imports nothing but `std`, `serde`, `serde_json`, `sha2` and the shared
+//! pure helpers of [`crate::canonical`]: no clock, no I/O, no randomness, and
+//! no hash-map iteration order reaches any output.
 //! Every call either fails with a [`Rejection`] and changes nothing, or
 //! succeeds; no input can make it panic. The work of a call is proportional to
 //! what it touches, never to the number of live buckets.
 
 pub mod error;
 pub mod event;
-mod json;
 pub mod pipeline;
 
 pub use error::{BatchRejection, Rejection};
@@ -83,7 +84,7 @@ pub use processor::{Processor, Snapshot};
 mod aggregate;
 mod changelog;
 mod checkpoint;
-pub use checkpoint::sha256_hex;
+pub use crate::canonical::sha256_hex;
 mod hash;
 mod idstr;
 mod keys;

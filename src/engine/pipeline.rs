@@ -14,7 +14,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::json::UniqueMap;
+use crate::canonical::UniqueMap;
 
 /// Most windows a sliding definition may put one event into.
 pub const MAX_SLIDING_WINDOWS_PER_EVENT: i128 = 10_000;

@@ -9,36 +9,23 @@
 //! so insignificant whitespace does not matter. Restore then validates every
 //! rule SPEC lists (see [`restore`]) and names what is wrong.
 
-mod canonical;
 mod restore;
 mod state;
 
 use std::borrow::Cow;
 
-use sha2::{Digest, Sha256};
-
 use super::changelog::address_cmp;
-use super::json::UniqueMap;
 use super::live::BucketRef;
 use super::processor::Processor;
+use crate::canonical::writer as canonical;
+use crate::canonical::UniqueMap;
 use state::{
     write_event, write_result, ChangelogDoc, ClockDoc, Part, PartitionClockDoc, PipelineDoc,
     StateDoc,
 };
 
+use crate::canonical::sha256_hex;
 pub use restore::restore;
-
-/// Lowercase hex SHA-256.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut s = String::with_capacity(64);
-    for b in digest {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 0xf) as usize] as char);
-    }
-    s
-}
 
 /// Writes rows (address order) for the given buckets of `p`.
 fn write_live_rows(p: &Processor, rows: &[BucketRef], buf: &mut Vec<u8>) {

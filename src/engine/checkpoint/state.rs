@@ -13,8 +13,8 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Deserializer};
 
-use super::canonical::{int, key, opt_int, string};
-use crate::engine::json::UniqueMap;
+use crate::canonical::writer::{int, key, opt_int, string};
+use crate::canonical::UniqueMap;
 use crate::engine::WindowDef;
 
 /// `[id, key, timestamp, value]`.

@@ -1,4 +1,5 @@
-//! Small JSON helpers shared by pipeline parsing and checkpoint restore.
+//! A JSON object reader that rejects duplicate keys, shared by pipeline
+//! parsing and checkpoint restore.
 
 use std::fmt;
 use std::marker::PhantomData;

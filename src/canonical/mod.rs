@@ -1,0 +1,13 @@
+//! Pure helpers shared by both engines (windows and patterns): the canonical
+//! JSON writer of checkpoints, their SHA-256 checksum, and a JSON object
+//! reader that rejects duplicate keys.
+//!
+//! Like the engines, this module imports nothing but `std`, `serde`,
+//! `serde_json` and `sha2` (`tests/purity.rs` checks it).
+
+mod sha;
+mod unique_map;
+pub mod writer;
+
+pub use sha::sha256_hex;
+pub use unique_map::UniqueMap;

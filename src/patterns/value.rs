@@ -1,0 +1,231 @@
+//! The five field types and their comparison.
+//!
+//! Integer, Double and Decimal are three different types and are never
+//! coerced into one another. Two Integers and two Decimals compare exactly by
+//! value (`1.50` equals `1.5`), two Doubles by IEEE order (`-0.0` equals
+//! `0.0`), two Strings by Unicode code point, two Bools by `eq`/`ne` only.
+//! Any other pair compares false for every operator, `ne` included.
+
+use std::cmp::Ordering;
+
+use crate::patterns::condition::Op;
+
+/// Most digits of a Decimal, leading and trailing zeros included.
+pub const MAX_DECIMAL_DIGITS: usize = 38;
+
+/// A field value.
+#[derive(Debug, Clone)]
+pub enum Value {
+    /// A JSON integer (no fraction, no exponent) in the i64 range.
+    Integer(i64),
+    /// A finite JSON number written with a fraction or an exponent.
+    Double(f64),
+    /// `{"decimal": "-12.50"}`: exact.
+    Decimal(Decimal),
+    /// A JSON string.
+    String(String),
+    /// `true` or `false`.
+    Bool(bool),
+}
+
+/// Two values are equal when they have the same type and the same
+/// representation: Doubles by their bits, Decimals by their text (this is
+/// identity, for tests and documents; conditions compare with [`compare`]).
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Integer(a), Value::Integer(b)) => a == b,
+            (Value::Double(a), Value::Double(b)) => a.to_bits() == b.to_bits(),
+            (Value::Decimal(a), Value::Decimal(b)) => a.as_str() == b.as_str(),
+            (Value::String(a), Value::String(b)) => a == b,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Value {}
+
+/// An exact decimal number of at most 38 digits, kept with the text it was
+/// written as (which is what output echoes).
+#[derive(Debug, Clone)]
+pub struct Decimal {
+    text: Box<str>,
+    negative: bool,
+    /// The digits without the point, as an integer (< 10^38).
+    mantissa: u128,
+    /// Digits after the point.
+    scale: u8,
+}
+
+impl Decimal {
+    /// Parses `-?[0-9]+(\.[0-9]+)?` with at most 38 digits in all.
+    pub fn parse(text: &str) -> Result<Decimal, String> {
+        let bad = || {
+            format!("decimal {text:?} must match -?[0-9]+(.[0-9]+)? with at most {MAX_DECIMAL_DIGITS} digits")
+        };
+        let (negative, body) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (int, frac) = match body.split_once('.') {
+            Some((i, f)) => (i, Some(f)),
+            None => (body, None),
+        };
+        let digits_ok = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits_ok(int) || !frac.is_none_or(digits_ok) {
+            return Err(bad());
+        }
+        let frac = frac.unwrap_or("");
+        if int.len() + frac.len() > MAX_DECIMAL_DIGITS {
+            return Err(bad());
+        }
+        let mut mantissa: u128 = 0;
+        for b in int.bytes().chain(frac.bytes()) {
+            // at most 38 digits: < 10^38 < u128::MAX, no overflow
+            mantissa = mantissa * 10 + u128::from(b - b'0');
+        }
+        Ok(Decimal {
+            text: text.into(),
+            negative,
+            mantissa,
+            scale: frac.len() as u8,
+        })
+    }
+
+    /// The text as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Exact numeric order (`-0` equals `0`, `1.50` equals `1.5`).
+    pub fn cmp_value(&self, other: &Decimal) -> Ordering {
+        let sign = |d: &Decimal| {
+            if d.mantissa == 0 {
+                0
+            } else if d.negative {
+                -1
+            } else {
+                1
+            }
+        };
+        let (sa, sb) = (sign(self), sign(other));
+        if sa != sb || sa == 0 {
+            return sa.cmp(&sb);
+        }
+        let magnitude = cmp_magnitude(self, other);
+        if sa < 0 {
+            magnitude.reverse()
+        } else {
+            magnitude
+        }
+    }
+}
+
+fn pow10(n: u8) -> u128 {
+    10u128.pow(u32::from(n))
+}
+
+/// Compares |a| and |b|: integer parts, then fractions brought to one scale
+/// (each fraction is < 10^scale <= 10^38, so the scaled values fit a u128).
+fn cmp_magnitude(a: &Decimal, b: &Decimal) -> Ordering {
+    let (ia, fa) = (a.mantissa / pow10(a.scale), a.mantissa % pow10(a.scale));
+    let (ib, fb) = (b.mantissa / pow10(b.scale), b.mantissa % pow10(b.scale));
+    let scale = a.scale.max(b.scale);
+    ia.cmp(&ib)
+        .then_with(|| (fa * pow10(scale - a.scale)).cmp(&(fb * pow10(scale - b.scale))))
+}
+
+/// `left OP right` under the rules of the module docs.
+pub fn compare(left: &Value, op: Op, right: &Value) -> bool {
+    let ord = match (left, right) {
+        (Value::Integer(a), Value::Integer(b)) => a.cmp(b),
+        (Value::Double(a), Value::Double(b)) => match a.partial_cmp(b) {
+            Some(o) => o,
+            None => return false,
+        },
+        (Value::Decimal(a), Value::Decimal(b)) => a.cmp_value(b),
+        (Value::String(a), Value::String(b)) => a.as_str().cmp(b.as_str()),
+        (Value::Bool(a), Value::Bool(b)) => {
+            return match op {
+                Op::Eq => a == b,
+                Op::Ne => a != b,
+                _ => false,
+            }
+        }
+        _ => return false,
+    };
+    match op {
+        Op::Eq => ord == Ordering::Equal,
+        Op::Ne => ord != Ordering::Equal,
+        Op::Lt => ord == Ordering::Less,
+        Op::Le => ord != Ordering::Greater,
+        Op::Gt => ord == Ordering::Greater,
+        Op::Ge => ord != Ordering::Less,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dec(s: &str) -> Value {
+        Value::Decimal(Decimal::parse(s).unwrap())
+    }
+
+    #[test]
+    fn decimals_compare_exactly() {
+        assert!(compare(&dec("1.50"), Op::Eq, &dec("1.5")));
+        assert!(compare(&dec("-0.0"), Op::Eq, &dec("0")));
+        assert!(compare(&dec("-1.5"), Op::Lt, &dec("-1.49")));
+        assert!(compare(
+            &dec("10"),
+            Op::Gt,
+            &dec("9.999999999999999999999999999999999999")
+        ));
+        assert!(compare(
+            &dec("99999999999999999999999999999999999999"),
+            Op::Gt,
+            &dec("0.0000000000000000000000000000000000001")
+        ));
+        assert!(compare(&dec("0.5"), Op::Gt, &dec("0.49")));
+        assert!(compare(&dec("-0.5"), Op::Lt, &dec("0.0")));
+    }
+
+    #[test]
+    fn decimal_syntax() {
+        for bad in [
+            "", "-", "1.", ".5", "+1", "1e2", "1.2.3", " 1", "0x1", "--1",
+        ] {
+            assert!(Decimal::parse(bad).is_err(), "{bad:?}");
+        }
+        assert!(Decimal::parse(&"9".repeat(38)).is_ok());
+        assert!(Decimal::parse(&"9".repeat(39)).is_err());
+        assert!(Decimal::parse(&format!("0.{}", "0".repeat(37))).is_err());
+        assert!(Decimal::parse(&format!("0.{}", "0".repeat(36))).is_ok());
+    }
+
+    #[test]
+    fn types_never_mix_and_mismatch_is_false_for_ne() {
+        let i = Value::Integer(1);
+        let d = Value::Double(1.0);
+        for op in [Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge] {
+            assert!(!compare(&i, op, &d));
+            assert!(!compare(&i, op, &dec("1")));
+            assert!(!compare(&Value::Bool(true), op, &i));
+        }
+    }
+
+    #[test]
+    fn doubles_bools_strings() {
+        assert!(compare(&Value::Double(-0.0), Op::Eq, &Value::Double(0.0)));
+        assert!(!compare(&Value::Double(-0.0), Op::Lt, &Value::Double(0.0)));
+        assert!(compare(&Value::Bool(true), Op::Ne, &Value::Bool(false)));
+        assert!(!compare(&Value::Bool(true), Op::Gt, &Value::Bool(false)));
+        assert!(!compare(&Value::Bool(true), Op::Ge, &Value::Bool(true)));
+        let s = |x: &str| Value::String(x.into());
+        // code point order: U+FF61 < U+1F600 (UTF-16 order would differ)
+        assert!(compare(&s("\u{ff61}"), Op::Lt, &s("\u{1f600}")));
+        assert!(compare(&s("B"), Op::Lt, &s("a")));
+    }
+}
