@@ -14,6 +14,7 @@ mod patterns_reference;
 use patterns_reference as reference;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
+use streamforge::patterns::{self, Document, Engine};
 
 // ----------------------------------------------------------------------
 // Harness
@@ -179,7 +180,8 @@ impl Scenario {
                 )
             })
             .collect();
-        let mut sides: Vec<Box<dyn Side>> = vec![Box::new(Reference(reference::Model::new(&value)))];
+        let mut sides: Vec<Box<dyn Side>> =
+            vec![Box::new(Reference(reference::Model::new(&value)))];
         sides.extend(engine_side(doc));
         Scenario {
             sides,
@@ -188,7 +190,11 @@ impl Scenario {
         }
     }
 
-    fn each(&mut self, what: &str, f: &dyn Fn(&mut dyn Side) -> Answer) -> Vec<(&'static str, Answer)> {
+    fn each(
+        &mut self,
+        what: &str,
+        f: &dyn Fn(&mut dyn Side) -> Answer,
+    ) -> Vec<(&'static str, Answer)> {
         let mut out = Vec::new();
         for side in &mut self.sides {
             let before_status = side.status();
@@ -275,8 +281,15 @@ impl Scenario {
             };
             let heads: Vec<String> = output.iter().map(|o| self.head_checked(label, o)).collect();
             let want: Vec<String> = want.iter().map(|s| compact(s)).collect();
-            assert_eq!(heads, want, "{label}: {what}: output records\nfull: {output:#?}");
-            assert_eq!((watermark, p), (w, processed), "{label}: {what}: watermark, processed");
+            assert_eq!(
+                heads, want,
+                "{label}: {what}: output records\nfull: {output:#?}"
+            );
+            assert_eq!(
+                (watermark, p),
+                (w, processed),
+                "{label}: {what}: watermark, processed"
+            );
         }
     }
 
@@ -305,7 +318,11 @@ impl Scenario {
         for ((_, raw), list) in caps.0.iter().zip(id_lists) {
             let events: Vec<serde_json::Value> = serde_json::from_str(raw.get()).unwrap();
             let ordinals: Vec<String> = events.iter().map(|e| e["ordinal"].to_string()).collect();
-            assert_eq!(ordinals.join("."), list, "{label}: id {id} vs captures in {record}");
+            assert_eq!(
+                ordinals.join("."),
+                list,
+                "{label}: id {id} vs captures in {record}"
+            );
             for e in &events {
                 let o = e["ordinal"].as_u64().unwrap() as usize;
                 let pushed = &self.pushed[o - 1];
@@ -361,7 +378,9 @@ fn ev(key: &str, kind: &str, time: i64) -> String {
 
 /// The same with a `fields` object written as JSON text.
 fn evf(key: &str, kind: &str, time: i64, fields: &str) -> String {
-    format!(r#"{{"id":"{kind}{time}","key":"{key}","kind":"{kind}","time":{time},"fields":{fields}}}"#)
+    format!(
+        r#"{{"id":"{kind}{time}","key":"{key}","kind":"{kind}","time":{time},"fields":{fields}}}"#
+    )
 }
 
 /// A document of these patterns (JSON texts) and no limits.
@@ -381,12 +400,91 @@ fn seq_pattern(name: &str, within: i64, stages: &[(&str, &str)]) -> String {
     )
 }
 
-fn no_engine_yet() -> Vec<Box<dyn Side>> {
-    Vec::new()
+struct EngineSide(Engine);
+
+impl Side for EngineSide {
+    fn label(&self) -> &'static str {
+        "engine"
+    }
+    /// The batch rule as the service applies it with the engine's pieces:
+    /// items are parsed in order up to the first malformed one; a late item
+    /// before it wins, otherwise the malformed one does.
+    fn push(&mut self, items: &[&[u8]]) -> Answer {
+        let mut parsed = Vec::new();
+        let mut malformed = None;
+        for (i, t) in items.iter().enumerate() {
+            match patterns::parse_event(t) {
+                Ok(e) => parsed.push(e),
+                Err(_) => {
+                    malformed = Some(i);
+                    break;
+                }
+            }
+        }
+        let late = self.0.first_late(&parsed);
+        if late.is_none() {
+            if let Some(i) = malformed {
+                return Answer::PushRejected("bad_request".into(), i);
+            }
+        }
+        match self.0.push(parsed) {
+            Ok(o) => {
+                assert_eq!(late, None, "engine: push accepted a late event");
+                Answer::Pushed {
+                    first: o.first,
+                    last: o.last,
+                    buffered: o.buffered,
+                }
+            }
+            Err(r) => {
+                assert_eq!(late, Some(r.index), "engine: first_late and push disagree");
+                Answer::PushRejected(r.rejection.code().to_string(), r.index)
+            }
+        }
+    }
+    fn advance(&mut self, w: i64) -> Answer {
+        engine_answer(self.0.advance(w))
+    }
+    fn finish(&mut self) -> Answer {
+        engine_answer(self.0.finish())
+    }
+    fn status(&self) -> StatusView {
+        let s = self.0.status();
+        (
+            s.watermark,
+            s.buffered,
+            s.next_ordinal,
+            s.sequence,
+            s.patterns
+                .iter()
+                .map(|(n, p)| (n.clone(), p.keys, p.branches, p.waits))
+                .collect(),
+        )
+    }
+    fn state_bytes(&self) -> Option<Vec<u8>> {
+        Some(self.0.checkpoint())
+    }
 }
 
-fn engine_side(_doc: &str) -> Vec<Box<dyn Side>> {
-    no_engine_yet()
+fn engine_answer(r: Result<patterns::AdvanceOutcome, patterns::Rejection>) -> Answer {
+    match r {
+        Ok(a) => Answer::Advanced {
+            output: a
+                .output
+                .iter()
+                .map(|o| serde_json::to_string(o).unwrap())
+                .collect(),
+            watermark: a.watermark,
+            processed: a.processed,
+        },
+        Err(r) => Answer::Rejected(r.code().to_string()),
+    }
+}
+
+fn engine_side(doc: &str) -> Vec<Box<dyn Side>> {
+    let d = Document::from_json(doc.as_bytes())
+        .unwrap_or_else(|e| panic!("engine: the document is refused: {e}\n{doc}"));
+    vec![Box::new(EngineSide(Engine::new(d)))]
 }
 
 // ----------------------------------------------------------------------
@@ -476,7 +574,14 @@ fn a_push_only_buffers_and_ordinals_run_across_keys() {
     s.push(&[ev("k1", "A", 9)], 3, 3, 3);
     s.status((-1, 3, 4, 0, vec![("p".into(), 0, 0, 0)]));
     // only events with time <= W are taken, in (time, ordinal) order
-    s.advance(5, 2, &[m(1, "p:2", "k2", 3, 3, 3, 13), m(2, "p:1", "k1", 5, 5, 5, 15)]);
+    s.advance(
+        5,
+        2,
+        &[
+            m(1, "p:2", "k2", 3, 3, 3, 13),
+            m(2, "p:1", "k1", 5, 5, 5, 15),
+        ],
+    );
     s.status((5, 1, 4, 2, vec![("p".into(), 0, 0, 0)]));
     s.advance(9, 1, &[m(3, "p:3", "k1", 9, 9, 9, 19)]);
 }
@@ -486,7 +591,15 @@ fn equal_events_are_two_occurrences() {
     let mut s = Scenario::new(&doc(&[&seq_pattern("p", 10, &[("a", "A")])]));
     s.push(&[ev("k", "A", 1), ev("k", "A", 1)], 1, 2, 2);
     s.push(&[ev("k", "A", 1)], 3, 3, 3);
-    s.advance(1, 3, &[m(1, "p:1", "k", 1, 1, 1, 11), m(2, "p:2", "k", 1, 1, 1, 11), m(3, "p:3", "k", 1, 1, 1, 11)]);
+    s.advance(
+        1,
+        3,
+        &[
+            m(1, "p:1", "k", 1, 1, 1, 11),
+            m(2, "p:2", "k", 1, 1, 1, 11),
+            m(3, "p:3", "k", 1, 1, 1, 11),
+        ],
+    );
 }
 
 #[test]
@@ -495,7 +608,11 @@ fn a_late_event_rejects_its_whole_batch_with_its_index() {
     s.push(&[ev("k", "A", 0)], 1, 1, 1); // watermark -1: time 0 is not late
     s.advance(5, 1, &[m(1, "p:1", "k", 0, 0, 0, 10)]);
     // time == watermark is late; the batch is atomic: nothing buffered, no ordinal used
-    s.push_rejected(&[ev("k", "A", 6), ev("k", "A", 5), ev("k", "A", 7)], "late_event", 1);
+    s.push_rejected(
+        &[ev("k", "A", 6), ev("k", "A", 5), ev("k", "A", 7)],
+        "late_event",
+        1,
+    );
     s.push_rejected(&[ev("k", "A", 2)], "late_event", 0);
     s.status((5, 0, 2, 1, vec![("p".into(), 0, 0, 0)]));
     s.push(&[ev("k", "A", 6)], 2, 2, 1);
@@ -507,12 +624,25 @@ fn the_first_failing_item_decides_between_malformed_and_late() {
     let mut s = Scenario::new(&doc(&[&seq_pattern("p", 10, &[("a", "A")])]));
     s.advance(5, 0, &[]);
     let bad = r#"{"id":"x","key":"k","kind":"A","time":9,"fields":{"v":null}}"#.to_string();
-    let bad_and_late = r#"{"id":"x","key":"k","kind":"A","time":1,"fields":{"v":null}}"#.to_string();
-    s.push_rejected(&[ev("k", "A", 6), ev("k", "A", 5), bad.clone()], "late_event", 1);
-    s.push_rejected(&[ev("k", "A", 6), bad.clone(), ev("k", "A", 5)], "bad_request", 1);
+    let bad_and_late =
+        r#"{"id":"x","key":"k","kind":"A","time":1,"fields":{"v":null}}"#.to_string();
+    s.push_rejected(
+        &[ev("k", "A", 6), ev("k", "A", 5), bad.clone()],
+        "late_event",
+        1,
+    );
+    s.push_rejected(
+        &[ev("k", "A", 6), bad.clone(), ev("k", "A", 5)],
+        "bad_request",
+        1,
+    );
     // a malformed item is malformed whatever its time
     s.push_rejected(&[bad_and_late.clone(), ev("k", "A", 5)], "bad_request", 0);
-    s.push_rejected(&[ev("k", "A", 6), ev("k", "A", 7), bad_and_late], "bad_request", 2);
+    s.push_rejected(
+        &[ev("k", "A", 6), ev("k", "A", 7), bad_and_late],
+        "bad_request",
+        2,
+    );
     s.status((5, 0, 1, 0, vec![("p".into(), 0, 0, 0)]));
 }
 
@@ -538,7 +668,11 @@ fn watermark_rules() {
 fn finish_expires_the_largest_deadline() {
     let max = reference::MAX_EVENT_TIME;
     let window = reference::MAX_WINDOW;
-    let mut s = Scenario::new(&doc(&[&seq_pattern("p", window, &[("a", "A"), ("b", "B")])]));
+    let mut s = Scenario::new(&doc(&[&seq_pattern(
+        "p",
+        window,
+        &[("a", "A"), ("b", "B")],
+    )]));
     s.push(&[ev("k", "A", max)], 1, 1, 1);
     s.advance(max, 1, &[]);
     s.advance(FINAL - 1, 0, &[]);
@@ -575,11 +709,19 @@ fn an_event_after_the_deadline_finds_the_branch_timed_out() {
 fn observations_at_a_time_come_before_the_deadlines_at_that_time() {
     let mut s = Scenario::new(&doc(&[&seq_pattern("p", 10, &[("a", "A"), ("b", "B")])]));
     // key a's branch has deadline 11; key b completes at 11
-    s.push(&[ev("a", "A", 1), ev("b", "A", 5), ev("b", "B", 11)], 1, 3, 3);
+    s.push(
+        &[ev("a", "A", 1), ev("b", "A", 5), ev("b", "B", 11)],
+        1,
+        3,
+        3,
+    );
     s.advance(
         11,
         3,
-        &[m(1, "p:2/3", "b", 5, 11, 11, 15), t(2, "p:1/", "a", 1, 11, 1, 11)],
+        &[
+            m(1, "p:2/3", "b", 5, 11, 11, 15),
+            t(2, "p:1/", "a", 1, 11, 1, 11),
+        ],
     );
 }
 
@@ -588,11 +730,19 @@ fn deadlines_before_a_time_come_before_the_observations_at_it() {
     let mut s = Scenario::new(&doc(&[&seq_pattern("p", 10, &[("a", "A"), ("b", "B")])]));
     // the completing event is pushed first (smallest ordinal) and still comes
     // after the deadline 11 < 12 of the other key
-    s.push(&[ev("b", "B", 12), ev("a", "A", 1), ev("b", "A", 2)], 1, 3, 3);
+    s.push(
+        &[ev("b", "B", 12), ev("a", "A", 1), ev("b", "A", 2)],
+        1,
+        3,
+        3,
+    );
     s.advance(
         20,
         3,
-        &[t(1, "p:2/", "a", 1, 11, 1, 11), m(2, "p:3/1", "b", 2, 12, 12, 12)],
+        &[
+            t(1, "p:2/", "a", 1, 11, 1, 11),
+            m(2, "p:3/1", "b", 2, 12, 12, 12),
+        ],
     );
 }
 
@@ -605,7 +755,12 @@ fn deadlines_expire_ascending_then_by_pattern_name_then_key_code_point() {
     ]));
     // "Z" < "a" < "b" < "é" in code point order
     s.push(
-        &[ev("é", "A", 1), ev("b", "A", 1), ev("Z", "A", 1), ev("a", "A", 1)],
+        &[
+            ev("é", "A", 1),
+            ev("b", "A", 1),
+            ev("Z", "A", 1),
+            ev("a", "A", 1),
+        ],
         1,
         4,
         4,
@@ -655,7 +810,17 @@ fn each_event_is_observed_by_the_patterns_in_name_order() {
 #[test]
 fn matches_never_mix_keys() {
     let mut s = Scenario::new(&doc(&[&seq_pattern("p", 10, &[("a", "A"), ("b", "B")])]));
-    s.push(&[ev("k1", "A", 1), ev("k2", "B", 2), ev("", "A", 3), ev("", "B", 4)], 1, 4, 4);
+    s.push(
+        &[
+            ev("k1", "A", 1),
+            ev("k2", "B", 2),
+            ev("", "A", 3),
+            ev("", "B", 4),
+        ],
+        1,
+        4,
+        4,
+    );
     s.advance(4, 4, &[m(1, "p:3/4", "", 3, 4, 4, 13)]);
     s.status((4, 0, 5, 1, vec![("p".into(), 1, 1, 0)]));
     s.finish(0, &[t(2, "p:1/", "k1", 1, 11, 1, 11)]);
@@ -679,7 +844,17 @@ fn strict_kills_skip_next_replaces_skip_any_keeps_waiting() {
         &contiguity_pattern("next", "skip_next"),
         &contiguity_pattern("any", "skip_any"),
     ]));
-    s.push(&[ev("k", "A", 1), ev("k", "C", 2), ev("k", "B", 3), ev("k", "B", 4)], 1, 4, 4);
+    s.push(
+        &[
+            ev("k", "A", 1),
+            ev("k", "C", 2),
+            ev("k", "B", 3),
+            ev("k", "B", 4),
+        ],
+        1,
+        4,
+        4,
+    );
     s.advance(
         4,
         4,
@@ -697,7 +872,11 @@ fn strict_kills_skip_next_replaces_skip_any_keeps_waiting() {
         0,
         5,
         3,
-        vec![("any".into(), 1, 1, 0), ("next".into(), 0, 0, 0), ("strict".into(), 0, 0, 0)],
+        vec![
+            ("any".into(), 1, 1, 0),
+            ("next".into(), 0, 0, 0),
+            ("strict".into(), 0, 0, 0),
+        ],
     ));
     s.finish(0, &[t(4, "any:1/", "k", 1, 11, 1, 11)]);
 }
@@ -705,30 +884,58 @@ fn strict_kills_skip_next_replaces_skip_any_keeps_waiting() {
 #[test]
 fn strict_only_sees_events_of_its_own_key() {
     let mut s = Scenario::new(&doc(&[&contiguity_pattern("p", "strict")]));
-    s.push(&[ev("k", "A", 1), ev("j", "C", 2), ev("k", "B", 3)], 1, 3, 3);
+    s.push(
+        &[ev("k", "A", 1), ev("j", "C", 2), ev("k", "B", 3)],
+        1,
+        3,
+        3,
+    );
     s.advance(3, 3, &[m(1, "p:1/3", "k", 1, 3, 3, 11)]);
 }
 
 #[test]
 fn strict_on_the_first_stage_guards_its_repetitions() {
-    let mut s = Scenario::new(&doc(&[
-        r#"{"name":"p","within":10,"stages":[
+    let mut s = Scenario::new(&doc(&[r#"{"name":"p","within":10,"stages":[
             {"name":"a","max":3,"contiguity":"strict","where":{"kind":"A"}},
-            {"name":"b","where":{"kind":"B"}}]}"#,
-    ]));
-    s.push(&[ev("k", "A", 1), ev("k", "C", 2), ev("k", "A", 3), ev("k", "B", 4)], 1, 4, 4);
+            {"name":"b","where":{"kind":"B"}}]}"#]));
+    s.push(
+        &[
+            ev("k", "A", 1),
+            ev("k", "C", 2),
+            ev("k", "A", 3),
+            ev("k", "B", 4),
+        ],
+        1,
+        4,
+        4,
+    );
     // C kills the branch repeating a=[1] (never 1.3), not the one waiting for b
-    s.advance(4, 4, &[m(1, "p:1/4", "k", 1, 4, 4, 11), m(2, "p:3/4", "k", 3, 4, 4, 13)]);
+    s.advance(
+        4,
+        4,
+        &[
+            m(1, "p:1/4", "k", 1, 4, 4, 11),
+            m(2, "p:3/4", "k", 3, 4, 4, 13),
+        ],
+    );
 }
 
 #[test]
 fn min_and_max_bound_the_repetitions_of_a_stage() {
-    let mut s = Scenario::new(&doc(&[
-        r#"{"name":"p","within":10,"stages":[
+    let mut s = Scenario::new(&doc(&[r#"{"name":"p","within":10,"stages":[
             {"name":"a","min":2,"max":3,"where":{"kind":"A"}},
-            {"name":"b","where":{"kind":"B"}}]}"#,
-    ]));
-    s.push(&[ev("k", "A", 1), ev("k", "A", 2), ev("k", "A", 3), ev("k", "B", 4)], 1, 4, 4);
+            {"name":"b","where":{"kind":"B"}}]}"#]));
+    s.push(
+        &[
+            ev("k", "A", 1),
+            ev("k", "A", 2),
+            ev("k", "A", 3),
+            ev("k", "B", 4),
+        ],
+        1,
+        4,
+        4,
+    );
     // never a=[1] alone (min 2), never four As (max 3)
     s.advance(
         4,
@@ -741,18 +948,32 @@ fn min_and_max_bound_the_repetitions_of_a_stage() {
     );
     // a=[2,3] waits to repeat, a=[3] waits for a second A
     s.status((4, 0, 5, 3, vec![("p".into(), 1, 2, 0)]));
-    s.finish(0, &[t(4, "p:2.3/", "k", 2, 12, 3, 12), t(5, "p:3/", "k", 3, 13, 3, 13)]);
+    s.finish(
+        0,
+        &[
+            t(4, "p:2.3/", "k", 2, 12, 3, 12),
+            t(5, "p:3/", "k", 3, 13, 3, 13),
+        ],
+    );
 }
 
 #[test]
 fn a_branch_proceeds_over_optional_stages_which_stay_empty() {
-    let mut s = Scenario::new(&doc(&[
-        r#"{"name":"p","within":10,"stages":[
+    let mut s = Scenario::new(&doc(&[r#"{"name":"p","within":10,"stages":[
             {"name":"a","where":{"kind":"A"}},
             {"name":"o","min":0,"max":2,"where":{"kind":"O"}},
-            {"name":"c","where":{"kind":"C"}}]}"#,
-    ]));
-    s.push(&[ev("k", "A", 1), ev("k", "O", 2), ev("k", "O", 3), ev("k", "C", 4)], 1, 4, 4);
+            {"name":"c","where":{"kind":"C"}}]}"#]));
+    s.push(
+        &[
+            ev("k", "A", 1),
+            ev("k", "O", 2),
+            ev("k", "O", 3),
+            ev("k", "C", 4),
+        ],
+        1,
+        4,
+        4,
+    );
     // one completing event, three candidates, ordered by their capture
     // counts: [1,0,1] < [1,1,1] < [1,2,1]; o=[3] alone is impossible
     // (skip_next: the branch waiting for o was replaced by capturing O2)
@@ -770,12 +991,20 @@ fn a_branch_proceeds_over_optional_stages_which_stay_empty() {
 
 #[test]
 fn trailing_optional_stages_complete_at_once_and_complete_branches_expire_silently() {
-    let mut s = Scenario::new(&doc(&[
-        r#"{"name":"p","within":10,"stages":[
+    let mut s = Scenario::new(&doc(&[r#"{"name":"p","within":10,"stages":[
             {"name":"a","where":{"kind":"A"}},
-            {"name":"b","min":0,"max":2,"where":{"kind":"B"}}]}"#,
-    ]));
-    s.push(&[ev("k", "A", 1), ev("j", "A", 1), ev("j", "B", 2), ev("j", "B", 3)], 1, 4, 4);
+            {"name":"b","min":0,"max":2,"where":{"kind":"B"}}]}"#]));
+    s.push(
+        &[
+            ev("k", "A", 1),
+            ev("j", "A", 1),
+            ev("j", "B", 2),
+            ev("j", "B", 3),
+        ],
+        1,
+        4,
+        4,
+    );
     s.advance(
         3,
         4,
@@ -793,11 +1022,9 @@ fn trailing_optional_stages_complete_at_once_and_complete_branches_expire_silent
 
 #[test]
 fn a_timeout_is_reported_once_per_assignment_in_candidate_order() {
-    let mut s = Scenario::new(&doc(&[
-        r#"{"name":"p","within":10,"stages":[
+    let mut s = Scenario::new(&doc(&[r#"{"name":"p","within":10,"stages":[
             {"name":"a","max":2,"where":{"kind":"A"}},
-            {"name":"b","where":{"kind":"B"}}]}"#,
-    ]));
+            {"name":"b","where":{"kind":"B"}}]}"#]));
     s.push(&[ev("k", "A", 1), ev("k", "A", 1)], 1, 2, 2);
     s.advance(1, 2, &[]);
     // a=[1] waits for b (its repetition became a=[1,2]); a=[1,2] waits for
@@ -827,7 +1054,11 @@ fn forbidden_wins_over_where_on_the_same_event() {
         &seq_pattern("q", 10, &[("a", "A"), ("b", "B")]),
     ]));
     s.push(
-        &[ev("k", "A", 1), evf("k", "B", 2, r#"{"bad":true}"#), ev("k", "B", 3)],
+        &[
+            ev("k", "A", 1),
+            evf("k", "B", 2, r#"{"bad":true}"#),
+            ev("k", "B", 3),
+        ],
         1,
         3,
         3,
@@ -840,22 +1071,23 @@ fn forbidden_wins_over_where_on_the_same_event() {
 
 #[test]
 fn an_event_that_cancels_a_branch_may_start_another() {
-    let mut s = Scenario::new(&doc(&[
-        r#"{"name":"p","within":10,"stages":[
+    let mut s = Scenario::new(&doc(&[r#"{"name":"p","within":10,"stages":[
             {"name":"a","where":{"kind":"A"}},
-            {"name":"b","where":{"kind":"B"},"forbidden":{"kind":"A"}}]}"#,
-    ]));
-    s.push(&[ev("k", "A", 1), ev("k", "A", 2), ev("k", "B", 3)], 1, 3, 3);
+            {"name":"b","where":{"kind":"B"},"forbidden":{"kind":"A"}}]}"#]));
+    s.push(
+        &[ev("k", "A", 1), ev("k", "A", 2), ev("k", "B", 3)],
+        1,
+        3,
+        3,
+    );
     s.advance(3, 3, &[m(1, "p:2/3", "k", 2, 3, 3, 12)]);
 }
 
 #[test]
 fn the_first_stages_forbidden_guards_its_repetitions_never_a_start() {
-    let mut s = Scenario::new(&doc(&[
-        r#"{"name":"p","within":10,"stages":[
+    let mut s = Scenario::new(&doc(&[r#"{"name":"p","within":10,"stages":[
             {"name":"a","max":2,"where":{"kind":"A"},"forbidden":{"field":"stop","op":"eq","value":true}},
-            {"name":"b","where":{"kind":"B"}}]}"#,
-    ]));
+            {"name":"b","where":{"kind":"B"}}]}"#]));
     s.push(
         &[
             evf("k", "A", 1, r#"{"stop":true}"#),
@@ -868,7 +1100,14 @@ fn the_first_stages_forbidden_guards_its_repetitions_never_a_start() {
     );
     // A1 starts despite stop; A2 cancels the branch repeating a=[1] (never
     // a=[1,2]) and starts its own
-    s.advance(3, 3, &[m(1, "p:1/3", "k", 1, 3, 3, 11), m(2, "p:2/3", "k", 2, 3, 3, 12)]);
+    s.advance(
+        3,
+        3,
+        &[
+            m(1, "p:1/3", "k", 1, 3, 3, 11),
+            m(2, "p:2/3", "k", 2, 3, 3, 12),
+        ],
+    );
     // a=[2] still waits to repeat: incomplete
     s.finish(0, &[t(3, "p:2/", "k", 2, 12, 2, 12)]);
 }
@@ -878,12 +1117,10 @@ fn the_first_stages_forbidden_guards_its_repetitions_never_a_start() {
 
 #[test]
 fn a_capture_comparison_reads_the_last_event_of_the_stage() {
-    let mut s = Scenario::new(&doc(&[
-        r#"{"name":"p","within":10,"stages":[
+    let mut s = Scenario::new(&doc(&[r#"{"name":"p","within":10,"stages":[
             {"name":"a","max":3,"where":{"kind":"A"}},
             {"name":"b","where":{"all":[{"kind":"B"},
-                {"field":"x","op":"gt","capture":"a","capture_field":"x"}]}}]}"#,
-    ]));
+                {"field":"x","op":"gt","capture":"a","capture_field":"x"}]}}]}"#]));
     s.push(
         &[
             evf("k", "A", 1, r#"{"x":5}"#),
@@ -895,7 +1132,14 @@ fn a_capture_comparison_reads_the_last_event_of_the_stage() {
         3,
     );
     // a=[1,2]: 3 > x of A2 (1); a=[1]: 3 > 5 is false; a=[2]: 3 > 1
-    s.advance(3, 3, &[m(1, "p:1.2/3", "k", 1, 3, 3, 11), m(2, "p:2/3", "k", 2, 3, 3, 12)]);
+    s.advance(
+        3,
+        3,
+        &[
+            m(1, "p:1.2/3", "k", 1, 3, 3, 11),
+            m(2, "p:2/3", "k", 2, 3, 3, 12),
+        ],
+    );
 }
 
 #[test]
@@ -909,13 +1153,25 @@ fn an_empty_capture_compares_false_even_for_ne_and_not_negates_it() {
         )
     };
     let mut s = Scenario::new(&doc(&[
-        &pattern("p1", r#"{"field":"x","op":"ne","capture":"o","capture_field":"x"}"#),
-        &pattern("p2", r#"{"not":{"field":"x","op":"eq","capture":"o","capture_field":"x"}}"#),
+        &pattern(
+            "p1",
+            r#"{"field":"x","op":"ne","capture":"o","capture_field":"x"}"#,
+        ),
+        &pattern(
+            "p2",
+            r#"{"not":{"field":"x","op":"eq","capture":"o","capture_field":"x"}}"#,
+        ),
     ]));
     s.push(&[ev("k", "A", 1), evf("k", "C", 2, r#"{"x":1}"#)], 1, 2, 2);
     s.advance(2, 2, &[m(1, "p2:1//2", "k", 1, 2, 2, 11)]);
     // p1 still waits for o and for c with a=[1]; p2 for o: one timeout each
-    s.finish(0, &[t(2, "p1:1//", "k", 1, 11, 1, 11), t(3, "p2:1//", "k", 1, 11, 1, 11)]);
+    s.finish(
+        0,
+        &[
+            t(2, "p1:1//", "k", 1, 11, 1, 11),
+            t(3, "p2:1//", "k", 1, 11, 1, 11),
+        ],
+    );
 }
 
 /// A single-stage pattern `name` whose `where` is `cond`.
@@ -928,7 +1184,10 @@ fn integer_double_and_decimal_are_never_equal() {
     let mut s = Scenario::new(&doc(&[
         &one_stage("int_eq_1", r#"{"field":"v","op":"eq","value":1}"#),
         &one_stage("dbl_eq_1", r#"{"field":"v","op":"eq","value":1.0}"#),
-        &one_stage("dec_eq_1", r#"{"field":"v","op":"eq","value":{"decimal":"1"}}"#),
+        &one_stage(
+            "dec_eq_1",
+            r#"{"field":"v","op":"eq","value":{"decimal":"1"}}"#,
+        ),
         &one_stage("int_ne_1", r#"{"field":"v","op":"ne","value":1}"#),
     ]));
     s.push(
@@ -959,11 +1218,23 @@ fn integer_double_and_decimal_are_never_equal() {
 #[test]
 fn decimals_compare_by_value_and_doubles_by_ieee_order() {
     let mut s = Scenario::new(&doc(&[
-        &one_stage("dec", r#"{"field":"v","op":"eq","value":{"decimal":"1.5"}}"#),
+        &one_stage(
+            "dec",
+            r#"{"field":"v","op":"eq","value":{"decimal":"1.5"}}"#,
+        ),
         &one_stage("negzero", r#"{"field":"d","op":"eq","value":0.0}"#),
-        &one_stage("decneg", r#"{"field":"m","op":"lt","value":{"decimal":"-2.45"}}"#),
-        &one_stage("deczero", r#"{"field":"m","op":"eq","value":{"decimal":"0"}}"#),
-        &one_stage("decbig", r#"{"field":"m","op":"gt","value":{"decimal":"9.99"}}"#),
+        &one_stage(
+            "decneg",
+            r#"{"field":"m","op":"lt","value":{"decimal":"-2.45"}}"#,
+        ),
+        &one_stage(
+            "deczero",
+            r#"{"field":"m","op":"eq","value":{"decimal":"0"}}"#,
+        ),
+        &one_stage(
+            "decbig",
+            r#"{"field":"m","op":"gt","value":{"decimal":"9.99"}}"#,
+        ),
     ]));
     s.push(
         &[
@@ -996,7 +1267,12 @@ fn ordered_ops_on_integers() {
     let ops = ["eq", "ne", "lt", "le", "gt", "ge"];
     let patterns: Vec<String> = ops
         .iter()
-        .map(|op| one_stage(&format!("{op}5"), &format!(r#"{{"field":"x","op":"{op}","value":5}}"#)))
+        .map(|op| {
+            one_stage(
+                &format!("{op}5"),
+                &format!(r#"{{"field":"x","op":"{op}","value":5}}"#),
+            )
+        })
         .collect();
     let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
     let mut s = Scenario::new(&doc(&patterns));
@@ -1031,7 +1307,10 @@ fn ordered_ops_on_integers() {
 fn missing_fields_bools_strings_and_empty_lists() {
     let mut s = Scenario::new(&doc(&[
         &one_stage("miss_ne", r#"{"field":"nope","op":"ne","value":1}"#),
-        &one_stage("not_miss", r#"{"not":{"field":"nope","op":"eq","value":1}}"#),
+        &one_stage(
+            "not_miss",
+            r#"{"not":{"field":"nope","op":"eq","value":1}}"#,
+        ),
         &one_stage("bool_lt", r#"{"field":"b","op":"lt","value":true}"#),
         &one_stage("bool_ne", r#"{"field":"b","op":"ne","value":false}"#),
         &one_stage("str_lt", r#"{"field":"s","op":"lt","value":"a"}"#),
@@ -1112,7 +1391,14 @@ fn an_absence_wait_matches_at_its_deadline_unless_cancelled_up_to_it() {
     s.status((10, 2, 8, 0, vec![("p".into(), 3, 0, 3)]));
     // at 11, X cancels k1's wait before the deadline 11 expires; k2's X at
     // 12 comes after it
-    s.advance(12, 2, &[m(1, "p:2", "k2", 1, 11, 1, 11), m(2, "p:3", "k3", 1, 11, 1, 11)]);
+    s.advance(
+        12,
+        2,
+        &[
+            m(1, "p:2", "k2", 1, 11, 1, 11),
+            m(2, "p:3", "k3", 1, 11, 1, 11),
+        ],
+    );
     s.status((12, 0, 8, 2, vec![("p".into(), 0, 0, 0)]));
 }
 
@@ -1162,7 +1448,12 @@ fn skip_policies_select_among_absence_waits_at_their_deadlines() {
         &absence_pattern("s", "skip_past_last", A_B, x),
         &absence_pattern("t", "skip_to_next_start", A_B, x),
     ]));
-    s.push(&[ev("k", "A", 1), ev("k", "A", 2), ev("k", "B", 3)], 1, 3, 3);
+    s.push(
+        &[ev("k", "A", 1), ev("k", "A", 2), ev("k", "B", 3)],
+        1,
+        3,
+        3,
+    );
     s.advance(3, 3, &[]);
     // two waits each: a=[1] until 11, a=[2] until 12
     s.status((
@@ -1170,7 +1461,11 @@ fn skip_policies_select_among_absence_waits_at_their_deadlines() {
         0,
         4,
         0,
-        vec![("n".into(), 1, 0, 2), ("s".into(), 1, 0, 2), ("t".into(), 1, 0, 2)],
+        vec![
+            ("n".into(), 1, 0, 2),
+            ("s".into(), 1, 0, 2),
+            ("t".into(), 1, 0, 2),
+        ],
     ));
     s.finish(
         0,
@@ -1196,7 +1491,13 @@ fn at_a_deadline_waits_are_selected_before_branches_time_out() {
     s.push(&[ev("k", "A", 1), ev("k", "B", 2)], 1, 2, 2);
     s.advance(2, 2, &[]);
     // the wait 1/2 and the incomplete branch repeating a=[1]
-    s.status((2, 0, 3, 0, vec![("n".into(), 1, 1, 1), ("t".into(), 1, 1, 1)]));
+    s.status((
+        2,
+        0,
+        3,
+        0,
+        vec![("n".into(), 1, 1, 1), ("t".into(), 1, 1, 1)],
+    ));
     s.finish(
         0,
         &[
@@ -1226,22 +1527,49 @@ fn three_policies(stages: &str) -> String {
 #[test]
 fn candidates_are_ordered_by_start_time_before_ordinal() {
     let mut s = Scenario::new(&doc(&[&seq_pattern("p", 10, &[("a", "A"), ("b", "B")])]));
-    s.push(&[ev("k", "A", 5), ev("k", "A", 3), ev("k", "B", 6)], 1, 3, 3);
-    s.advance(6, 3, &[m(1, "p:2/3", "k", 3, 6, 6, 13), m(2, "p:1/3", "k", 5, 6, 6, 15)]);
+    s.push(
+        &[ev("k", "A", 5), ev("k", "A", 3), ev("k", "B", 6)],
+        1,
+        3,
+        3,
+    );
+    s.advance(
+        6,
+        3,
+        &[
+            m(1, "p:2/3", "k", 3, 6, 6, 13),
+            m(2, "p:1/3", "k", 5, 6, 6, 15),
+        ],
+    );
 }
 
 #[test]
 fn candidates_with_equal_counts_are_ordered_by_their_ordinals() {
-    let mut s = Scenario::new(&doc(&[
-        r#"{"name":"p","within":10,"stages":[
+    let mut s = Scenario::new(&doc(&[r#"{"name":"p","within":10,"stages":[
             {"name":"a","where":{"kind":"A"}},
             {"name":"b","contiguity":"skip_any","where":{"kind":"B"}},
-            {"name":"c","where":{"kind":"C"}}]}"#,
-    ]));
+            {"name":"c","where":{"kind":"C"}}]}"#]));
     // B3 is pushed before B2 but processed after it
-    s.push(&[ev("k", "A", 1), ev("k", "B", 3), ev("k", "B", 2), ev("k", "C", 4)], 1, 4, 4);
+    s.push(
+        &[
+            ev("k", "A", 1),
+            ev("k", "B", 3),
+            ev("k", "B", 2),
+            ev("k", "C", 4),
+        ],
+        1,
+        4,
+        4,
+    );
     // 1/3/4 was captured first, but [1,2,4] < [1,3,4]
-    s.advance(4, 4, &[m(1, "p:1/2/4", "k", 1, 4, 4, 11), m(2, "p:1/3/4", "k", 1, 4, 4, 11)]);
+    s.advance(
+        4,
+        4,
+        &[
+            m(1, "p:1/2/4", "k", 1, 4, 4, 11),
+            m(2, "p:1/3/4", "k", 1, 4, 4, 11),
+        ],
+    );
     // skip_any: a=[1] still waits for b
     s.finish(0, &[t(3, "p:1//", "k", 1, 11, 1, 11)]);
 }
@@ -1250,7 +1578,17 @@ fn candidates_with_equal_counts_are_ordered_by_their_ordinals() {
 fn each_skip_policy_removes_its_candidates_and_branches() {
     let stages = r#"[{"name":"a","max":2,"where":{"kind":"A"}},{"name":"b","where":{"kind":"B"}}]"#;
     let mut s = Scenario::new(&three_policies(stages));
-    s.push(&[ev("k", "A", 1), ev("k", "A", 2), ev("k", "B", 3), ev("k", "B", 4)], 1, 4, 4);
+    s.push(
+        &[
+            ev("k", "A", 1),
+            ev("k", "A", 2),
+            ev("k", "B", 3),
+            ev("k", "B", 4),
+        ],
+        1,
+        4,
+        4,
+    );
     s.advance(
         4,
         4,
@@ -1272,7 +1610,11 @@ fn each_skip_policy_removes_its_candidates_and_branches() {
         0,
         5,
         6,
-        vec![("n".into(), 1, 1, 0), ("s".into(), 0, 0, 0), ("t".into(), 0, 0, 0)],
+        vec![
+            ("n".into(), 1, 1, 0),
+            ("s".into(), 0, 0, 0),
+            ("t".into(), 0, 0, 0),
+        ],
     ));
     s.finish(0, &[t(7, "n:2/", "k", 2, 12, 2, 12)]);
 }
@@ -1281,7 +1623,12 @@ fn each_skip_policy_removes_its_candidates_and_branches() {
 fn a_selection_removes_the_live_branches_that_continue_it() {
     let stages = r#"[{"name":"a","where":{"kind":"A"}},{"name":"b","max":2,"where":{"kind":"B"}}]"#;
     let mut s = Scenario::new(&three_policies(stages));
-    s.push(&[ev("k", "A", 1), ev("k", "B", 2), ev("k", "B", 3)], 1, 3, 3);
+    s.push(
+        &[ev("k", "A", 1), ev("k", "B", 2), ev("k", "B", 3)],
+        1,
+        3,
+        3,
+    );
     s.advance(
         3,
         3,
@@ -1299,7 +1646,12 @@ fn skip_past_last_removes_the_branch_its_last_event_started() {
     let stages = r#"[{"name":"a","where":{"any":[{"kind":"A"},{"kind":"B"}]}},
                      {"name":"b","where":{"kind":"B"}}]"#;
     let mut s = Scenario::new(&three_policies(stages));
-    s.push(&[ev("k", "A", 1), ev("k", "B", 2), ev("k", "B", 3)], 1, 3, 3);
+    s.push(
+        &[ev("k", "A", 1), ev("k", "B", 2), ev("k", "B", 3)],
+        1,
+        3,
+        3,
+    );
     s.advance(
         3,
         3,
@@ -1327,7 +1679,12 @@ fn the_first_ordinal_is_the_first_captures_not_the_smallest() {
                      {"name":"b","where":{"kind":"B"}}]"#;
     let mut s = Scenario::new(&three_policies(stages));
     // processed: A(o2)@2, B(o1)@5, B(o3)@6
-    s.push(&[ev("k", "B", 5), ev("k", "A", 2), ev("k", "B", 6)], 1, 3, 3);
+    s.push(
+        &[ev("k", "B", 5), ev("k", "A", 2), ev("k", "B", 6)],
+        1,
+        3,
+        3,
+    );
     s.advance(
         6,
         3,
@@ -1358,7 +1715,12 @@ fn skip_past_last_compares_processing_order_not_ordinals() {
         r#"{"name":"s","within":20,"skip":"skip_past_last","stages":[{"name":"a","where":{"kind":"A"}},{"name":"b","where":{"kind":"B"}}]}"#,
     ]));
     // processed: A(o2)@2, A(o3)@5, B(o1)@10
-    s.push(&[ev("k", "B", 10), ev("k", "A", 2), ev("k", "A", 5)], 1, 3, 3);
+    s.push(
+        &[ev("k", "B", 10), ev("k", "A", 2), ev("k", "A", 5)],
+        1,
+        3,
+        3,
+    );
     s.advance(
         10,
         3,
@@ -1380,7 +1742,17 @@ fn too_many_matches_reject_the_whole_advance() {
         r#"{{"patterns":[{}],"limits":{{"max_results_per_advance":1}}}}"#,
         seq_pattern("p", 10, &[("a", "A"), ("b", "B")])
     ));
-    s.push(&[ev("k", "A", 1), ev("k", "B", 2), ev("k", "A", 3), ev("k", "B", 4)], 1, 4, 4);
+    s.push(
+        &[
+            ev("k", "A", 1),
+            ev("k", "B", 2),
+            ev("k", "A", 3),
+            ev("k", "B", 4),
+        ],
+        1,
+        4,
+        4,
+    );
     s.advance_rejected(4, "limit_exceeded");
     s.status((-1, 4, 5, 0, vec![("p".into(), 0, 0, 0)]));
     s.advance(2, 2, &[m(1, "p:1/2", "k", 1, 2, 2, 11)]);
@@ -1393,7 +1765,17 @@ fn timeouts_do_not_count_as_results() {
         r#"{{"patterns":[{}],"limits":{{"max_results_per_advance":1}}}}"#,
         seq_pattern("p", 10, &[("a", "A"), ("b", "B")])
     ));
-    s.push(&[ev("k", "A", 1), ev("k", "B", 2), ev("j", "A", 1), ev("i", "A", 1)], 1, 4, 4);
+    s.push(
+        &[
+            ev("k", "A", 1),
+            ev("k", "B", 2),
+            ev("j", "A", 1),
+            ev("i", "A", 1),
+        ],
+        1,
+        4,
+        4,
+    );
     s.advance(
         11,
         4,
@@ -1411,7 +1793,17 @@ fn too_many_states_for_one_key_reject_the_whole_advance() {
         r#"{{"patterns":[{}],"limits":{{"active_states":2}}}}"#,
         seq_pattern("p", 10, &[("a", "A"), ("b", "B")])
     ));
-    s.push(&[ev("k", "A", 1), ev("k", "A", 2), ev("j", "A", 2), ev("k", "A", 3)], 1, 4, 4);
+    s.push(
+        &[
+            ev("k", "A", 1),
+            ev("k", "A", 2),
+            ev("j", "A", 2),
+            ev("k", "A", 3),
+        ],
+        1,
+        4,
+        4,
+    );
     s.advance(2, 3, &[]);
     s.status((2, 1, 5, 0, vec![("p".into(), 2, 3, 0)]));
     s.advance_rejected(3, "limit_exceeded");
@@ -1421,7 +1813,8 @@ fn too_many_states_for_one_key_reject_the_whole_advance() {
 
 #[test]
 fn the_state_limit_is_checked_after_selection() {
-    let stages = r#"[{"name":"a","max":2,"where":{"kind":"A"}},{"name":"b","min":0,"where":{"kind":"B"}}]"#;
+    let stages =
+        r#"[{"name":"a","max":2,"where":{"kind":"A"}},{"name":"b","min":0,"where":{"kind":"B"}}]"#;
     let limited = |skip: &str| {
         format!(
             r#"{{"patterns":[{}],"limits":{{"active_states":1}}}}"#,
@@ -1483,9 +1876,18 @@ fn malformed_events_are_bad_requests() {
     let long_utf8 = "é".repeat(129); // 258 bytes
     let decimal = |s: &str| item(&format!(r#","fields":{{"v":{{"decimal":"{s}"}}}}"#));
     let mut cases: Vec<(String, &str)> = vec![
-        (item(r#","fields":{"v":9223372036854775808}"#), "integer above i64"),
-        (item(r#","fields":{"v":-9223372036854775809}"#), "integer below i64"),
-        (item(r#","fields":{"v":100000000000000000000000000000}"#), "a huge integer token is not a Double"),
+        (
+            item(r#","fields":{"v":9223372036854775808}"#),
+            "integer above i64",
+        ),
+        (
+            item(r#","fields":{"v":-9223372036854775809}"#),
+            "integer below i64",
+        ),
+        (
+            item(r#","fields":{"v":100000000000000000000000000000}"#),
+            "a huge integer token is not a Double",
+        ),
         (item(r#","fields":{"v":1e400}"#), "not finite"),
         (item(r#","fields":{"v":-1e400}"#), "not finite"),
         (item(r#","fields":null"#), "fields null"),
@@ -1494,8 +1896,14 @@ fn malformed_events_are_bad_requests() {
         (item(r#","fields":{"v":[1]}"#), "array value"),
         (item(r#","fields":{"v":{"a":1}}"#), "other object"),
         (item(r#","fields":{"v":{}}"#), "empty object"),
-        (item(r#","fields":{"v":{"decimal":"1","x":1}}"#), "decimal with another key"),
-        (item(r#","fields":{"v":{"decimal":1.5}}"#), "decimal not a string"),
+        (
+            item(r#","fields":{"v":{"decimal":"1","x":1}}"#),
+            "decimal with another key",
+        ),
+        (
+            item(r#","fields":{"v":{"decimal":1.5}}"#),
+            "decimal not a string",
+        ),
         (item(r#","fields":{"":1}"#), "empty field name"),
         (decimal(""), "empty decimal"),
         (decimal("1."), "decimal 1."),
@@ -1510,32 +1918,83 @@ fn malformed_events_are_bad_requests() {
         (decimal("0x1"), "decimal 0x1"),
         (decimal("1,5"), "decimal 1,5"),
         (decimal("١"), "decimal with a non-ASCII digit"),
-        (decimal("123456789012345678901234567890123456789"), "39 digits"),
-        (decimal("0.00000000000000000000000000000000000001"), "39 digits with zeros"),
-        (decimal("-1234567890123456789012345678901234567.89"), "39 digits, negative"),
-        (format!(r#"{{"id":"","key":"k","kind":"E","time":1}}"#), "empty id"),
-        (format!(r#"{{"id":"{long}","key":"k","kind":"E","time":1}}"#), "id of 257 bytes"),
-        (format!(r#"{{"id":"{long_utf8}","key":"k","kind":"E","time":1}}"#), "id of 258 bytes"),
-        (format!(r#"{{"id":"x","key":"{long}","kind":"E","time":1}}"#), "key of 257 bytes"),
-        (format!(r#"{{"id":"x","key":"k","kind":"","time":1}}"#), "empty kind"),
-        (format!(r#"{{"id":"x","key":"k","kind":"{long}","time":1}}"#), "kind of 257 bytes"),
-        (format!(r#"{{"id":"x","key":"k","kind":"E","time":-1}}"#), "time -1"),
-        (format!(r#"{{"id":"x","key":"k","kind":"E","time":9007199254740992}}"#), "time above the maximum"),
-        (format!(r#"{{"id":"x","key":"k","kind":"E","time":1.0}}"#), "time 1.0"),
-        (format!(r#"{{"id":"x","key":"k","kind":"E","time":1e3}}"#), "time 1e3"),
-        (format!(r#"{{"id":"x","key":"k","kind":"E","time":"1"}}"#), "time a string"),
+        (
+            decimal("123456789012345678901234567890123456789"),
+            "39 digits",
+        ),
+        (
+            decimal("0.00000000000000000000000000000000000001"),
+            "39 digits with zeros",
+        ),
+        (
+            decimal("-1234567890123456789012345678901234567.89"),
+            "39 digits, negative",
+        ),
+        (
+            format!(r#"{{"id":"","key":"k","kind":"E","time":1}}"#),
+            "empty id",
+        ),
+        (
+            format!(r#"{{"id":"{long}","key":"k","kind":"E","time":1}}"#),
+            "id of 257 bytes",
+        ),
+        (
+            format!(r#"{{"id":"{long_utf8}","key":"k","kind":"E","time":1}}"#),
+            "id of 258 bytes",
+        ),
+        (
+            format!(r#"{{"id":"x","key":"{long}","kind":"E","time":1}}"#),
+            "key of 257 bytes",
+        ),
+        (
+            format!(r#"{{"id":"x","key":"k","kind":"","time":1}}"#),
+            "empty kind",
+        ),
+        (
+            format!(r#"{{"id":"x","key":"k","kind":"{long}","time":1}}"#),
+            "kind of 257 bytes",
+        ),
+        (
+            format!(r#"{{"id":"x","key":"k","kind":"E","time":-1}}"#),
+            "time -1",
+        ),
+        (
+            format!(r#"{{"id":"x","key":"k","kind":"E","time":9007199254740992}}"#),
+            "time above the maximum",
+        ),
+        (
+            format!(r#"{{"id":"x","key":"k","kind":"E","time":1.0}}"#),
+            "time 1.0",
+        ),
+        (
+            format!(r#"{{"id":"x","key":"k","kind":"E","time":1e3}}"#),
+            "time 1e3",
+        ),
+        (
+            format!(r#"{{"id":"x","key":"k","kind":"E","time":"1"}}"#),
+            "time a string",
+        ),
         (format!(r#"{{"id":"x","key":"k","kind":"E"}}"#), "no time"),
         (format!(r#"{{"key":"k","kind":"E","time":1}}"#), "no id"),
         (format!(r#"{{"id":"x","kind":"E","time":1}}"#), "no key"),
         (format!(r#"{{"id":"x","key":"k","time":1}}"#), "no kind"),
-        (format!(r#"{{"id":1,"key":"k","kind":"E","time":1}}"#), "id a number"),
-        (format!(r#"{{"id":"x","key":null,"kind":"E","time":1}}"#), "key null"),
+        (
+            format!(r#"{{"id":1,"key":"k","kind":"E","time":1}}"#),
+            "id a number",
+        ),
+        (
+            format!(r#"{{"id":"x","key":null,"kind":"E","time":1}}"#),
+            "key null",
+        ),
         (item(r#","extra":1"#), "an unknown top-level field"),
         ("[]".into(), "not an object"),
         ("\"x\"".into(), "not an object"),
     ];
     let many: Vec<String> = (0..65).map(|i| format!(r#""f{i}":{i}"#)).collect();
-    cases.push((item(&format!(r#","fields":{{{}}}"#, many.join(","))), "65 fields"));
+    cases.push((
+        item(&format!(r#","fields":{{{}}}"#, many.join(","))),
+        "65 fields",
+    ));
     for (text, why) in &cases {
         let mut s = Scenario::new(&echo_doc());
         s.push_rejected(&[ev("k", "E", 5), text.clone()], "bad_request", 1);
@@ -1562,4 +2021,456 @@ fn boundary_events_are_accepted() {
         let mut s = Scenario::new(&echo_doc());
         s.push(&[text.clone()], 1, 1, 1);
     }
+}
+
+// ----------------------------------------------------------------------
+// Documents (the engine's validation; the reference takes valid ones only)
+
+/// `{"not": ... {"kind":"A"} ...}` with `depth` nodes on its only path.
+fn deep(depth: usize) -> String {
+    let mut c = r#"{"kind":"A"}"#.to_string();
+    for _ in 1..depth {
+        c = format!(r#"{{"not":{c}}}"#);
+    }
+    c
+}
+
+/// `{"all": [leaf; n - 1]}`: `n` nodes.
+fn wide(n: usize) -> String {
+    let leaves: Vec<&str> = vec![r#"{"kind":"A"}"#; n - 1];
+    format!(r#"{{"all":[{}]}}"#, leaves.join(","))
+}
+
+fn stage(name: &str, extra: &str) -> String {
+    format!(r#"{{"name":"{name}","where":{{"kind":"A"}}{extra}}}"#)
+}
+
+fn pattern_of(stages: &[String], extra: &str) -> String {
+    format!(
+        r#"{{"patterns":[{{"name":"p","within":10,"stages":[{}]{extra}}}]}}"#,
+        stages.join(",")
+    )
+}
+
+fn accepted(doc: &str) {
+    if let Err(e) = Document::from_json(doc.as_bytes()) {
+        panic!("refused: {e}\n{}", &doc[..doc.len().min(400)]);
+    }
+}
+
+/// Refused with a message that starts with the JSON path `path` and
+/// mentions `word`.
+fn refused(doc: &str, path: &str, word: &str) {
+    match Document::from_json(doc.as_bytes()) {
+        Ok(_) => panic!("accepted ({path}): {}", &doc[..doc.len().min(400)]),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with(path) && msg.contains(word),
+                "message {msg:?} should start with {path:?} and mention {word:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn conditions_may_be_32_deep_not_33() {
+    accepted(&pattern_of(
+        &[format!(r#"{{"name":"a","where":{}}}"#, deep(32))],
+        "",
+    ));
+    refused(
+        &pattern_of(&[format!(r#"{{"name":"a","where":{}}}"#, deep(33))], ""),
+        "patterns[0].stages[0].where",
+        "",
+    );
+    refused(
+        &pattern_of(
+            &[stage("a", ""), stage("b", "")],
+            &format!(r#","absence":{}"#, deep(33)),
+        ),
+        "patterns[0].absence",
+        "",
+    );
+}
+
+#[test]
+fn a_pattern_may_hold_1024_condition_nodes_not_1025() {
+    accepted(&pattern_of(
+        &[format!(r#"{{"name":"a","where":{}}}"#, wide(1024))],
+        "",
+    ));
+    refused(
+        &pattern_of(&[format!(r#"{{"name":"a","where":{}}}"#, wide(1025))], ""),
+        "patterns[0]",
+        "",
+    );
+    // counted over every condition of the pattern: 500 + 300 + 100 + 124
+    let spread = |absence: usize| {
+        pattern_of(
+            &[
+                format!(r#"{{"name":"a","where":{}}}"#, wide(500)),
+                format!(
+                    r#"{{"name":"b","where":{},"forbidden":{}}}"#,
+                    wide(300),
+                    wide(100)
+                ),
+            ],
+            &format!(r#","absence":{}"#, wide(absence)),
+        )
+    };
+    accepted(&spread(124));
+    refused(&spread(125), "patterns[0]", "");
+}
+
+#[test]
+fn captures_must_name_an_earlier_stage() {
+    let cap = |stage: &str| {
+        format!(r#"{{"field":"x","op":"eq","capture":"{stage}","capture_field":"x"}}"#)
+    };
+    let three = |where1: &str| {
+        pattern_of(
+            &[
+                stage("a", ""),
+                format!(r#"{{"name":"b","where":{{"all":[{{"kind":"B"}},{where1}]}}}}"#),
+                stage("c", ""),
+            ],
+            "",
+        )
+    };
+    accepted(&three(&cap("a")));
+    refused(
+        &three(&cap("c")),
+        "patterns[0].stages[1].where.all[1]: ",
+        "c",
+    );
+    refused(
+        &three(&cap("b")),
+        "patterns[0].stages[1].where.all[1]: ",
+        "b",
+    );
+    refused(
+        &three(&cap("nope")),
+        "patterns[0].stages[1].where.all[1]: ",
+        "nope",
+    );
+    // in forbidden too
+    refused(
+        &pattern_of(
+            &[
+                stage("a", ""),
+                stage("b", &format!(r#","forbidden":{}"#, cap("b"))),
+            ],
+            "",
+        ),
+        "patterns[0].stages[1].forbidden: ",
+        "b",
+    );
+    // the first stage cannot reference any capture, in where or forbidden,
+    // even in a branch evaluation would short-circuit
+    refused(
+        &pattern_of(
+            &[
+                format!(r#"{{"name":"a","where":{}}}"#, cap("a")),
+                stage("b", ""),
+            ],
+            "",
+        ),
+        "patterns[0].stages[0].where: ",
+        "",
+    );
+    refused(
+        &pattern_of(
+            &[
+                format!(
+                    r#"{{"name":"a","where":{{"any":[{{"all":[]}},{}]}}}}"#,
+                    cap("b")
+                ),
+                stage("b", ""),
+            ],
+            "",
+        ),
+        "patterns[0].stages[0].where.any[1]: ",
+        "",
+    );
+    refused(
+        &pattern_of(
+            &[
+                stage("a", &format!(r#","forbidden":{}"#, cap("a"))),
+                stage("b", ""),
+            ],
+            "",
+        ),
+        "patterns[0].stages[0].forbidden: ",
+        "",
+    );
+    // absence may compare with any stage, the last one included
+    accepted(&pattern_of(
+        &[stage("a", ""), stage("b", "")],
+        &format!(r#","absence":{}"#, cap("b")),
+    ));
+    refused(
+        &pattern_of(
+            &[stage("a", ""), stage("b", "")],
+            &format!(r#","absence":{{"not":{}}}"#, cap("z")),
+        ),
+        "patterns[0].absence.not: ",
+        "z",
+    );
+}
+
+#[test]
+fn stage_counts_are_bounded() {
+    let two = |extra: &str| pattern_of(&[stage("a", ""), stage("b", extra)], "");
+    accepted(&two(r#","min":0,"max":32"#));
+    accepted(&two(r#","min":32,"max":32"#));
+    refused(&two(r#","min":3,"max":2"#), "patterns[0].stages[1]", "");
+    refused(&two(r#","min":2"#), "patterns[0].stages[1]", ""); // max defaults to 1
+    refused(&two(r#","min":0,"max":0"#), "patterns[0].stages[1]", "");
+    refused(&two(r#","max":33"#), "patterns[0].stages[1]", "");
+    refused(&two(r#","min":-1"#), "patterns[0].stages[1]", "");
+    refused(&two(r#","max":1.0"#), "patterns[0].stages[1]", "");
+    refused(
+        &pattern_of(&[stage("a", r#","min":0"#), stage("b", "")], ""),
+        "patterns[0].stages[0]",
+        "",
+    );
+    // the sum of max is at most 128
+    let stages = |maxes: &[u32]| -> Vec<String> {
+        maxes
+            .iter()
+            .enumerate()
+            .map(|(i, m)| stage(&format!("s{i}"), &format!(r#","max":{m}"#)))
+            .collect()
+    };
+    accepted(&pattern_of(&stages(&[32, 32, 32, 32]), ""));
+    refused(
+        &pattern_of(&stages(&[32, 32, 32, 32, 1]), ""),
+        "patterns[0]",
+        "",
+    );
+    refused(
+        &pattern_of(&stages(&[26, 26, 26, 26, 26]), ""),
+        "patterns[0]",
+        "",
+    );
+    // 1..=32 stages
+    let many = |n: usize| -> Vec<String> { (0..n).map(|i| stage(&format!("s{i}"), "")).collect() };
+    accepted(&pattern_of(&many(32), ""));
+    refused(&pattern_of(&many(33), ""), "patterns[0]", "");
+    refused(&pattern_of(&[], ""), "patterns[0]", "");
+}
+
+#[test]
+fn names_are_checked() {
+    let named = |p: &str, s: &str| {
+        format!(
+            r#"{{"patterns":[{{"name":{p},"within":10,"stages":[{{"name":{s},"where":{{"kind":"A"}}}}]}}]}}"#
+        )
+    };
+    let ok64 = format!("\"{}\"", "Az09_.-x".repeat(8));
+    accepted(&named(&ok64, &ok64));
+    for bad in ["\"\"", "\"a b\"", "\"é\"", "\"a/b\"", "\"a:b\"", "1"] {
+        refused(&named(bad, "\"s\""), "patterns[0]", "");
+        refused(&named("\"p\"", bad), "patterns[0].stages[0]", "");
+    }
+    let long = format!("\"{}\"", "a".repeat(65));
+    refused(&named(&long, "\"s\""), "patterns[0]", "");
+    refused(&named("\"p\"", &long), "patterns[0].stages[0]", "");
+    // unique pattern names; unique stage names within a pattern
+    refused(
+        &format!(
+            r#"{{"patterns":[{},{}]}}"#,
+            seq_pattern("p", 10, &[("a", "A")]),
+            seq_pattern("p", 10, &[("a", "A")])
+        ),
+        "patterns[",
+        "",
+    );
+    accepted(&format!(
+        r#"{{"patterns":[{},{}]}}"#,
+        seq_pattern("p", 10, &[("a", "A")]),
+        seq_pattern("q", 10, &[("a", "A")])
+    ));
+    refused(
+        &doc(&[&seq_pattern("p", 10, &[("a", "A"), ("a", "B")])]),
+        "patterns[0].stages[",
+        "",
+    );
+}
+
+#[test]
+fn empty_strings_in_conditions_are_refused() {
+    let one = |cond: &str| {
+        pattern_of(
+            &[stage("a", ""), format!(r#"{{"name":"b","where":{cond}}}"#)],
+            "",
+        )
+    };
+    accepted(&one(
+        r#"{"field":"x","op":"eq","capture":"a","capture_field":"y"}"#,
+    ));
+    refused(&one(r#"{"kind":""}"#), "patterns[0].stages[1].where: ", "");
+    refused(
+        &one(r#"{"field":"","op":"eq","value":1}"#),
+        "patterns[0].stages[1].where: ",
+        "",
+    );
+    refused(
+        &one(r#"{"field":"","op":"eq","capture":"a","capture_field":"y"}"#),
+        "patterns[0].stages[1].where: ",
+        "",
+    );
+    refused(
+        &one(r#"{"field":"x","op":"eq","capture":"","capture_field":"y"}"#),
+        "patterns[0].stages[1].where: ",
+        "",
+    );
+    refused(
+        &one(r#"{"all":[{"kind":"A"},{"field":"x","op":"eq","capture":"a","capture_field":""}]}"#),
+        "patterns[0].stages[1].where.all[1]: ",
+        "",
+    );
+}
+
+#[test]
+fn malformed_conditions_are_refused_wherever_they_are() {
+    let one = |cond: &str| pattern_of(&[format!(r#"{{"name":"a","where":{cond}}}"#)], "");
+    accepted(&one(
+        r#"{"field":"x","op":"le","value":{"decimal":"-1.50"}}"#,
+    ));
+    accepted(&one(
+        r#"{"field":"x","op":"ge","value":-9223372036854775808}"#,
+    ));
+    for bad in [
+        r#"{"field":"x","op":"bogus","value":1}"#,
+        r#"{"field":"x","op":"eq","value":null}"#,
+        r#"{"field":"x","op":"eq","value":[1]}"#,
+        r#"{"field":"x","op":"eq","value":{"decimal":"1.2.3"}}"#,
+        r#"{"field":"x","op":"eq","value":{"decimal":"1","x":1}}"#,
+        r#"{"field":"x","op":"eq","value":9223372036854775808}"#,
+        r#"{"field":"x","op":"eq"}"#,
+        r#"{"field":"x","value":1}"#,
+        r#"{"kynd":"A"}"#,
+        r#"{"kind":"A","extra":1}"#,
+        r#"{"kind":1}"#,
+        r#"{"not":[]}"#,
+        r#"{"all":{}}"#,
+        r#"{}"#,
+        r#"[]"#,
+        r#"null"#,
+    ] {
+        refused(&one(bad), "patterns[0].stages[0].where", "");
+        // also where evaluation would never look
+        refused(
+            &one(&format!(r#"{{"any":[{{"all":[]}},{bad}]}}"#)),
+            "patterns[0].stages[0].where.any[1]",
+            "",
+        );
+    }
+}
+
+#[test]
+fn pattern_and_limit_fields_are_checked() {
+    let within = |w: &str| {
+        format!(
+            r#"{{"patterns":[{{"name":"p","within":{w},"stages":[{{"name":"a","where":{{"kind":"A"}}}}]}}]}}"#
+        )
+    };
+    accepted(&within("1"));
+    accepted(&within("31536000000"));
+    for bad in ["0", "-1", "31536000001", "1.5", "\"10\"", "null"] {
+        refused(&within(bad), "patterns[0]", "within");
+    }
+    let p = seq_pattern("p", 10, &[("a", "A")]);
+    let with = |extra: &str| format!(r#"{{"patterns":[{p}]{extra}}}"#);
+    accepted(&with(
+        r#","limits":{"max_results_per_advance":1,"active_states":1000000}"#,
+    ));
+    accepted(&with(r#","limits":{}"#));
+    refused(
+        &with(r#","limits":{"max_results_per_advance":0}"#),
+        "limits",
+        "max_results_per_advance",
+    );
+    refused(
+        &with(r#","limits":{"active_states":1000001}"#),
+        "limits",
+        "active_states",
+    );
+    refused(&with(r#","limits":{"other":1}"#), "limits", "");
+    let field = |extra: &str| {
+        format!(
+            r#"{{"patterns":[{{"name":"p","within":10{extra},"stages":[{{"name":"a","where":{{"kind":"A"}}}}]}}]}}"#
+        )
+    };
+    refused(&field(r#","skip":"skip_all""#), "patterns[0]", "skip");
+    refused(&field(r#","absence":null"#), "patterns[0]", "absence");
+    refused(&field(r#","extra":1"#), "patterns[0]", "");
+    refused(
+        &pattern_of(&[stage("a", r#","contiguity":"loose""#)], ""),
+        "patterns[0].stages[0]",
+        "contiguity",
+    );
+    refused(
+        &pattern_of(&[r#"{"name":"a"}"#.into()], ""),
+        "patterns[0].stages[0]",
+        "where",
+    );
+    refused(
+        &pattern_of(&[stage("a", r#","forbidden":null"#)], ""),
+        "patterns[0].stages[0]",
+        "forbidden",
+    );
+}
+
+#[test]
+fn the_document_is_written_back_with_every_default() {
+    let d = Document::from_json(
+        br#"{"patterns":[
+            {"name":"b","within":5,"stages":[{"name":"s","where":{"kind":"A"}}]},
+            {"name":"a","within":7,"skip":"skip_past_last","stages":[
+                {"name":"x","min":1,"max":3,"contiguity":"strict","where":{"all":[]},
+                 "forbidden":{"kind":"B"}}],
+             "absence":{"kind":"C"}}],
+            "limits":{"active_states":5}}"#,
+    )
+    .unwrap();
+    let got: serde_json::Value = serde_json::from_slice(&d.to_json()).unwrap();
+    let want: serde_json::Value = serde_json::from_str(
+        r#"{"patterns":[
+            {"name":"a","within":7,"skip":"skip_past_last","stages":[
+                {"name":"x","min":1,"max":3,"contiguity":"strict","where":{"all":[]},
+                 "forbidden":{"kind":"B"}}],
+             "absence":{"kind":"C"}},
+            {"name":"b","within":5,"skip":"no_skip","stages":[
+                {"name":"s","min":1,"max":1,"contiguity":"skip_next","where":{"kind":"A"}}]}],
+            "limits":{"max_results_per_advance":10000,"active_states":5}}"#,
+    )
+    .unwrap();
+    assert_eq!(got, want);
+    assert_eq!(d.pattern_names(), vec!["a".to_string(), "b".to_string()]);
+    // the same patterns in another order, defaults written out, other limits
+    let same = Document::from_json(&d.to_json()).unwrap();
+    assert!(d.same_patterns(&same));
+    let reordered = Document::from_json(
+        br#"{"patterns":[
+            {"name":"a","within":7,"skip":"skip_past_last","stages":[
+                {"name":"x","max":3,"contiguity":"strict","where":{"all":[]},"forbidden":{"kind":"B"}}],
+             "absence":{"kind":"C"}},
+            {"name":"b","within":5,"skip":"no_skip","stages":[
+                {"name":"s","min":1,"max":1,"contiguity":"skip_next","where":{"kind":"A"}}]}],
+            "limits":{"max_results_per_advance":3}}"#,
+    )
+    .unwrap();
+    assert!(d.same_patterns(&reordered));
+    let other = Document::from_json(
+        br#"{"patterns":[
+            {"name":"a","within":7,"skip":"skip_past_last","stages":[
+                {"name":"x","max":3,"contiguity":"strict","where":{"all":[]},"forbidden":{"kind":"B"}}],
+             "absence":{"kind":"C"}},
+            {"name":"b","within":6,"stages":[{"name":"s","where":{"kind":"A"}}]}]}"#,
+    )
+    .unwrap();
+    assert!(!d.same_patterns(&other));
 }

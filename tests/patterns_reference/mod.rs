@@ -264,7 +264,9 @@ fn scalar_from_text(t: &str) -> Result<Val, String> {
         return Ok(Val::Int(integer_token(t)?));
     }
     match t.as_bytes()[0] {
-        b'"' => Ok(Val::Str(serde_json::from_str(t).map_err(|e| e.to_string())?)),
+        b'"' => Ok(Val::Str(
+            serde_json::from_str(t).map_err(|e| e.to_string())?,
+        )),
         b't' => Ok(Val::Bool(true)),
         b'f' => Ok(Val::Bool(false)),
         b'{' => {
@@ -354,7 +356,11 @@ fn decimal_cmp(a: &str, b: &str) -> Ordering {
     let (an, ai, af) = decimal_parts(a);
     let (bn, bi, bf) = decimal_parts(b);
     if an != bn {
-        return if an { Ordering::Less } else { Ordering::Greater };
+        return if an {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        };
     }
     let magnitude = ai
         .len()
@@ -771,9 +777,7 @@ impl Model {
                 }
                 "skip_past_last" => {
                     let last = self.position(Self::last_ordinal(&c));
-                    Box::new(move |m: &Model, x: &Caps| {
-                        m.position(Self::first_ordinal(x)) <= last
-                    })
+                    Box::new(move |m: &Model, x: &Caps| m.position(Self::first_ordinal(x)) <= last)
                 }
                 other => panic!("unknown skip {other}"),
             };
@@ -822,10 +826,9 @@ impl Model {
         }
 
         // 2. Every live branch of (p, key) that existed before e.
-        let (mine, others): (Vec<Branch>, Vec<Branch>) = self
-            .branches
-            .drain(..)
-            .partition(|b| b.pattern == p && self.events[(Self::first_ordinal(&b.caps) - 1) as usize].key == key);
+        let (mine, others): (Vec<Branch>, Vec<Branch>) = self.branches.drain(..).partition(|b| {
+            b.pattern == p && self.events[(Self::first_ordinal(&b.caps) - 1) as usize].key == key
+        });
         self.branches = others;
         let mut next: Vec<Branch> = Vec::new();
         let mut candidates: Vec<Caps> = Vec::new();
@@ -904,7 +907,10 @@ impl Model {
     // ---- expiry ----
 
     fn earliest_deadline(&self) -> Option<i64> {
-        let b = self.branches.iter().map(|b| self.deadline(b.pattern, &b.caps));
+        let b = self
+            .branches
+            .iter()
+            .map(|b| self.deadline(b.pattern, &b.caps));
         let w = self.waits.iter().map(|w| self.deadline(w.pattern, &w.caps));
         b.chain(w).min()
     }
@@ -925,7 +931,10 @@ impl Model {
                 }
             }
         }
-        pairs.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.as_bytes().cmp(b.1.as_bytes())));
+        pairs.sort_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| a.1.as_bytes().cmp(b.1.as_bytes()))
+        });
         for (p, key) in pairs {
             // 1. Absence waits with deadline d: selection.
             let cands: Vec<Caps> = self
@@ -960,7 +969,9 @@ impl Model {
                 .branches
                 .iter()
                 .map(|b| {
-                    !(b.pattern == p && self.key_of(&b.caps) == key && self.deadline(p, &b.caps) == d)
+                    !(b.pattern == p
+                        && self.key_of(&b.caps) == key
+                        && self.deadline(p, &b.caps) == d)
                 })
                 .collect();
             let mut it = keep.into_iter();
@@ -969,7 +980,9 @@ impl Model {
                 .waits
                 .iter()
                 .map(|w| {
-                    !(w.pattern == p && self.key_of(&w.caps) == key && self.deadline(p, &w.caps) == d)
+                    !(w.pattern == p
+                        && self.key_of(&w.caps) == key
+                        && self.deadline(p, &w.caps) == d)
                 })
                 .collect();
             let mut it = keep.into_iter();
