@@ -1,0 +1,739 @@
+//! Differential test of the pattern engine against the naive reference model
+//! (`patterns_reference`), over seeded random documents and call sequences,
+//! plus two engine-only properties:
+//!
+//! - one advance to `W` gives the same output as many small advances up to
+//!   `W` (when no limit fails), and leaves the same state (same checkpoint);
+//! - a checkpoint restored into a fresh engine continues exactly as the
+//!   uninterrupted engine does.
+//!
+//! Every call's answer is compared exactly: output records as JSON text,
+//! error codes and batch indexes, watermark, processed and buffered counts,
+//! and the status after every call.
+//!
+//! Environment: `PATTERNS_MODEL_CASES=N` (default 3000) differential cases;
+//! each engine-only property runs `N / 3` cases. `PATTERNS_MODEL_SEED=S`
+//! (default 1) is the first seed; case `i` uses seed `S + i`. A failure
+//! prints the seed, the document and the calls, shrunk to a smaller failing
+//! sequence when possible; `PATTERNS_MODEL_SEED=<seed> PATTERNS_MODEL_CASES=1`
+//! reruns exactly that case.
+
+mod patterns_reference;
+
+use std::fmt::Write as _;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use patterns_reference as reference;
+use serde_json::{json, Value};
+use streamforge::patterns::{self, Document, Engine};
+
+// ----------------------------------------------------------------------
+// PRNG: xorshift64*, seeded through splitmix64 so that nearby seeds differ.
+
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        Rng((z ^ (z >> 31)) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in `0..n`.
+    fn below(&mut self, n: u64) -> u64 {
+        (self.next() >> 11) % n
+    }
+    /// Uniform in `lo..=hi`.
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below((hi - lo + 1) as u64) as i64
+    }
+    /// True with probability `pct` / 100.
+    fn pct(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+    fn pick<T: Clone>(&mut self, v: &[T]) -> T {
+        v[self.below(v.len() as u64) as usize].clone()
+    }
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+// ----------------------------------------------------------------------
+// Random documents
+
+const KINDS: [&str; 4] = ["A", "B", "C", "D"];
+const FIELDS: [&str; 5] = ["i", "d", "m", "s", "b"];
+const OPS: [&str; 6] = ["eq", "ne", "lt", "le", "gt", "ge"];
+
+/// A value for field `f`, usually of the field's own type.
+fn value_for(rng: &mut Rng, f: &str) -> Value {
+    let f = if rng.pct(8) { rng.pick(&FIELDS) } else { f };
+    match f {
+        "i" => json!(rng.range(-2, 3)),
+        "d" => json!(rng.pick(&[-0.0, 0.0, 0.5, 1.0, 1.5, -1.0, 2.0])),
+        "m" => {
+            json!({"decimal": rng.pick(&["0", "-0", "1", "1.0", "1.50", "1.5", "-1", "2", "0.5", "00.50"])})
+        }
+        "s" => json!(rng.pick(&["", "a", "b", "Z", "é"])),
+        _ => json!(rng.pct(50)),
+    }
+}
+
+/// A random condition; `captures` are the stage names it may reference.
+fn condition(rng: &mut Rng, captures: &[String], depth: u32) -> Value {
+    let roll = rng.below(100);
+    if depth < 3 && roll < 20 {
+        let n = rng.below(4);
+        let list: Vec<Value> = (0..n)
+            .map(|_| condition(rng, captures, depth + 1))
+            .collect();
+        if rng.pct(50) {
+            json!({ "all": list })
+        } else {
+            json!({ "any": list })
+        }
+    } else if depth < 3 && roll < 30 {
+        json!({"not": condition(rng, captures, depth + 1)})
+    } else if roll < 55 {
+        json!({"kind": rng.pick(&KINDS)})
+    } else if roll < 80 || captures.is_empty() {
+        let f = rng.pick(&FIELDS);
+        json!({"field": f, "op": rng.pick(&OPS), "value": value_for(rng, f)})
+    } else {
+        let f = rng.pick(&FIELDS);
+        let other = if rng.pct(80) { f } else { rng.pick(&FIELDS) };
+        json!({"field": f, "op": rng.pick(&OPS), "capture": rng.pick(captures), "capture_field": other})
+    }
+}
+
+/// A stage's `where`: mostly a kind, often a kind and a comparison.
+fn where_condition(rng: &mut Rng, captures: &[String]) -> Value {
+    let kind = json!({"kind": rng.pick(&KINDS[..3])});
+    match rng.below(10) {
+        0..=4 => kind,
+        5..=8 => json!({"all": [kind, condition(rng, captures, 1)]}),
+        _ => condition(rng, captures, 0),
+    }
+}
+
+fn random_document(rng: &mut Rng) -> Value {
+    let mut names = vec!["p", "q", "r", "a.b", "Z-1"];
+    let n = rng.range(1, 3);
+    let mut patterns = Vec::new();
+    for _ in 0..n {
+        let name = names.remove(rng.below(names.len() as u64) as usize);
+        let stage_count = rng.range(1, 4) as usize;
+        let mut stages = Vec::new();
+        let mut earlier: Vec<String> = Vec::new();
+        for i in 0..stage_count {
+            let sname = format!("s{i}");
+            let max = rng.range(1, 3);
+            let min = if i == 0 {
+                rng.range(1, max)
+            } else {
+                rng.range(0, max)
+            };
+            let mut st = serde_json::Map::new();
+            st.insert("name".into(), json!(sname));
+            if min != 1 || rng.pct(30) {
+                st.insert("min".into(), json!(min));
+            }
+            if max != 1 || rng.pct(30) {
+                st.insert("max".into(), json!(max));
+            }
+            if rng.pct(70) {
+                st.insert(
+                    "contiguity".into(),
+                    json!(rng.pick(&["strict", "skip_next", "skip_any", "skip_next"])),
+                );
+            }
+            st.insert("where".into(), where_condition(rng, &earlier));
+            if rng.pct(25) {
+                st.insert("forbidden".into(), condition(rng, &earlier, 1));
+            }
+            stages.push(Value::Object(st));
+            earlier.push(sname);
+        }
+        let mut p = serde_json::Map::new();
+        p.insert("name".into(), json!(name));
+        p.insert("within".into(), json!(rng.pick(&[1, 2, 3, 5, 8, 13, 30])));
+        if rng.pct(80) {
+            p.insert(
+                "skip".into(),
+                json!(rng.pick(&["no_skip", "skip_to_next_start", "skip_past_last"])),
+            );
+        }
+        p.insert("stages".into(), Value::Array(stages));
+        if rng.pct(20) {
+            p.insert("absence".into(), condition(rng, &earlier, 1));
+        }
+        patterns.push(Value::Object(p));
+    }
+    let mut d = serde_json::Map::new();
+    d.insert("patterns".into(), Value::Array(patterns));
+    if rng.pct(15) {
+        d.insert(
+            "limits".into(),
+            json!({"max_results_per_advance": rng.range(1, 4), "active_states": rng.range(1, 8)}),
+        );
+    }
+    Value::Object(d)
+}
+
+// ----------------------------------------------------------------------
+// Random calls
+
+#[derive(Debug, Clone)]
+enum Op {
+    Push(Vec<Value>),
+    Advance(i64),
+    Finish,
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Op::Push(events) => write!(f, "push {}", Value::Array(events.clone())),
+            Op::Advance(w) => write!(f, "advance {w}"),
+            Op::Finish => write!(f, "finish"),
+        }
+    }
+}
+
+fn random_event(rng: &mut Rng, n: &mut u64, time: i64) -> Value {
+    *n += 1;
+    let mut fields = serde_json::Map::new();
+    for f in FIELDS {
+        if rng.pct(60) {
+            fields.insert(f.into(), value_for(rng, f));
+        }
+    }
+    let mut e = json!({
+        "id": format!("e{n}"),
+        "key": rng.pick(&["k", "k", "j", ""]),
+        "kind": rng.pick(&KINDS),
+        "time": time,
+    });
+    if !fields.is_empty() || rng.pct(50) {
+        e["fields"] = Value::Object(fields);
+    }
+    e
+}
+
+/// A random call sequence. `late` allows late pushes and watermark errors;
+/// `finish` allows finish calls.
+fn random_ops(rng: &mut Rng, count: usize, late: bool, finish: bool) -> Vec<Op> {
+    let mut ops = Vec::new();
+    let mut wm: i64 = -1; // the watermark if every call succeeds
+    let mut n = 0;
+    for _ in 0..count {
+        let roll = rng.below(100);
+        if roll < 50 {
+            let size = rng.range(1, 4);
+            let events = (0..size)
+                .map(|_| {
+                    let time = if late && wm >= 0 && rng.pct(8) {
+                        rng.range((wm - 3).max(0), wm)
+                    } else {
+                        wm + rng.range(1, 9)
+                    };
+                    random_event(rng, &mut n, time)
+                })
+                .collect();
+            ops.push(Op::Push(events));
+        } else if roll < 95 || !finish {
+            let w = match rng.below(20) {
+                0 if late => wm - rng.range(1, 3),
+                1 if late => reference::FINAL_WATERMARK + 1,
+                2 => wm,
+                3..=5 => wm + rng.range(10, 40),
+                _ => wm + rng.range(1, 6),
+            };
+            if w > wm && w <= reference::FINAL_WATERMARK {
+                wm = w;
+            }
+            ops.push(Op::Advance(w));
+        } else {
+            ops.push(Op::Finish);
+            wm = reference::FINAL_WATERMARK;
+        }
+    }
+    ops
+}
+
+// ----------------------------------------------------------------------
+// Running both sides
+
+/// One call's answer, in a form both sides share.
+#[derive(Debug, Clone, PartialEq)]
+enum Answer {
+    Pushed(u64, u64, u64),
+    PushRejected(String, usize),
+    Advanced(Vec<String>, i64, u64),
+    Rejected(String),
+}
+
+type StatusView = (i64, u64, u64, u64, Vec<(String, u64, u64, u64)>);
+
+fn engine_status(e: &Engine) -> StatusView {
+    let s = e.status();
+    (
+        s.watermark,
+        s.buffered,
+        s.next_ordinal,
+        s.sequence,
+        s.patterns
+            .iter()
+            .map(|(n, p)| (n.clone(), p.keys, p.branches, p.waits))
+            .collect(),
+    )
+}
+
+fn reference_status(m: &reference::Model) -> StatusView {
+    let s = m.status();
+    (
+        s.watermark,
+        s.buffered,
+        s.next_ordinal,
+        s.sequence,
+        s.patterns
+            .into_iter()
+            .map(|(n, (k, b, w))| (n, k, b, w))
+            .collect(),
+    )
+}
+
+fn engine_call(e: &mut Engine, op: &Op) -> Answer {
+    match op {
+        Op::Push(events) => {
+            let mut parsed = Vec::new();
+            for (i, v) in events.iter().enumerate() {
+                match patterns::parse_event(&serde_json::to_vec(v).unwrap()) {
+                    Ok(ev) => parsed.push(ev),
+                    Err(msg) => return Answer::PushRejected(format!("bad_request: {msg}"), i),
+                }
+            }
+            let late = e.first_late(&parsed);
+            match e.push(parsed) {
+                Ok(o) if late.is_none() => Answer::Pushed(o.first, o.last, o.buffered),
+                Ok(_) => Answer::PushRejected("first_late found one, push accepted".into(), 0),
+                Err(r) if late == Some(r.index) => {
+                    Answer::PushRejected(r.rejection.code().to_string(), r.index)
+                }
+                Err(r) => Answer::PushRejected(
+                    format!("{} (first_late said {late:?})", r.rejection.code()),
+                    r.index,
+                ),
+            }
+        }
+        Op::Advance(w) => engine_advanced(e.advance(*w)),
+        Op::Finish => engine_advanced(e.finish()),
+    }
+}
+
+fn engine_advanced(r: Result<patterns::AdvanceOutcome, patterns::Rejection>) -> Answer {
+    match r {
+        Ok(a) => Answer::Advanced(
+            a.output
+                .iter()
+                .map(|o| serde_json::to_string(o).unwrap())
+                .collect(),
+            a.watermark,
+            a.processed,
+        ),
+        Err(r) => Answer::Rejected(r.code().to_string()),
+    }
+}
+
+fn reference_call(m: &mut reference::Model, op: &Op) -> Answer {
+    let adv = |r: Result<reference::AdvanceOk, &str>| match r {
+        Ok(a) => Answer::Advanced(a.output, a.watermark, a.processed),
+        Err(code) => Answer::Rejected(code.to_string()),
+    };
+    match op {
+        Op::Push(events) => match m.push(events) {
+            Ok(p) => Answer::Pushed(p.first, p.last, p.buffered),
+            Err((code, i)) => Answer::PushRejected(code.to_string(), i),
+        },
+        Op::Advance(w) => adv(m.advance(*w)),
+        Op::Finish => adv(m.finish()),
+    }
+}
+
+fn new_engine(doc: &Value) -> Result<Engine, String> {
+    let bytes = serde_json::to_vec(doc).unwrap();
+    Document::from_json(&bytes)
+        .map(Engine::new)
+        .map_err(|e| format!("the engine refuses a valid document: {e}"))
+}
+
+/// Where and how the two sides first disagree.
+struct Divergence {
+    op: usize,
+    what: String,
+}
+
+/// Runs `ops` on both sides; the first disagreement, if any. An engine
+/// panic is a disagreement too.
+fn differ(doc: &Value, ops: &[Op]) -> Option<Divergence> {
+    let run = || -> Option<Divergence> {
+        let mut engine = match new_engine(doc) {
+            Ok(e) => e,
+            Err(what) => return Some(Divergence { op: 0, what }),
+        };
+        let mut model = reference::Model::new(doc);
+        for (i, op) in ops.iter().enumerate() {
+            let want = reference_call(&mut model, op);
+            let got = engine_call(&mut engine, op);
+            if got != want {
+                return Some(Divergence {
+                    op: i,
+                    what: format!("reference: {want:#?}\nengine:    {got:#?}"),
+                });
+            }
+            let (want, got) = (reference_status(&model), engine_status(&engine));
+            if got != want {
+                return Some(Divergence {
+                    op: i,
+                    what: format!("status after the call\nreference: {want:?}\nengine:    {got:?}"),
+                });
+            }
+        }
+        None
+    };
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(d) => d,
+        Err(p) => Some(Divergence {
+            op: usize::MAX,
+            what: format!("panic: {}", panic_text(&p)),
+        }),
+    }
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+// ----------------------------------------------------------------------
+// Shrinking and reporting
+
+/// Greedily drops patterns, calls, and events inside pushes while `fails`
+/// still holds.
+fn shrink(doc: &Value, ops: &[Op], fails: &dyn Fn(&Value, &[Op]) -> bool) -> (Value, Vec<Op>) {
+    let mut doc = doc.clone();
+    let mut ops = ops.to_vec();
+    let mut progress = true;
+    while progress {
+        progress = false;
+        let count = doc["patterns"].as_array().unwrap().len();
+        if count > 1 {
+            for i in (0..count).rev() {
+                let mut d = doc.clone();
+                d["patterns"].as_array_mut().unwrap().remove(i);
+                if fails(&d, &ops) {
+                    doc = d;
+                    progress = true;
+                }
+            }
+        }
+        for i in (0..ops.len()).rev() {
+            let mut o = ops.clone();
+            o.remove(i);
+            if fails(&doc, &o) {
+                ops = o;
+                progress = true;
+            }
+        }
+        for i in 0..ops.len() {
+            let Op::Push(events) = &ops[i] else { continue };
+            for j in (0..events.len()).rev() {
+                let Op::Push(events) = &ops[i] else { continue };
+                if events.len() < 2 {
+                    break;
+                }
+                let mut o = ops.clone();
+                if let Op::Push(ev) = &mut o[i] {
+                    ev.remove(j);
+                }
+                if fails(&doc, &o) {
+                    ops = o;
+                    progress = true;
+                }
+            }
+        }
+        // drop fields of pushed events
+        for i in 0..ops.len() {
+            let Op::Push(events) = ops[i].clone() else {
+                continue;
+            };
+            for j in 0..events.len() {
+                let names: Vec<String> = events[j]
+                    .get("fields")
+                    .and_then(Value::as_object)
+                    .map(|m| m.keys().cloned().collect())
+                    .unwrap_or_default();
+                for name in names {
+                    let mut o = ops.clone();
+                    if let Op::Push(ev) = &mut o[i] {
+                        ev[j]["fields"].as_object_mut().unwrap().remove(&name);
+                    }
+                    if fails(&doc, &o) {
+                        ops = o;
+                        progress = true;
+                    }
+                }
+            }
+        }
+    }
+    (doc, ops)
+}
+
+fn describe(seed: u64, doc: &Value, ops: &[Op]) -> String {
+    let mut s = format!("seed {seed}\ndocument: {doc}\ncalls:\n");
+    for (i, op) in ops.iter().enumerate() {
+        writeln!(s, "  {i}: {op}").unwrap();
+    }
+    s
+}
+
+// ----------------------------------------------------------------------
+// The differential test
+
+fn differential_case(seed: u64) -> Option<String> {
+    let mut rng = Rng::new(seed);
+    let doc = random_document(&mut rng);
+    let count = rng.range(4, 24) as usize;
+    let ops = random_ops(&mut rng, count, true, true);
+    let d = differ(&doc, &ops)?;
+    let mut report = format!(
+        "engine and reference disagree\n{}first difference at call {}:\n{}\n",
+        describe(seed, &doc, &ops),
+        d.op,
+        d.what
+    );
+    let (sdoc, sops) = shrink(&doc, &ops, &|d, o| differ(d, o).is_some());
+    if let Some(d) = differ(&sdoc, &sops) {
+        write!(
+            report,
+            "\nshrunk:\n{}difference at call {}:\n{}\n",
+            describe(seed, &sdoc, &sops),
+            d.op,
+            d.what
+        )
+        .unwrap();
+    }
+    Some(report)
+}
+
+/// Runs `case` for every seed of this test's share and panics with the
+/// first few reports.
+fn run_cases(name: &str, count: u64, share: (u64, u64), case: &dyn Fn(u64) -> Option<String>) {
+    let first = env_u64("PATTERNS_MODEL_SEED", 1);
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for i in (share.0..count).step_by(share.1 as usize) {
+        ran += 1;
+        if let Some(r) = case(first + i) {
+            failures.push(r);
+            if failures.len() >= 3 {
+                break;
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{name}: {} failing case(s) among {ran}; the first:\n\n{}",
+        failures.len(),
+        failures.join("\n----------------------------------------\n")
+    );
+}
+
+fn cases() -> u64 {
+    env_u64("PATTERNS_MODEL_CASES", 3000)
+}
+
+#[test]
+fn engine_equals_reference_even_seeds() {
+    run_cases("differential", cases(), (0, 2), &differential_case);
+}
+
+#[test]
+fn engine_equals_reference_odd_seeds() {
+    run_cases("differential", cases(), (1, 2), &differential_case);
+}
+
+// ----------------------------------------------------------------------
+// Engine only: one advance == many advances
+
+/// Pushes `pushes`, then advances to `w` in the steps `steps` (the last one
+/// is `w`); all answers and the final checkpoint.
+fn stepped(
+    doc: &Value,
+    pushes: &[Op],
+    steps: &[i64],
+) -> Result<(Vec<String>, StatusView, Vec<u8>), String> {
+    let mut e = new_engine(doc)?;
+    for p in pushes {
+        if let a @ Answer::PushRejected(..) = engine_call(&mut e, p) {
+            return Err(format!("push refused: {a:?}"));
+        }
+    }
+    let mut out = Vec::new();
+    for &w in steps {
+        match engine_call(&mut e, &Op::Advance(w)) {
+            Answer::Advanced(o, _, _) => out.extend(o),
+            a => return Err(format!("advance({w}): {a:?}")),
+        }
+    }
+    Ok((out, engine_status(&e), e.checkpoint()))
+}
+
+fn no_limits(mut doc: Value) -> Value {
+    doc.as_object_mut().unwrap().remove("limits");
+    doc
+}
+
+fn split_advance_case(seed: u64) -> Option<String> {
+    let mut rng = Rng::new(seed ^ 0x5A5A_0000);
+    let doc = no_limits(random_document(&mut rng));
+    let count = rng.range(1, 8) as usize;
+    let pushes: Vec<Op> = random_ops(&mut rng, count * 2, false, false)
+        .into_iter()
+        .filter(|o| matches!(o, Op::Push(_)))
+        .collect();
+    // every push happens at watermark -1, so none is late
+    let target = rng.range(0, 60);
+    let mut steps = Vec::new();
+    let mut w = -1;
+    while w < target {
+        w = (w + rng.range(0, 7)).min(target);
+        steps.push(w);
+    }
+    let fails = |d: &Value, p: &[Op]| -> Option<String> {
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let one = stepped(d, p, &[target]);
+            let many = stepped(d, p, &steps);
+            match (one, many) {
+                (Ok(a), Ok(b)) if a == b => None,
+                (Ok(a), Ok(b)) => Some(format!(
+                    "one advance:\n{:#?}\n{:?}\nmany advances {steps:?}:\n{:#?}\n{:?}{}",
+                    a.0,
+                    a.1,
+                    b.0,
+                    b.1,
+                    if a.2 != b.2 {
+                        "\n(and the checkpoints differ)"
+                    } else {
+                        ""
+                    }
+                )),
+                (a, b) => Some(format!("a call failed: {:?} / {:?}", a.err(), b.err())),
+            }
+        }));
+        r.unwrap_or_else(|p| Some(format!("panic: {}", panic_text(&p))))
+    };
+    let what = fails(&doc, &pushes)?;
+    let (sdoc, sops) = shrink(&doc, &pushes, &|d, o| fails(d, o).is_some());
+    Some(format!(
+        "one advance to {target} differs from advancing in steps {steps:?}\n{}{what}\n\nshrunk:\n{}{}",
+        describe(seed, &doc, &pushes),
+        describe(seed, &sdoc, &sops),
+        fails(&sdoc, &sops).unwrap_or_default()
+    ))
+}
+
+#[test]
+fn one_advance_equals_many_small_advances() {
+    run_cases("split advances", cases() / 3, (0, 1), &split_advance_case);
+}
+
+// ----------------------------------------------------------------------
+// Engine only: checkpoint, restore, continue
+
+fn restore_case(seed: u64) -> Option<String> {
+    let mut rng = Rng::new(seed ^ 0xC0FF_EE00);
+    let doc = random_document(&mut rng);
+    let count = rng.range(4, 24) as usize;
+    let ops = random_ops(&mut rng, count, true, true);
+    let at = rng.below(ops.len() as u64 + 1) as usize;
+    let fails = |d: &Value, ops: &[Op], at: usize| -> Option<String> {
+        let r = catch_unwind(AssertUnwindSafe(|| -> Option<String> {
+            let document = Document::from_json(&serde_json::to_vec(d).unwrap()).ok()?;
+            let mut a = Engine::new(Document::from_json(&serde_json::to_vec(d).unwrap()).unwrap());
+            for op in &ops[..at.min(ops.len())] {
+                engine_call(&mut a, op);
+            }
+            let checkpoint = a.checkpoint();
+            let status = engine_status(&a);
+            // the uninterrupted run goes on before the restore: a checkpoint
+            // does not depend on later processing
+            let rest = &ops[at.min(ops.len())..];
+            let uninterrupted: Vec<(Answer, StatusView)> = rest
+                .iter()
+                .map(|op| (engine_call(&mut a, op), engine_status(&a)))
+                .collect();
+            let mut b = match Engine::restore(&checkpoint, &document) {
+                Ok(b) => b,
+                Err(e) => return Some(format!("restore refused its own checkpoint: {e}")),
+            };
+            if engine_status(&b) != status {
+                return Some(format!(
+                    "status after restore {:?} != before {status:?}",
+                    engine_status(&b)
+                ));
+            }
+            if b.checkpoint() != checkpoint {
+                return Some("the restored engine's checkpoint has other bytes".into());
+            }
+            for (i, (op, want)) in rest.iter().zip(&uninterrupted).enumerate() {
+                let got = (engine_call(&mut b, op), engine_status(&b));
+                if &got != want {
+                    return Some(format!(
+                        "call {} ({op}) after the restore:\nuninterrupted: {want:#?}\nrestored:      {got:#?}",
+                        at + i
+                    ));
+                }
+            }
+            None
+        }));
+        r.unwrap_or_else(|p| Some(format!("panic: {}", panic_text(&p))))
+    };
+    let what = fails(&doc, &ops, at)?;
+    // shrink the calls after the checkpoint and before it separately
+    let (before, after) = ops.split_at(at);
+    let (sdoc, safter) = shrink(&doc, after, &|d, o| {
+        fails(d, &[before, o].concat(), before.len()).is_some()
+    });
+    let (sdoc, sbefore) = shrink(&sdoc, before, &|d, o| {
+        fails(d, &[o, &safter[..]].concat(), o.len()).is_some()
+    });
+    let sops = [&sbefore[..], &safter[..]].concat();
+    Some(format!(
+        "checkpoint after call {at}, restore, continue: differs\n{}{what}\n\nshrunk (checkpoint after call {}):\n{}{}",
+        describe(seed, &doc, &ops),
+        sbefore.len(),
+        describe(seed, &sdoc, &sops),
+        fails(&sdoc, &sops, sbefore.len()).unwrap_or_default()
+    ))
+}
+
+#[test]
+fn restore_then_continue_equals_uninterrupted() {
+    run_cases("checkpoint/restore", cases() / 3, (0, 1), &restore_case);
+}
