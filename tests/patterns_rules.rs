@@ -1944,7 +1944,7 @@ fn malformed_events_are_bad_requests() {
             "39 digits, negative",
         ),
         (
-            format!(r#"{{"id":"","key":"k","kind":"E","time":1}}"#),
+            r#"{"id":"","key":"k","kind":"E","time":1}"#.to_string(),
             "empty id",
         ),
         (
@@ -1960,7 +1960,7 @@ fn malformed_events_are_bad_requests() {
             "key of 257 bytes",
         ),
         (
-            format!(r#"{{"id":"x","key":"k","kind":"","time":1}}"#),
+            r#"{"id":"x","key":"k","kind":"","time":1}"#.to_string(),
             "empty kind",
         ),
         (
@@ -1968,35 +1968,35 @@ fn malformed_events_are_bad_requests() {
             "kind of 257 bytes",
         ),
         (
-            format!(r#"{{"id":"x","key":"k","kind":"E","time":-1}}"#),
+            r#"{"id":"x","key":"k","kind":"E","time":-1}"#.to_string(),
             "time -1",
         ),
         (
-            format!(r#"{{"id":"x","key":"k","kind":"E","time":9007199254740992}}"#),
+            r#"{"id":"x","key":"k","kind":"E","time":9007199254740992}"#.to_string(),
             "time above the maximum",
         ),
         (
-            format!(r#"{{"id":"x","key":"k","kind":"E","time":1.0}}"#),
+            r#"{"id":"x","key":"k","kind":"E","time":1.0}"#.to_string(),
             "time 1.0",
         ),
         (
-            format!(r#"{{"id":"x","key":"k","kind":"E","time":1e3}}"#),
+            r#"{"id":"x","key":"k","kind":"E","time":1e3}"#.to_string(),
             "time 1e3",
         ),
         (
-            format!(r#"{{"id":"x","key":"k","kind":"E","time":"1"}}"#),
+            r#"{"id":"x","key":"k","kind":"E","time":"1"}"#.to_string(),
             "time a string",
         ),
-        (format!(r#"{{"id":"x","key":"k","kind":"E"}}"#), "no time"),
-        (format!(r#"{{"key":"k","kind":"E","time":1}}"#), "no id"),
-        (format!(r#"{{"id":"x","kind":"E","time":1}}"#), "no key"),
-        (format!(r#"{{"id":"x","key":"k","time":1}}"#), "no kind"),
+        (r#"{"id":"x","key":"k","kind":"E"}"#.to_string(), "no time"),
+        (r#"{"key":"k","kind":"E","time":1}"#.to_string(), "no id"),
+        (r#"{"id":"x","kind":"E","time":1}"#.to_string(), "no key"),
+        (r#"{"id":"x","key":"k","time":1}"#.to_string(), "no kind"),
         (
-            format!(r#"{{"id":1,"key":"k","kind":"E","time":1}}"#),
+            r#"{"id":1,"key":"k","kind":"E","time":1}"#.to_string(),
             "id a number",
         ),
         (
-            format!(r#"{{"id":"x","key":null,"kind":"E","time":1}}"#),
+            r#"{"id":"x","key":null,"kind":"E","time":1}"#.to_string(),
             "key null",
         ),
         (item(r#","extra":1"#), "an unknown top-level field"),
@@ -2020,9 +2020,9 @@ fn boundary_events_are_accepted() {
     let many: Vec<String> = (0..64).map(|i| format!(r#""f{i}":{i}"#)).collect();
     let cases = [
         format!(r#"{{"id":"{name_256}","key":"{name_256}","kind":"{name_256}","time":1}}"#),
-        format!(r#"{{"id":"x","key":"","kind":"E","time":0}}"#),
-        format!(r#"{{"id":"x","key":"k","kind":"E","time":9007199254740991}}"#),
-        format!(r#"{{"id":"x","key":"k","kind":"E","time":-0}}"#),
+        r#"{"id":"x","key":"","kind":"E","time":0}"#.to_string(),
+        r#"{"id":"x","key":"k","kind":"E","time":9007199254740991}"#.to_string(),
+        r#"{"id":"x","key":"k","kind":"E","time":-0}"#.to_string(),
         item(r#","fields":{}"#),
         item(&format!(r#","fields":{{{}}}"#, many.join(","))),
         item(r#","fields":{"v":{"decimal":"12345678901234567890123456789012345678"}}"#),
@@ -2031,7 +2031,7 @@ fn boundary_events_are_accepted() {
     ];
     for text in &cases {
         let mut s = Scenario::new(&echo_doc());
-        s.push(&[text.clone()], 1, 1, 1);
+        s.push(std::slice::from_ref(text), 1, 1, 1);
     }
 }
 

@@ -411,6 +411,9 @@ pub fn compare(a: Option<&Val>, op: &str, b: Option<&Val>) -> bool {
 /// Captures: for each stage, the ordinals it captured, in order.
 pub type Caps = Vec<Vec<u64>>;
 
+/// Whether a skip policy's selection removes the captures given.
+type Removes = dyn Fn(&Model, &Caps) -> bool;
+
 #[derive(Debug, Clone, PartialEq)]
 struct Branch {
     pattern: usize,
@@ -769,7 +772,7 @@ impl Model {
                 ));
             }
             // Which captures does this selection remove?
-            let gone: Box<dyn Fn(&Model, &Caps) -> bool> = match self.skip(p) {
+            let gone: Box<Removes> = match self.skip(p) {
                 "no_skip" => continue,
                 "skip_to_next_start" => {
                     let f = Self::first_ordinal(&c);
