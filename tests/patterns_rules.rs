@@ -2486,3 +2486,22 @@ fn the_document_is_written_back_with_every_default() {
     .unwrap();
     assert!(!d.same_patterns(&other));
 }
+
+#[test]
+fn event_errors_name_the_field_at_fault() {
+    for (text, field) in [
+        (item(r#","fields":{"amount":1e400}"#), "amount"),
+        (item(r#","fields":{"amount":92233720368547758070}"#), "amount"),
+        (item(r#","fields":{"note":null}"#), "note"),
+        (item(r#","fields":{"fee":{"decimal":"1."}}"#), "fee"),
+        (r#"{"id":"x","key":"k","kind":"E","time":-1}"#.to_string(), "time"),
+        (r#"{"id":"","key":"k","kind":"E","time":1}"#.to_string(), "id"),
+        (r#"{"id":"x","key":"k","kind":"","time":1}"#.to_string(), "kind"),
+        (item(r#","fields":null"#), "fields"),
+    ] {
+        match patterns::parse_event(text.as_bytes()) {
+            Ok(_) => panic!("accepted {text}"),
+            Err(msg) => assert!(msg.contains(field), "{msg:?} should name {field:?}"),
+        }
+    }
+}
