@@ -1,10 +1,40 @@
 //! The engine façade: push, advance (the processing order), finish, status,
 //! checkpoint and restore.
+//!
+//! An advance to `W` takes every buffered event with `time <= W` and runs:
+//!
+//! ```text
+//! for each distinct time t of the taken events, ascending:
+//!     expire every deadline d < t            (ascending d)
+//!     for each event e at t, by ordinal:
+//!         for each pattern P, by name:   observe(P, e)
+//! expire every deadline d <= W               (ascending d)
+//! ```
+//!
+//! Atomicity: an advance records, the first time it changes a (pattern,
+//! key) state, the state as it was (moved, not copied, when the change
+//! replaces the branch set), plus the deadline entries it added and
+//! removed. A limit reached anywhere restores exactly those and puts the
+//! taken events back: the cost of failing is the cost of what the advance
+//! touched, never a copy of the engine.
 
+use std::sync::Arc;
+
+use crate::patterns::branch::Shape;
+use crate::patterns::buffer::{Buffer, Pending};
+use crate::patterns::deadlines::Deadlines;
 use crate::patterns::document::{Document, Limits};
 use crate::patterns::error::{PushRejection, Rejection};
 use crate::patterns::event::Event;
+use crate::patterns::expiry::expire;
+use crate::patterns::keys::{KeyId, Keys};
+use crate::patterns::keystate::{observe, Decision, KeyState};
 use crate::patterns::output::Output;
+use crate::patterns::selection::{select, Emitter, Group};
+use crate::patterns::{FINAL_WATERMARK, MAX_EVENT_TIME};
+
+/// Largest ordinal (2^53 - 1).
+pub(crate) const MAX_ORDINAL: u64 = MAX_EVENT_TIME as u64;
 
 /// What a successful push did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,16 +84,90 @@ pub struct Status {
     pub patterns: Vec<(String, PatternStatus)>,
 }
 
-/// The complete state of the pattern engine.
+/// A pattern's names and shape, shared by output records.
 #[derive(Debug, Clone)]
+pub(crate) struct Compiled {
+    pub name: Arc<str>,
+    pub stage_names: Vec<Arc<str>>,
+    pub shape: Shape,
+}
+
+impl Compiled {
+    pub(crate) fn all(doc: &Document) -> Vec<Compiled> {
+        doc.patterns
+            .iter()
+            .map(|p| Compiled {
+                name: Arc::from(p.name.as_str()),
+                stage_names: p
+                    .stages
+                    .iter()
+                    .map(|s| Arc::from(s.name.as_str()))
+                    .collect(),
+                shape: Shape::of(p),
+            })
+            .collect()
+    }
+}
+
+/// What an advance changed, to undo it if it fails.
+#[derive(Default)]
+struct Undo {
+    /// (pattern, key, the state before the advance first changed it).
+    states: Vec<(u32, KeyId, KeyState)>,
+    /// Deadline entries the advance added.
+    inserted: Vec<(i64, u32, KeyId)>,
+    /// Deadline entries the advance expired.
+    expired: Vec<(i64, u32, KeyId)>,
+}
+
+/// The complete state of the pattern engine.
+#[derive(Clone)]
 pub struct Engine {
-    doc: Document,
+    pub(crate) doc: Document,
+    pub(crate) compiled: Vec<Compiled>,
+    pub(crate) keys: Keys,
+    pub(crate) buffer: Buffer,
+    /// `states[pattern][key]`.
+    pub(crate) states: Vec<Vec<KeyState>>,
+    pub(crate) deadlines: Deadlines,
+    pub(crate) watermark: i64,
+    pub(crate) next_ordinal: u64,
+    pub(crate) sequence: u64,
+    /// Advances started (numbers the undo saves).
+    epoch: u64,
+    scratch: Vec<Decision>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("watermark", &self.watermark)
+            .field("buffered", &self.buffer.len())
+            .field("next_ordinal", &self.next_ordinal)
+            .field("sequence", &self.sequence)
+            .field("keys", &self.keys.len())
+            .field("deadlines", &self.deadlines.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Engine {
     /// A fresh engine: watermark -1, nothing buffered, next ordinal 1.
     pub fn new(doc: Document) -> Engine {
-        Engine { doc }
+        let compiled = Compiled::all(&doc);
+        Engine {
+            states: vec![Vec::new(); doc.patterns.len()],
+            compiled,
+            doc,
+            keys: Keys::default(),
+            buffer: Buffer::default(),
+            deadlines: Deadlines::default(),
+            watermark: -1,
+            next_ordinal: 1,
+            sequence: 0,
+            epoch: 0,
+            scratch: Vec::new(),
+        }
     }
 
     /// The document (patterns and limits in force).
@@ -73,66 +177,454 @@ impl Engine {
 
     /// The limits in force.
     pub fn limits(&self) -> Limits {
-        self.doc.limits()
+        self.doc.limits
     }
 
-    /// Buffers a batch atomically.
+    /// Interns a key and makes room for its states.
+    pub(crate) fn intern(&mut self, key: &str) -> Option<KeyId> {
+        let id = self.keys.intern(key)?;
+        let n = self.keys.len();
+        for per_pattern in &mut self.states {
+            if per_pattern.len() < n {
+                per_pattern.resize_with(n, KeyState::default);
+            }
+        }
+        Some(id)
+    }
+
+    /// Buffers a batch atomically: each event gets the next ordinal. The
+    /// first event that is invalid (when built in code) or late (`time <=
+    /// watermark`) rejects the whole batch, with its index; an empty batch
+    /// is rejected too.
     pub fn push(&mut self, events: Vec<Event>) -> Result<PushOutcome, PushRejection> {
-        let _ = events;
-        unimplemented!()
+        if events.is_empty() {
+            return Err(PushRejection {
+                index: 0,
+                rejection: Rejection::InvalidRequest("an empty batch".into()),
+            });
+        }
+        for (index, e) in events.iter().enumerate() {
+            if let Err(m) = e.validate() {
+                return Err(PushRejection {
+                    index,
+                    rejection: Rejection::InvalidRequest(m),
+                });
+            }
+            if e.time <= self.watermark {
+                return Err(PushRejection {
+                    index,
+                    rejection: Rejection::LateEvent {
+                        time: e.time,
+                        watermark: self.watermark,
+                    },
+                });
+            }
+        }
+        let n = events.len() as u64;
+        let first = self.next_ordinal;
+        if first.saturating_add(n - 1) > MAX_ORDINAL
+            || self.keys.len() + events.len() > u32::MAX as usize
+        {
+            return Err(PushRejection {
+                index: 0,
+                rejection: Rejection::InvalidRequest(format!(
+                    "ordinals are exhausted (at most {MAX_ORDINAL} events)"
+                )),
+            });
+        }
+        for (i, e) in events.into_iter().enumerate() {
+            // the room was checked above: interning cannot fail
+            let key = self.intern(&e.key).unwrap_or(0);
+            self.buffer.push(Pending {
+                time: e.time,
+                ordinal: first + i as u64,
+                key,
+                event: Arc::new(e),
+            });
+        }
+        self.next_ordinal = first + n;
+        Ok(PushOutcome {
+            first,
+            last: first + n - 1,
+            buffered: self.buffer.len() as u64,
+        })
     }
 
-    /// Index of the first late event, changing nothing.
+    /// Index of the first late event (`time <= watermark`), changing nothing.
     pub fn first_late(&self, events: &[Event]) -> Option<usize> {
-        let _ = events;
-        unimplemented!()
+        events.iter().position(|e| e.time <= self.watermark)
     }
 
-    /// Processes every buffered event with `time <= watermark`; atomic.
+    /// Processes every buffered event with `time <= watermark` and expires
+    /// every deadline `<= watermark`; atomic.
     pub fn advance(&mut self, watermark: i64) -> Result<AdvanceOutcome, Rejection> {
-        let _ = watermark;
-        unimplemented!()
+        if watermark > FINAL_WATERMARK {
+            return Err(Rejection::InvalidRequest(format!(
+                "watermark {watermark} is above the final watermark {FINAL_WATERMARK}"
+            )));
+        }
+        if watermark < self.watermark {
+            return Err(Rejection::WatermarkRegression {
+                watermark,
+                current: self.watermark,
+            });
+        }
+        if watermark == self.watermark {
+            return Ok(AdvanceOutcome {
+                output: Vec::new(),
+                watermark,
+                processed: 0,
+            });
+        }
+        self.epoch += 1;
+        let taken = self.buffer.take_through(watermark);
+        let mut undo = Undo::default();
+        let mut em = Emitter {
+            out: Vec::new(),
+            sequence: self.sequence,
+            matches: 0,
+            max_matches: self.doc.limits.max_results_per_advance,
+        };
+        match self.run(&taken, watermark, &mut undo, &mut em) {
+            Ok(()) => {
+                self.watermark = watermark;
+                self.sequence = em.sequence;
+                Ok(AdvanceOutcome {
+                    output: em.out,
+                    watermark,
+                    processed: taken.len() as u64,
+                })
+            }
+            Err(rejection) => {
+                for (p, k, st) in undo.states.into_iter().rev() {
+                    self.states[p as usize][k as usize] = st;
+                }
+                for (d, p, k) in undo.inserted {
+                    self.deadlines.remove(d, p, k);
+                }
+                for (d, p, k) in undo.expired {
+                    self.deadlines.insert(d, p, k);
+                }
+                self.buffer.put_back(taken);
+                Err(rejection)
+            }
+        }
     }
 
-    /// `advance(FINAL_WATERMARK)`.
+    /// `advance(FINAL_WATERMARK)`: every deadline expires.
     pub fn finish(&mut self) -> Result<AdvanceOutcome, Rejection> {
-        self.advance(crate::patterns::FINAL_WATERMARK)
+        self.advance(FINAL_WATERMARK)
+    }
+
+    fn run(
+        &mut self,
+        taken: &[Pending],
+        watermark: i64,
+        undo: &mut Undo,
+        em: &mut Emitter,
+    ) -> Result<(), Rejection> {
+        let mut i = 0;
+        while let Some(t) = taken.get(i).map(|e| e.time) {
+            self.expire_through(t - 1, undo, em)?;
+            while let Some(e) = taken.get(i).filter(|e| e.time == t) {
+                for p in 0..self.compiled.len() {
+                    self.observe(p, e, undo, em)?;
+                }
+                i += 1;
+            }
+        }
+        self.expire_through(watermark, undo, em)
+    }
+
+    /// Saves a state for undo the first time this advance changes it.
+    fn save(&mut self, p: usize, k: KeyId, undo: &mut Undo) {
+        let st = &mut self.states[p][k as usize];
+        if st.saved_in != self.epoch {
+            let old = st.clone();
+            st.saved_in = self.epoch;
+            undo.states.push((p as u32, k, old));
+        }
+    }
+
+    fn observe(
+        &mut self,
+        p: usize,
+        e: &Pending,
+        undo: &mut Undo,
+        em: &mut Emitter,
+    ) -> Result<(), Rejection> {
+        let pattern = &self.doc.patterns[p];
+        let c = &self.compiled[p];
+        let st = &mut self.states[p][e.key as usize];
+        let Some(obs) = observe(pattern, &c.shape, st, e, &mut self.scratch) else {
+            return Ok(());
+        };
+        // install, keeping the old state for undo on the first change
+        let old_branches = std::mem::replace(&mut st.branches, obs.branches);
+        let old_waits = match obs.waits {
+            Some(w) => std::mem::replace(&mut st.waits, w),
+            None if st.saved_in != self.epoch => st.waits.clone(),
+            None => Vec::new(),
+        };
+        if st.saved_in != self.epoch {
+            undo.states.push((
+                p as u32,
+                e.key,
+                KeyState {
+                    branches: old_branches,
+                    waits: old_waits,
+                    saved_in: st.saved_in,
+                },
+            ));
+            st.saved_in = self.epoch;
+        }
+        if obs.started {
+            let d = e.time + pattern.within;
+            if self.deadlines.insert(d, p as u32, e.key) {
+                undo.inserted.push((d, p as u32, e.key));
+            }
+        }
+        // 5. candidates: waits for a pattern with absence, else selection
+        if !obs.candidates.is_empty() {
+            if pattern.absence.is_some() {
+                let waits = crate::patterns::selection::order(obs.candidates, c.shape.len());
+                st.waits.extend(waits);
+            } else {
+                let g = Group {
+                    pattern,
+                    name: &c.name,
+                    stage_names: &c.stage_names,
+                    shape: &c.shape,
+                    key: self.keys.name(e.key),
+                };
+                select(&g, st, obs.candidates, e.time, em)?;
+            }
+        }
+        let live = (st.branches.len() + st.waits.len()) as u64;
+        let limit = self.doc.limits.active_states;
+        if live > limit {
+            return Err(Rejection::LimitExceeded(format!(
+                "limit active_states ({limit}) exceeded: {live} branches and waits for pattern {:?}, key {:?}",
+                c.name,
+                self.keys.name(e.key)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Expires every deadline `<= through`, ascending; within a deadline,
+    /// patterns by name, then keys in code point order.
+    fn expire_through(
+        &mut self,
+        through: i64,
+        undo: &mut Undo,
+        em: &mut Emitter,
+    ) -> Result<(), Rejection> {
+        while let Some((d, mut due)) = self.deadlines.pop_due(through) {
+            undo.expired.extend(due.iter().map(|&(p, k)| (d, p, k)));
+            let keys = &self.keys;
+            due.sort_by(|a, b| {
+                a.0.cmp(&b.0)
+                    .then_with(|| keys.name(a.1).cmp(keys.name(b.1)))
+            });
+            for (p, k) in due {
+                let pu = p as usize;
+                let start = d - self.doc.patterns[pu].within;
+                let st = &self.states[pu][k as usize];
+                let due_here = st.branches.iter().any(|b| b.caps.start == start)
+                    || st.waits.iter().any(|w| w.start == start);
+                if !due_here {
+                    continue;
+                }
+                self.save(pu, k, undo);
+                let c = &self.compiled[pu];
+                let g = Group {
+                    pattern: &self.doc.patterns[pu],
+                    name: &c.name,
+                    stage_names: &c.stage_names,
+                    shape: &c.shape,
+                    key: self.keys.name(k),
+                };
+                expire(&g, &mut self.states[pu][k as usize], d, em)?;
+            }
+        }
+        Ok(())
     }
 
     /// The watermark (-1 at start).
     pub fn watermark(&self) -> i64 {
-        unimplemented!()
+        self.watermark
     }
 
     /// Buffered events.
     pub fn buffered(&self) -> u64 {
-        unimplemented!()
+        self.buffer.len() as u64
     }
 
     /// The ordinal of the next pushed event (1 at start).
     pub fn next_ordinal(&self) -> u64 {
-        unimplemented!()
+        self.next_ordinal
     }
 
     /// The last output seq (0 at start).
     pub fn sequence(&self) -> u64 {
-        unimplemented!()
+        self.sequence
     }
 
     /// Counters, per pattern sorted by name.
     pub fn status(&self) -> Status {
-        unimplemented!()
+        let patterns = self
+            .compiled
+            .iter()
+            .zip(&self.states)
+            .map(|(c, states)| {
+                let mut s = PatternStatus::default();
+                for st in states {
+                    if !st.is_empty() {
+                        s.keys += 1;
+                        s.branches += st.branches.len() as u64;
+                        s.waits += st.waits.len() as u64;
+                    }
+                }
+                (c.name.to_string(), s)
+            })
+            .collect();
+        Status {
+            watermark: self.watermark,
+            buffered: self.buffer.len() as u64,
+            next_ordinal: self.next_ordinal,
+            sequence: self.sequence,
+            patterns,
+        }
     }
 
     /// The canonical checkpoint envelope.
     pub fn checkpoint(&self) -> Vec<u8> {
-        unimplemented!()
+        crate::patterns::checkpoint::take(self)
     }
 
     /// Restores an envelope whose patterns equal `doc`'s; `doc`'s limits
-    /// are used.
+    /// are used. The error names the rule broken.
     pub fn restore(envelope: &[u8], doc: &Document) -> Result<Engine, String> {
-        let _ = (envelope, doc);
-        unimplemented!()
+        crate::patterns::checkpoint::restore(envelope, doc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patterns::value::Value;
+
+    fn doc(json: &str) -> Document {
+        Document::from_json(json.as_bytes()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn ev(id: &str, key: &str, kind: &str, time: i64) -> Event {
+        Event {
+            id: id.into(),
+            key: key.into(),
+            kind: kind.into(),
+            time,
+            fields: vec![("amount".into(), Value::Integer(time))],
+        }
+    }
+
+    fn ids(out: &[Output]) -> Vec<String> {
+        out.iter()
+            .map(|o| format!("{} {} {}", o.seq, o.kind.name(), o.id))
+            .collect()
+    }
+
+    const FRAUD: &str = r#"{"patterns":[{"name":"fraud","within":100,"skip":"no_skip","stages":[
+        {"name":"login","where":{"kind":"login"}},
+        {"name":"pay","min":1,"max":2,"where":{"kind":"pay"}},
+        {"name":"logout","min":0,"where":{"kind":"logout"}}]}]}"#;
+
+    #[test]
+    fn matches_repeats_and_timeouts() {
+        let mut e = Engine::new(doc(FRAUD));
+        e.push(vec![
+            ev("a", "k", "login", 10),
+            ev("b", "k", "pay", 20),
+            ev("c", "k", "pay", 30),
+            ev("d", "k", "logout", 40),
+        ])
+        .unwrap();
+        let out = e.advance(50).unwrap();
+        assert_eq!(
+            ids(&out.output),
+            [
+                "1 match fraud:1/2/",
+                "2 match fraud:1/2.3/",
+                "3 match fraud:1/2/4",
+                "4 match fraud:1/2.3/4"
+            ]
+        );
+        assert_eq!(out.processed, 4);
+        // the branches still waiting (logout after 2.3, etc.) are complete:
+        // they expire silently
+        let fin = e.finish().unwrap();
+        assert!(fin.output.is_empty(), "{:?}", ids(&fin.output));
+        // a login alone times out
+        e.push(vec![ev("x", "j", "login", 200_000)]).unwrap_err();
+        let mut e = Engine::new(doc(FRAUD));
+        e.push(vec![ev("x", "j", "login", 5)]).unwrap();
+        let out = e.advance(104).unwrap();
+        assert!(out.output.is_empty());
+        let out = e.advance(105).unwrap();
+        assert_eq!(ids(&out.output), ["1 timeout fraud:1//"]);
+        assert_eq!(out.output[0].end_time, 105);
+        assert_eq!(out.output[0].deadline, 105);
+    }
+
+    #[test]
+    fn a_limit_fails_the_whole_advance() {
+        let d = doc(FRAUD).with_limits(Limits {
+            max_results_per_advance: 1,
+            active_states: 100,
+        });
+        let mut e = Engine::new(d);
+        e.push(vec![
+            ev("a", "k", "login", 10),
+            ev("b", "k", "pay", 20),
+            ev("c", "k", "pay", 30),
+        ])
+        .unwrap();
+        let before = format!("{:?}", e.status());
+        let r = e.advance(50);
+        assert!(matches!(r, Err(Rejection::LimitExceeded(_))), "{r:?}");
+        assert_eq!(format!("{:?}", e.status()), before);
+        assert_eq!(e.watermark(), -1);
+        assert_eq!(e.buffered(), 3);
+        // with room, the same advance succeeds
+        let mut e2 = Engine::new(doc(FRAUD));
+        e2.push(vec![
+            ev("a", "k", "login", 10),
+            ev("b", "k", "pay", 20),
+            ev("c", "k", "pay", 30),
+        ])
+        .unwrap();
+        assert_eq!(e2.advance(50).unwrap().output.len(), 2);
+    }
+
+    #[test]
+    fn checkpoint_round_trip_continues_identically() {
+        let d = doc(FRAUD);
+        let mut a = Engine::new(d.clone());
+        a.push(vec![
+            ev("a", "k", "login", 10),
+            ev("b", "k", "pay", 20),
+            ev("c", "j", "login", 25),
+            ev("e", "k", "pay", 300),
+        ])
+        .unwrap();
+        a.advance(22).unwrap();
+        let cp = a.checkpoint();
+        let mut b = Engine::restore(&cp, &d).unwrap_or_else(|m| panic!("{m}"));
+        assert_eq!(b.checkpoint(), cp, "{}", String::from_utf8_lossy(&cp));
+        let ra = a.finish().unwrap();
+        let rb = b.finish().unwrap();
+        assert_eq!(ra, rb);
+        assert!(!ra.output.is_empty());
     }
 }

@@ -1,1 +1,131 @@
-//! (in progress)
+//! The state of one pattern and one key: its live branches and absence
+//! waits, and `observe` (steps 1 to 4 of an observation).
+//!
+//! `observe` reads the state and returns what it becomes, or `None` when the
+//! event changes nothing (the common case for a key that is idle for the
+//! pattern), so an untouched state is never copied. The caller installs the
+//! result, keeping the old state for undo the first time an advance touches
+//! it.
+
+use crate::patterns::branch::{successors, Branch, Caps, Shape};
+use crate::patterns::buffer::Pending;
+use crate::patterns::document::{Contiguity, Pattern};
+
+/// Branches and absence waits of one (pattern, key).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KeyState {
+    /// Live branches (no two with the same stage and captures).
+    pub branches: Vec<Branch>,
+    /// Absence waits (complete captures waiting for their deadline).
+    pub waits: Vec<Caps>,
+    /// The advance that last saved this state for undo.
+    pub saved_in: u64,
+}
+
+impl KeyState {
+    /// Nothing live.
+    pub fn is_empty(&self) -> bool {
+        self.branches.is_empty() && self.waits.is_empty()
+    }
+}
+
+/// What a branch does with an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Keeps waiting, unchanged.
+    Keep,
+    /// Removed (forbidden, or a `strict` miss).
+    Drop,
+    /// Replaced by the successors of capturing the event.
+    Capture,
+    /// Kept, and the successors of capturing the event added (`skip_any`).
+    Fork,
+}
+
+/// The state after an observation's steps 1 to 4, and its candidates.
+pub(crate) struct Observed {
+    /// The new branch set.
+    pub branches: Vec<Branch>,
+    /// The new wait set, when step 1 cancelled some.
+    pub waits: Option<Vec<Caps>>,
+    /// Candidates completing on the event (step 5 handles them).
+    pub candidates: Vec<Caps>,
+    /// Whether the event started a branch or a candidate (a new deadline).
+    pub started: bool,
+}
+
+/// Steps 1 to 4 of observing `e` for a pattern. `scratch` is reused
+/// between calls.
+pub(crate) fn observe(
+    pattern: &Pattern,
+    shape: &Shape,
+    st: &KeyState,
+    e: &Pending,
+    scratch: &mut Vec<Decision>,
+) -> Option<Observed> {
+    let ev = &*e.event;
+    // 1. absence waits that existed before e: cancelled when absence holds
+    let mut waits = None;
+    if let Some(absence) = &pattern.absence {
+        if !st.waits.is_empty() {
+            let holds = |w: &Caps| absence.eval(ev, &|r| w.last_of(r));
+            if st.waits.iter().any(holds) {
+                waits = Some(st.waits.iter().filter(|w| !holds(w)).cloned().collect());
+            }
+        }
+    }
+    // 2. live branches that existed before e
+    scratch.clear();
+    let mut changed = waits.is_some();
+    for b in &st.branches {
+        let stage = &pattern.stages[usize::from(b.wait)];
+        let caps = |r: usize| b.caps.last_of(r);
+        let d = if stage.forbidden.as_ref().is_some_and(|f| f.eval(ev, &caps)) {
+            Decision::Drop
+        } else if stage.where_.eval(ev, &caps) {
+            match stage.contiguity {
+                Contiguity::SkipAny => Decision::Fork,
+                _ => Decision::Capture,
+            }
+        } else if stage.contiguity == Contiguity::Strict {
+            Decision::Drop
+        } else {
+            Decision::Keep
+        };
+        changed |= d != Decision::Keep;
+        scratch.push(d);
+    }
+    // 3. a start (stage 0's forbidden never blocks it)
+    let start = pattern.stages[0].where_.eval(ev, &|_| None);
+    if !changed && !start {
+        return None;
+    }
+    let mut kept = Vec::with_capacity(st.branches.len() + 2);
+    let mut born = Vec::new();
+    let mut candidates = Vec::new();
+    for (b, d) in st.branches.iter().zip(scratch.iter()) {
+        match d {
+            Decision::Keep => kept.push(b.clone()),
+            Decision::Drop => {}
+            Decision::Capture | Decision::Fork => {
+                let caps = b.caps.with(e, b.wait);
+                successors(shape, b.wait, caps, &mut born, &mut candidates);
+                if *d == Decision::Fork {
+                    kept.push(b.clone());
+                }
+            }
+        }
+    }
+    if start {
+        successors(shape, 0, Caps::start(e), &mut born, &mut candidates);
+    }
+    // 4. the new branches join (each holds e, the kept ones do not, and two
+    // successors of different branches differ: no duplicates can arise)
+    kept.append(&mut born);
+    Some(Observed {
+        branches: kept,
+        waits,
+        candidates,
+        started: start,
+    })
+}

@@ -42,6 +42,7 @@ mod branch;
 mod buffer;
 mod checkpoint;
 mod deadlines;
+mod expiry;
 mod json;
 mod keys;
 mod keystate;

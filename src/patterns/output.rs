@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
+use crate::patterns::branch::Caps;
 use crate::patterns::event::Event;
 use crate::patterns::value::Value;
 
@@ -132,5 +133,44 @@ impl Serialize for Output {
         m.serialize_entry("deadline", &self.deadline)?;
         m.serialize_entry("captures", &Captures(&self.captures))?;
         m.end()
+    }
+}
+
+/// Builds an output record from captures.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn build(
+    seq: u64,
+    kind: OutputKind,
+    pattern: &Arc<str>,
+    stage_names: &[Arc<str>],
+    key: &Arc<str>,
+    caps: &Caps,
+    end_time: i64,
+    within: i64,
+) -> Output {
+    let nodes = caps.in_order();
+    let mut captures: Vec<(Arc<str>, Vec<CapturedEvent>)> = stage_names
+        .iter()
+        .map(|n| (n.clone(), Vec::new()))
+        .collect();
+    for n in &nodes {
+        if let Some((_, list)) = captures.get_mut(usize::from(n.stage)) {
+            list.push(CapturedEvent {
+                ordinal: n.ordinal,
+                event: n.event.clone(),
+            });
+        }
+    }
+    Output {
+        seq,
+        kind,
+        id: caps.id(pattern, stage_names.len()),
+        pattern: pattern.clone(),
+        key: key.clone(),
+        start_time: caps.start,
+        end_time,
+        last_event_time: caps.last.time,
+        deadline: caps.start + within,
+        captures,
     }
 }

@@ -9,6 +9,7 @@
 use std::cmp::Ordering;
 
 use crate::patterns::condition::Op;
+use crate::patterns::json::{number, Json, Num};
 
 /// Most digits of a Decimal, leading and trailing zeros included.
 pub const MAX_DECIMAL_DIGITS: usize = 38;
@@ -201,8 +202,8 @@ mod tests {
         }
         assert!(Decimal::parse(&"9".repeat(38)).is_ok());
         assert!(Decimal::parse(&"9".repeat(39)).is_err());
-        assert!(Decimal::parse(&format!("0.{}", "0".repeat(37))).is_err());
-        assert!(Decimal::parse(&format!("0.{}", "0".repeat(36))).is_ok());
+        assert!(Decimal::parse(&format!("0.{}", "0".repeat(38))).is_err());
+        assert!(Decimal::parse(&format!("0.{}", "0".repeat(37))).is_ok());
     }
 
     #[test]
@@ -227,5 +228,94 @@ mod tests {
         // code point order: U+FF61 < U+1F600 (UTF-16 order would differ)
         assert!(compare(&s("\u{ff61}"), Op::Lt, &s("\u{1f600}")));
         assert!(compare(&s("B"), Op::Lt, &s("a")));
+    }
+}
+
+/// How scalars are spelled: in documents and events a Double is a JSON
+/// number with a fraction or an exponent; in checkpoint states (which hold
+/// no floats) it is `{"double": "<16 lower-case hex digits of its bits>"}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Syntax {
+    /// Documents and events.
+    Document,
+    /// Checkpoint states.
+    State,
+}
+
+/// Reads a scalar from a parsed JSON value. The error is the rule broken
+/// (the caller adds the path).
+pub(crate) fn from_json(j: &Json<'_>, syntax: Syntax) -> Result<Value, String> {
+    match j {
+        Json::Bool(b) => Ok(Value::Bool(*b)),
+        Json::String(s) => Ok(Value::String(s.clone())),
+        Json::Number(token) => match number(token)? {
+            Num::Integer(i) => Ok(Value::Integer(i)),
+            Num::Double(_) if syntax == Syntax::State => Err(format!(
+                "number {token}: a checkpoint state holds no floats (a Double is {{\"double\": \"<hex bits>\"}})"
+            )),
+            Num::Double(d) => Ok(Value::Double(d)),
+        },
+        Json::Object(entries) => match (entries.as_slice(), syntax) {
+            ([(k, Json::String(s))], _) if k == "decimal" => Decimal::parse(s).map(Value::Decimal),
+            ([(k, Json::String(s))], Syntax::State) if k == "double" => double_from_hex(s).map(Value::Double),
+            (_, Syntax::Document) => {
+                Err("an object value must be exactly {\"decimal\": \"<digits>\"}".into())
+            }
+            (_, Syntax::State) => Err(
+                "an object value must be exactly {\"decimal\": \"<digits>\"} or {\"double\": \"<hex bits>\"}"
+                    .into(),
+            ),
+        },
+        Json::Null => Err("null is not a value".into()),
+        Json::Array(_) => Err("an array is not a value".into()),
+    }
+}
+
+/// The 16 lower-case hex digits of a Double's bits.
+pub(crate) fn double_hex(d: f64) -> String {
+    format!("{:016x}", d.to_bits())
+}
+
+/// Reads 16 lower-case hex digits of a finite Double's bits.
+pub(crate) fn double_from_hex(s: &str) -> Result<f64, String> {
+    if s.len() != 16 || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err(format!(
+            "double {s:?} must be the 16 lower-case hex digits of its bits"
+        ));
+    }
+    let bits = u64::from_str_radix(s, 16).map_err(|e| format!("double {s:?}: {e}"))?;
+    let d = f64::from_bits(bits);
+    if !d.is_finite() {
+        return Err(format!("double {s:?} is not finite"));
+    }
+    Ok(d)
+}
+
+/// Writes a scalar: documents as events spell it, states with Doubles as
+/// hex bits.
+pub(crate) fn write(buf: &mut Vec<u8>, v: &Value, syntax: Syntax) {
+    use crate::canonical::writer::{int, string};
+    match v {
+        Value::Integer(i) => int(buf, *i),
+        Value::Double(d) => match syntax {
+            Syntax::Document => {
+                // serde_json's writer: shortest round trip, with a fraction or
+                // an exponent (2.0, -0.0, 1e300); a finite f64 never fails
+                let _ = serde_json::to_writer(&mut *buf, d);
+            }
+            Syntax::State => {
+                buf.extend_from_slice(b"{\"double\":");
+                string(buf, &double_hex(*d));
+                buf.push(b'}');
+            }
+        },
+        Value::Decimal(d) => {
+            buf.extend_from_slice(b"{\"decimal\":");
+            string(buf, d.as_str());
+            buf.push(b'}');
+        }
+        Value::String(s) => string(buf, s),
+        Value::Bool(true) => buf.extend_from_slice(b"true"),
+        Value::Bool(false) => buf.extend_from_slice(b"false"),
     }
 }

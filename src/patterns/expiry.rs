@@ -1,0 +1,51 @@
+//! Absence waits at their deadline, timeouts, and the removal of what a
+//! deadline ends.
+//!
+//! A pattern with `absence` does not select a complete sequence when it
+//! completes: the sequence waits until its deadline (`start + within`), and
+//! any later observation of the key for which `absence` holds (with the
+//! wait's captures) cancels it (see `keystate::observe`, step 1). A wait
+//! still there when its deadline expires is a candidate completing at the
+//! deadline.
+
+use crate::patterns::branch::Caps;
+use crate::patterns::error::Rejection;
+use crate::patterns::keystate::KeyState;
+use crate::patterns::output::OutputKind;
+use crate::patterns::selection::{order, select, Emitter, Group};
+
+/// Expires deadline `deadline` for one (pattern, key):
+/// 1. its absence waits with that deadline are candidates: selection runs;
+/// 2. every remaining live branch with that deadline that is not complete is
+///    a timeout, once per distinct assignment, in candidate order (complete
+///    branches expire silently);
+/// 3. every branch and wait with that deadline is removed.
+pub(crate) fn expire(
+    g: &Group<'_>,
+    st: &mut KeyState,
+    deadline: i64,
+    em: &mut Emitter,
+) -> Result<(), Rejection> {
+    let start = deadline - g.pattern.within;
+    let (due, waits): (Vec<Caps>, Vec<Caps>) = std::mem::take(&mut st.waits)
+        .into_iter()
+        .partition(|w| w.start == start);
+    st.waits = waits;
+    if !due.is_empty() {
+        select(g, st, due, deadline, em)?;
+    }
+    let mut timeouts = Vec::new();
+    st.branches.retain(|b| {
+        if b.caps.start != start {
+            return true;
+        }
+        if !b.complete(g.shape) {
+            timeouts.push(b.caps.clone());
+        }
+        false
+    });
+    for caps in order(timeouts, g.shape.len()) {
+        em.emit(OutputKind::Timeout, g, &caps, deadline)?;
+    }
+    Ok(())
+}
