@@ -11,7 +11,7 @@
 //! error codes and batch indexes, watermark, processed and buffered counts,
 //! and the status after every call.
 //!
-//! Environment: `PATTERNS_MODEL_CASES=N` (default 3000) differential cases;
+//! Environment: `PATTERNS_MODEL_CASES=N` (default 5000) differential cases;
 //! each engine-only property runs `N / 3` cases. `PATTERNS_MODEL_SEED=S`
 //! (default 1) is the first seed; case `i` uses seed `S + i`. A failure
 //! prints the seed, the document and the calls, shrunk to a smaller failing
@@ -223,7 +223,7 @@ fn random_event(rng: &mut Rng, n: &mut u64, time: i64) -> Value {
     }
     let mut e = json!({
         "id": format!("e{n}"),
-        "key": rng.pick(&["k", "k", "j", ""]),
+        "key": rng.pick(&["k", "k", "k", "j", ""]),
         "kind": rng.pick(&KINDS),
         "time": time,
     });
@@ -239,22 +239,26 @@ fn random_ops(rng: &mut Rng, count: usize, late: bool, finish: bool) -> Vec<Op> 
     let mut ops = Vec::new();
     let mut wm: i64 = -1; // the watermark if every call succeeds
     let mut n = 0;
-    for _ in 0..count {
+    for i in 0..count {
         let roll = rng.below(100);
-        if roll < 50 {
-            let size = rng.range(1, 4);
+        if finish && (i + 1 == count && rng.pct(40) || rng.pct(1)) {
+            ops.push(Op::Finish);
+            wm = reference::FINAL_WATERMARK;
+        } else if roll < 50 {
+            let size = rng.range(1, 5);
             let events = (0..size)
                 .map(|_| {
-                    let time = if late && wm >= 0 && rng.pct(8) {
+                    let time = if late && wm >= 0 && rng.pct(4) {
                         rng.range((wm - 3).max(0), wm)
                     } else {
                         wm + rng.range(1, 9)
                     };
+                    let time = time.min(reference::MAX_EVENT_TIME);
                     random_event(rng, &mut n, time)
                 })
                 .collect();
             ops.push(Op::Push(events));
-        } else if roll < 95 || !finish {
+        } else {
             let w = match rng.below(20) {
                 0 if late => wm - rng.range(1, 3),
                 1 if late => reference::FINAL_WATERMARK + 1,
@@ -266,9 +270,6 @@ fn random_ops(rng: &mut Rng, count: usize, late: bool, finish: bool) -> Vec<Op> 
                 wm = w;
             }
             ops.push(Op::Advance(w));
-        } else {
-            ops.push(Op::Finish);
-            wm = reference::FINAL_WATERMARK;
         }
     }
     ops
@@ -323,7 +324,7 @@ fn engine_call(e: &mut Engine, op: &Op) -> Answer {
             for (i, v) in events.iter().enumerate() {
                 match patterns::parse_event(&serde_json::to_vec(v).unwrap()) {
                     Ok(ev) => parsed.push(ev),
-                    Err(msg) => return Answer::PushRejected(format!("bad_request: {msg}"), i),
+                    Err(_) => return Answer::PushRejected("bad_request".into(), i),
                 }
             }
             let late = e.first_late(&parsed);
@@ -442,14 +443,50 @@ fn shrink(doc: &Value, ops: &[Op], fails: &dyn Fn(&Value, &[Op]) -> bool) -> (Va
     while progress {
         progress = false;
         let count = doc["patterns"].as_array().unwrap().len();
-        if count > 1 {
-            for i in (0..count).rev() {
+        for i in (0..count).rev() {
+            if doc["patterns"].as_array().unwrap().len() > 1 {
                 let mut d = doc.clone();
                 d["patterns"].as_array_mut().unwrap().remove(i);
                 if fails(&d, &ops) {
                     doc = d;
                     progress = true;
                 }
+            }
+        }
+        // optional keys: dropping them keeps the document valid
+        let mut paths: Vec<Vec<Value>> = vec![vec![json!("limits")]];
+        for (i, p) in doc["patterns"].as_array().unwrap().iter().enumerate() {
+            for k in ["absence", "skip"] {
+                paths.push(vec![json!("patterns"), json!(i), json!(k)]);
+            }
+            for j in 0..p["stages"].as_array().unwrap().len() {
+                for k in ["forbidden", "contiguity"] {
+                    paths.push(vec![
+                        json!("patterns"),
+                        json!(i),
+                        json!("stages"),
+                        json!(j),
+                        json!(k),
+                    ]);
+                }
+            }
+        }
+        for path in paths {
+            let mut d = doc.clone();
+            let mut at = &mut d;
+            for step in &path[..path.len() - 1] {
+                at = match step {
+                    Value::String(k) => &mut at[k.as_str()],
+                    _ => &mut at[step.as_u64().unwrap() as usize],
+                };
+            }
+            let removed = at
+                .as_object_mut()
+                .unwrap()
+                .remove(path[path.len() - 1].as_str().unwrap());
+            if removed.is_some() && fails(&d, &ops) {
+                doc = d;
+                progress = true;
             }
         }
         for i in (0..ops.len()).rev() {
@@ -518,7 +555,7 @@ fn describe(seed: u64, doc: &Value, ops: &[Op]) -> String {
 fn differential_case(seed: u64) -> Option<String> {
     let mut rng = Rng::new(seed);
     let doc = random_document(&mut rng);
-    let count = rng.range(4, 24) as usize;
+    let count = rng.range(4, 30) as usize;
     let ops = random_ops(&mut rng, count, true, true);
     let d = differ(&doc, &ops)?;
     let mut report = format!(
@@ -565,7 +602,7 @@ fn run_cases(name: &str, count: u64, share: (u64, u64), case: &dyn Fn(u64) -> Op
 }
 
 fn cases() -> u64 {
-    env_u64("PATTERNS_MODEL_CASES", 3000)
+    env_u64("PATTERNS_MODEL_CASES", 5000)
 }
 
 #[test]
@@ -669,7 +706,7 @@ fn one_advance_equals_many_small_advances() {
 fn restore_case(seed: u64) -> Option<String> {
     let mut rng = Rng::new(seed ^ 0xC0FF_EE00);
     let doc = random_document(&mut rng);
-    let count = rng.range(4, 24) as usize;
+    let count = rng.range(4, 30) as usize;
     let ops = random_ops(&mut rng, count, true, true);
     let at = rng.below(ops.len() as u64 + 1) as usize;
     let fails = |d: &Value, ops: &[Op], at: usize| -> Option<String> {

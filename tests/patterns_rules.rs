@@ -2153,16 +2153,8 @@ fn captures_must_name_an_earlier_stage() {
         )
     };
     accepted(&three(&cap("a")));
-    refused(
-        &three(&cap("c")),
-        "patterns[0].stages[1].where.all[1]",
-        "c",
-    );
-    refused(
-        &three(&cap("b")),
-        "patterns[0].stages[1].where.all[1]",
-        "b",
-    );
+    refused(&three(&cap("c")), "patterns[0].stages[1].where.all[1]", "c");
+    refused(&three(&cap("b")), "patterns[0].stages[1].where.all[1]", "b");
     refused(
         &three(&cap("nope")),
         "patterns[0].stages[1].where.all[1]",
@@ -2510,12 +2502,24 @@ fn the_document_is_written_back_with_every_default() {
 fn event_errors_name_the_field_at_fault() {
     for (text, field) in [
         (item(r#","fields":{"amount":1e400}"#), "amount"),
-        (item(r#","fields":{"amount":92233720368547758070}"#), "amount"),
+        (
+            item(r#","fields":{"amount":92233720368547758070}"#),
+            "amount",
+        ),
         (item(r#","fields":{"note":null}"#), "note"),
         (item(r#","fields":{"fee":{"decimal":"1."}}"#), "fee"),
-        (r#"{"id":"x","key":"k","kind":"E","time":-1}"#.to_string(), "time"),
-        (r#"{"id":"","key":"k","kind":"E","time":1}"#.to_string(), "id"),
-        (r#"{"id":"x","key":"k","kind":"","time":1}"#.to_string(), "kind"),
+        (
+            r#"{"id":"x","key":"k","kind":"E","time":-1}"#.to_string(),
+            "time",
+        ),
+        (
+            r#"{"id":"","key":"k","kind":"E","time":1}"#.to_string(),
+            "id",
+        ),
+        (
+            r#"{"id":"x","key":"k","kind":"","time":1}"#.to_string(),
+            "kind",
+        ),
         (item(r#","fields":null"#), "fields"),
     ] {
         match patterns::parse_event(text.as_bytes()) {
