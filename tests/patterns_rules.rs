@@ -2235,7 +2235,9 @@ fn a_capture_of_a_later_stage_is_refused_with_the_documented_message() {
         {"name":"check","where":{"all":[{"kind":"check"},
             {"field":"amount","op":"gt","capture":"pay","capture_field":"amount"}]}},
         {"name":"pay","where":{"kind":"pay"}}]}]}"#;
-    let e = Document::from_json(d.as_bytes()).err().expect("refused");
+    let Err(e) = Document::from_json(d.as_bytes()) else {
+        panic!("accepted a capture of a later stage");
+    };
     assert_eq!(
         e.to_string(),
         r#"patterns[0].stages[2].where.all[1]: capture "pay" is not an earlier stage"#
