@@ -169,7 +169,12 @@ fn random_document(rng: &mut Rng) -> Value {
         }
         let mut p = serde_json::Map::new();
         p.insert("name".into(), json!(name));
-        p.insert("within".into(), json!(rng.pick(&[1, 2, 3, 5, 8, 13, 30])));
+        let within = if rng.pct(5) {
+            rng.pick(&[1000, reference::MAX_WINDOW])
+        } else {
+            rng.pick(&[1, 2, 3, 5, 8, 13, 30])
+        };
+        p.insert("within".into(), json!(within));
         if rng.pct(80) {
             p.insert(
                 "skip".into(),
@@ -213,7 +218,7 @@ impl std::fmt::Display for Op {
     }
 }
 
-fn random_event(rng: &mut Rng, n: &mut u64, time: i64) -> Value {
+fn random_event(rng: &mut Rng, keys: &[&str], n: &mut u64, time: i64) -> Value {
     *n += 1;
     let mut fields = serde_json::Map::new();
     for f in FIELDS {
@@ -223,7 +228,7 @@ fn random_event(rng: &mut Rng, n: &mut u64, time: i64) -> Value {
     }
     let mut e = json!({
         "id": format!("e{n}"),
-        "key": rng.pick(&["k", "k", "k", "j", ""]),
+        "key": rng.pick(keys),
         "kind": rng.pick(&KINDS),
         "time": time,
     });
@@ -239,6 +244,17 @@ fn random_ops(rng: &mut Rng, count: usize, late: bool, finish: bool) -> Vec<Op> 
     let mut ops = Vec::new();
     let mut wm: i64 = -1; // the watermark if every call succeeds
     let mut n = 0;
+    // keys in code point order: "" < "Z" < "a" < "k" < "é" < "😀"
+    let keys: &[&str] = if rng.pct(70) {
+        &["k", "k", "k", "j", ""]
+    } else {
+        &["é", "Z", "a", "k", "😀"]
+    };
+    // now and then, everything happens just below the largest event time
+    if rng.pct(5) {
+        wm = reference::MAX_EVENT_TIME - rng.range(0, 30);
+        ops.push(Op::Advance(wm));
+    }
     for i in 0..count {
         let roll = rng.below(100);
         if finish && (i + 1 == count && rng.pct(40) || rng.pct(1)) {
@@ -254,7 +270,7 @@ fn random_ops(rng: &mut Rng, count: usize, late: bool, finish: bool) -> Vec<Op> 
                         wm + rng.range(1, 9)
                     };
                     let time = time.min(reference::MAX_EVENT_TIME);
-                    random_event(rng, &mut n, time)
+                    random_event(rng, keys, &mut n, time)
                 })
                 .collect();
             ops.push(Op::Push(events));
@@ -701,7 +717,97 @@ fn one_advance_equals_many_small_advances() {
 }
 
 // ----------------------------------------------------------------------
-// Engine only: checkpoint, restore, continue
+// Checkpoint, restore, continue
+
+/// `doc` with other limits (they are policy: a restore may change them).
+fn with_limits(doc: &Value, limits: Option<(i64, i64)>) -> Value {
+    let mut d = doc.clone();
+    let m = d.as_object_mut().unwrap();
+    m.remove("limits");
+    if let Some((r, a)) = limits {
+        m.insert(
+            "limits".into(),
+            json!({"max_results_per_advance": r, "active_states": a}),
+        );
+    }
+    d
+}
+
+/// Runs `ops[..at]`, checkpoints, lets the engine run on with the rest, then
+/// restores the checkpoint under `limits` and runs the rest again. The
+/// restored run must equal the reference with its limits switched at `at`,
+/// and, when the limits are unchanged, the uninterrupted run.
+fn restore_differs(
+    doc: &Value,
+    ops: &[Op],
+    at: usize,
+    limits: Option<(i64, i64)>,
+) -> Option<String> {
+    let r = catch_unwind(AssertUnwindSafe(|| -> Option<String> {
+        let at = at.min(ops.len());
+        let (before, rest) = ops.split_at(at);
+        let mut a = match new_engine(doc) {
+            Ok(e) => e,
+            Err(what) => return Some(what),
+        };
+        let mut model = reference::Model::new(doc);
+        for op in before {
+            engine_call(&mut a, op);
+            reference_call(&mut model, op);
+        }
+        let checkpoint = a.checkpoint();
+        let status = engine_status(&a);
+        // A new state limit below what a key holds now is covered by its own
+        // example in the rules (the engine does not check it on observations
+        // that add nothing); here it never goes below the states a pattern
+        // holds at the checkpoint.
+        let held = status.4.iter().map(|p| p.2 + p.3).max().unwrap_or(0) as i64;
+        let limits = limits.map(|(r, s)| (r, s.max(held)));
+        // the uninterrupted run goes on before the restore: a checkpoint does
+        // not depend on later processing
+        let uninterrupted: Vec<(Answer, StatusView)> = rest
+            .iter()
+            .map(|op| (engine_call(&mut a, op), engine_status(&a)))
+            .collect();
+        let doc2 = with_limits(doc, limits);
+        let document = Document::from_json(&serde_json::to_vec(&doc2).unwrap()).ok()?;
+        let mut b = match Engine::restore(&checkpoint, &document) {
+            Ok(b) => b,
+            Err(e) => return Some(format!("restore refused its own checkpoint: {e}")),
+        };
+        if engine_status(&b) != status {
+            return Some(format!(
+                "status after the restore {:?} != before {status:?}",
+                engine_status(&b)
+            ));
+        }
+        if b.checkpoint() != checkpoint {
+            return Some("the restored engine's checkpoint has other bytes".into());
+        }
+        let (r, s) = limits.unwrap_or((10_000, 10_000));
+        model.set_limits(r as u64, s as u64);
+        let same_limits = with_limits(doc, None) == with_limits(&doc2, None)
+            && doc.get("limits") == doc2.get("limits");
+        for (i, (op, before)) in rest.iter().zip(&uninterrupted).enumerate() {
+            let got = (engine_call(&mut b, op), engine_status(&b));
+            let want = (reference_call(&mut model, op), reference_status(&model));
+            if got != want {
+                return Some(format!(
+                    "call {} ({op}) after the restore (limits {limits:?}):\nreference: {want:#?}\nrestored:  {got:#?}",
+                    at + i
+                ));
+            }
+            if same_limits && &got != before {
+                return Some(format!(
+                    "call {} ({op}) after the restore:\nuninterrupted: {before:#?}\nrestored:      {got:#?}",
+                    at + i
+                ));
+            }
+        }
+        None
+    }));
+    r.unwrap_or_else(|p| Some(format!("panic: {}", panic_text(&p))))
+}
 
 fn restore_case(seed: u64) -> Option<String> {
     let mut rng = Rng::new(seed ^ 0xC0FF_EE00);
@@ -709,68 +815,87 @@ fn restore_case(seed: u64) -> Option<String> {
     let count = rng.range(4, 30) as usize;
     let ops = random_ops(&mut rng, count, true, true);
     let at = rng.below(ops.len() as u64 + 1) as usize;
-    let fails = |d: &Value, ops: &[Op], at: usize| -> Option<String> {
-        let r = catch_unwind(AssertUnwindSafe(|| -> Option<String> {
-            let document = Document::from_json(&serde_json::to_vec(d).unwrap()).ok()?;
-            let mut a = Engine::new(Document::from_json(&serde_json::to_vec(d).unwrap()).unwrap());
-            for op in &ops[..at.min(ops.len())] {
-                engine_call(&mut a, op);
-            }
-            let checkpoint = a.checkpoint();
-            let status = engine_status(&a);
-            // the uninterrupted run goes on before the restore: a checkpoint
-            // does not depend on later processing
-            let rest = &ops[at.min(ops.len())..];
-            let uninterrupted: Vec<(Answer, StatusView)> = rest
-                .iter()
-                .map(|op| (engine_call(&mut a, op), engine_status(&a)))
-                .collect();
-            let mut b = match Engine::restore(&checkpoint, &document) {
-                Ok(b) => b,
-                Err(e) => return Some(format!("restore refused its own checkpoint: {e}")),
-            };
-            if engine_status(&b) != status {
-                return Some(format!(
-                    "status after restore {:?} != before {status:?}",
-                    engine_status(&b)
-                ));
-            }
-            if b.checkpoint() != checkpoint {
-                return Some("the restored engine's checkpoint has other bytes".into());
-            }
-            for (i, (op, want)) in rest.iter().zip(&uninterrupted).enumerate() {
-                let got = (engine_call(&mut b, op), engine_status(&b));
-                if &got != want {
-                    return Some(format!(
-                        "call {} ({op}) after the restore:\nuninterrupted: {want:#?}\nrestored:      {got:#?}",
-                        at + i
-                    ));
-                }
-            }
-            None
-        }));
-        r.unwrap_or_else(|p| Some(format!("panic: {}", panic_text(&p))))
+    let limits = match rng.below(3) {
+        0 => doc.get("limits").map(|l| {
+            (
+                l["max_results_per_advance"].as_i64().unwrap(),
+                l["active_states"].as_i64().unwrap(),
+            )
+        }),
+        1 => None,
+        _ => Some((rng.range(1, 4), rng.range(1, 8))),
     };
-    let what = fails(&doc, &ops, at)?;
-    // shrink the calls after the checkpoint and before it separately
+    let what = restore_differs(&doc, &ops, at, limits)?;
+    // shrink the calls after the checkpoint, then those before it
     let (before, after) = ops.split_at(at);
     let (sdoc, safter) = shrink(&doc, after, &|d, o| {
-        fails(d, &[before, o].concat(), before.len()).is_some()
+        restore_differs(d, &[before, o].concat(), before.len(), limits).is_some()
     });
     let (sdoc, sbefore) = shrink(&sdoc, before, &|d, o| {
-        fails(d, &[o, &safter[..]].concat(), o.len()).is_some()
+        restore_differs(d, &[o, &safter[..]].concat(), o.len(), limits).is_some()
     });
     let sops = [&sbefore[..], &safter[..]].concat();
     Some(format!(
-        "checkpoint after call {at}, restore, continue: differs\n{}{what}\n\nshrunk (checkpoint after call {}):\n{}{}",
+        "checkpoint after call {at}, restore with limits {limits:?}, continue: differs\n{}{what}\n\n\
+         shrunk (checkpoint after call {}):\n{}{}",
         describe(seed, &doc, &ops),
         sbefore.len(),
         describe(seed, &sdoc, &sops),
-        fails(&sdoc, &sops, sbefore.len()).unwrap_or_default()
+        restore_differs(&sdoc, &sops, sbefore.len(), limits).unwrap_or_default()
     ))
 }
 
 #[test]
 fn restore_then_continue_equals_uninterrupted() {
     run_cases("checkpoint/restore", cases() / 3, (0, 1), &restore_case);
+}
+
+/// Any flipped bit and any truncation of a checkpoint is refused.
+fn damaged_checkpoint_case(seed: u64) -> Option<String> {
+    let mut rng = Rng::new(seed ^ 0xDA3A_6E00);
+    let doc = random_document(&mut rng);
+    let count = rng.range(4, 30) as usize;
+    let ops = random_ops(&mut rng, count, true, false);
+    let mut e = new_engine(&doc).ok()?;
+    for op in &ops {
+        engine_call(&mut e, op);
+    }
+    let checkpoint = e.checkpoint();
+    let document = Document::from_json(&serde_json::to_vec(&doc).unwrap()).ok()?;
+    let mut problems = Vec::new();
+    for _ in 0..20 {
+        let mut bad = checkpoint.clone();
+        let at = rng.below(bad.len() as u64) as usize;
+        let bit = rng.below(8);
+        bad[at] ^= 1 << bit;
+        if Engine::restore(&bad, &document).is_ok() {
+            problems.push(format!(
+                "bit {bit} of byte {at} flipped ({:?} -> {:?}) is accepted",
+                checkpoint[at] as char, bad[at] as char
+            ));
+        }
+        let cut = rng.below(checkpoint.len() as u64) as usize;
+        if Engine::restore(&checkpoint[..cut], &document).is_ok() {
+            problems.push(format!("truncated to {cut} bytes, it is accepted"));
+        }
+    }
+    if problems.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{}checkpoint: {}\n{}",
+        describe(seed, &doc, &ops),
+        String::from_utf8_lossy(&checkpoint),
+        problems.join("\n")
+    ))
+}
+
+#[test]
+fn a_damaged_checkpoint_is_refused() {
+    run_cases(
+        "damaged checkpoints",
+        cases() / 10,
+        (0, 1),
+        &damaged_checkpoint_case,
+    );
 }

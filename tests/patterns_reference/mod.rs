@@ -1129,6 +1129,13 @@ impl Model {
         self.advance(FINAL_WATERMARK)
     }
 
+    /// Changes the limits (they are policy, not state: a restore or restart
+    /// may change them).
+    pub fn set_limits(&mut self, max_results_per_advance: u64, active_states: u64) {
+        self.max_results = max_results_per_advance;
+        self.active_states = active_states;
+    }
+
     pub fn watermark(&self) -> i64 {
         self.watermark
     }
