@@ -78,17 +78,97 @@ const KINDS: [&str; 4] = ["A", "B", "C", "D"];
 const FIELDS: [&str; 5] = ["i", "d", "m", "s", "b"];
 const OPS: [&str; 6] = ["eq", "ne", "lt", "le", "gt", "ge"];
 
-/// A value for field `f`, usually of the field's own type.
-fn value_for(rng: &mut Rng, f: &str) -> Value {
-    let f = if rng.pct(8) { rng.pick(&FIELDS) } else { f };
+/// Field value tokens as JSON text, by field: the documents compare with
+/// them, the events carry them verbatim (so `-0` is an Integer, `1E2` a
+/// Double, `"\ud83d\ude00"` the same String as `"😀"`).
+fn tokens(f: &str) -> &'static [&'static str] {
     match f {
-        "i" => json!(rng.range(-2, 3)),
-        "d" => json!(rng.pick(&[-0.0, 0.0, 0.5, 1.0, 1.5, -1.0, 2.0])),
-        "m" => {
-            json!({"decimal": rng.pick(&["0", "-0", "1", "1.0", "1.50", "1.5", "-1", "2", "0.5", "00.50"])})
+        "i" => &[
+            "-0",
+            "0",
+            "1",
+            "1",
+            "2",
+            "3",
+            "-1",
+            "-2",
+            "9223372036854775807",
+            "-9223372036854775808",
+        ],
+        "d" => &[
+            "1E2",
+            "15e-1",
+            "-0.0",
+            "0.0",
+            "0.5",
+            "1.0",
+            "1.5",
+            "-1.0",
+            "2.0",
+            "2e0",
+            "1e300",
+            "5e-324",
+            "0.30000000000000004",
+            "9.226868704665383890e-19",
+        ],
+        "m" => &[
+            r#"{"decimal":"0"}"#,
+            r#"{"decimal":"-0"}"#,
+            r#"{"decimal":"-0.0"}"#,
+            r#"{"decimal":"1"}"#,
+            r#"{"decimal":"1.0"}"#,
+            r#"{"decimal":"1.50"}"#,
+            r#"{"decimal":"1.5"}"#,
+            r#"{"decimal":"-1"}"#,
+            r#"{"decimal":"2"}"#,
+            r#"{"decimal":"0.5"}"#,
+            r#"{"decimal":"00.50"}"#,
+            r#"{"decimal":"9.99"}"#,
+            r#"{"decimal":"0010.0"}"#,
+            r#"{"decimal":"12345678901234567890123456789012345678"}"#,
+            r#"{"decimal":"-0.0000000000000000000000000000000000001"}"#,
+        ],
+        "s" => &[
+            r#""""#,
+            r#""a""#,
+            r#""b""#,
+            r#""Z""#,
+            r#""é""#,
+            r#""\"q\"""#,
+            r#""back\\slash""#,
+            r#""line\nbreak""#,
+            r#""\u0001""#,
+            r#""\u001f""#,
+            r#""\u007f""#,
+            r#""\u2028""#,
+            r#""😀""#,
+            r#""\ud83d\ude00""#,
+            r#""\uffff""#,
+            r#""\/""#,
+        ],
+        _ => &["true", "false"],
+    }
+}
+
+/// A value token for field `f`, usually of the field's own type.
+fn token_for(rng: &mut Rng, f: &str) -> &'static str {
+    let f = if rng.pct(8) { rng.pick(&FIELDS) } else { f };
+    rng.pick(tokens(f))
+}
+
+/// A condition's value for field `f`: the same tokens, as a JSON value.
+/// Numbers are converted here, not by serde_json, which reads `-0` as a
+/// Double and does not round every long literal correctly.
+fn value_for(rng: &mut Rng, f: &str) -> Value {
+    let t = token_for(rng, f);
+    if t.starts_with(|c: char| c == '-' || c.is_ascii_digit()) {
+        if t.contains(['.', 'e', 'E']) {
+            json!(t.parse::<f64>().unwrap())
+        } else {
+            json!(t.parse::<i64>().unwrap())
         }
-        "s" => json!(rng.pick(&["", "a", "b", "Z", "é"])),
-        _ => json!(rng.pct(50)),
+    } else {
+        serde_json::from_str(t).unwrap()
     }
 }
 
@@ -203,7 +283,7 @@ fn random_document(rng: &mut Rng) -> Value {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Push(Vec<Value>),
+    Push(Vec<GenEvent>),
     Advance(i64),
     Finish,
 }
@@ -211,31 +291,79 @@ enum Op {
 impl std::fmt::Display for Op {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         match self {
-            Op::Push(events) => write!(f, "push {}", Value::Array(events.clone())),
+            Op::Push(events) => {
+                let texts: Vec<String> = events.iter().map(GenEvent::text).collect();
+                write!(f, "push [{}]", texts.join(","))
+            }
             Op::Advance(w) => write!(f, "advance {w}"),
             Op::Finish => write!(f, "finish"),
         }
     }
 }
 
-fn random_event(rng: &mut Rng, keys: &[&str], n: &mut u64, time: i64) -> Value {
+/// An event to push, written out as exact JSON text.
+#[derive(Debug, Clone)]
+struct GenEvent {
+    id: String,
+    key: String,
+    kind: String,
+    time: i64,
+    /// `(name, value token)` in the order written; `None`: no `fields`.
+    fields: Option<Vec<(String, &'static str)>>,
+    /// Write `time` first instead of last.
+    time_first: bool,
+}
+
+impl GenEvent {
+    fn text(&self) -> String {
+        let js = |s: &str| serde_json::to_string(s).unwrap();
+        let mut t = String::from("{");
+        if self.time_first {
+            write!(t, "\"time\":{},", self.time).unwrap();
+        }
+        write!(
+            t,
+            "\"id\":{},\"key\":{},\"kind\":{}",
+            js(&self.id),
+            js(&self.key),
+            js(&self.kind)
+        )
+        .unwrap();
+        if !self.time_first {
+            write!(t, ",\"time\":{}", self.time).unwrap();
+        }
+        if let Some(fields) = &self.fields {
+            let f: Vec<String> = fields
+                .iter()
+                .map(|(n, v)| format!("{}:{v}", js(n)))
+                .collect();
+            write!(t, ",\"fields\":{{{}}}", f.join(",")).unwrap();
+        }
+        t.push('}');
+        t
+    }
+}
+
+fn random_event(rng: &mut Rng, keys: &[&str], n: &mut u64, time: i64) -> GenEvent {
     *n += 1;
-    let mut fields = serde_json::Map::new();
+    let mut fields = Vec::new();
     for f in FIELDS {
         if rng.pct(60) {
-            fields.insert(f.into(), value_for(rng, f));
+            fields.push((f.to_string(), token_for(rng, f)));
         }
     }
-    let mut e = json!({
-        "id": format!("e{n}"),
-        "key": rng.pick(keys),
-        "kind": rng.pick(&KINDS),
-        "time": time,
-    });
-    if !fields.is_empty() || rng.pct(50) {
-        e["fields"] = Value::Object(fields);
+    // in any order
+    for i in (1..fields.len()).rev() {
+        fields.swap(i, rng.below(i as u64 + 1) as usize);
     }
-    e
+    GenEvent {
+        id: rng.pick(&["e", "é\"\u{1}", "😀"]).to_string() + &n.to_string(),
+        key: rng.pick(keys).to_string(),
+        kind: rng.pick(&KINDS).to_string(),
+        time,
+        fields: (!fields.is_empty() || rng.pct(50)).then_some(fields),
+        time_first: rng.pct(20),
+    }
 }
 
 /// A random call sequence. `late` allows late pushes and watermark errors;
@@ -338,7 +466,7 @@ fn engine_call(e: &mut Engine, op: &Op) -> Answer {
         Op::Push(events) => {
             let mut parsed = Vec::new();
             for (i, v) in events.iter().enumerate() {
-                match patterns::parse_event(&serde_json::to_vec(v).unwrap()) {
+                match patterns::parse_event(v.text().as_bytes()) {
                     Ok(ev) => parsed.push(ev),
                     Err(_) => return Answer::PushRejected("bad_request".into(), i),
                 }
@@ -381,7 +509,15 @@ fn reference_call(m: &mut reference::Model, op: &Op) -> Answer {
         Err(code) => Answer::Rejected(code.to_string()),
     };
     match op {
-        Op::Push(events) => match m.push(events) {
+        Op::Push(events) => match m.push_texts(
+            &events
+                .iter()
+                .map(|e| e.text().into_bytes())
+                .collect::<Vec<_>>()
+                .iter()
+                .map(Vec::as_slice)
+                .collect::<Vec<_>>(),
+        ) {
             Ok(p) => Answer::Pushed(p.first, p.last, p.buffered),
             Err((code, i)) => Answer::PushRejected(code.to_string(), i),
         },
@@ -537,14 +673,17 @@ fn shrink(doc: &Value, ops: &[Op], fails: &dyn Fn(&Value, &[Op]) -> bool) -> (Va
             };
             for j in 0..events.len() {
                 let names: Vec<String> = events[j]
-                    .get("fields")
-                    .and_then(Value::as_object)
-                    .map(|m| m.keys().cloned().collect())
-                    .unwrap_or_default();
+                    .fields
+                    .iter()
+                    .flatten()
+                    .map(|(n, _)| n.clone())
+                    .collect();
                 for name in names {
                     let mut o = ops.clone();
                     if let Op::Push(ev) = &mut o[i] {
-                        ev[j]["fields"].as_object_mut().unwrap().remove(&name);
+                        if let Some(f) = &mut ev[j].fields {
+                            f.retain(|(n, _)| *n != name);
+                        }
                     }
                     if fails(&doc, &o) {
                         ops = o;
@@ -898,4 +1037,83 @@ fn a_damaged_checkpoint_is_refused() {
         (0, 1),
         &damaged_checkpoint_case,
     );
+}
+
+// ----------------------------------------------------------------------
+// Documents written back
+
+/// The document as `GET /patterns` shows it, derived from the contract:
+/// every default written out, patterns by name, the limits in force, an
+/// absent `forbidden` or `absence` omitted.
+fn with_defaults(doc: &Value) -> Value {
+    let mut patterns = doc["patterns"].as_array().unwrap().clone();
+    patterns.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    for p in &mut patterns {
+        let p = p.as_object_mut().unwrap();
+        p.entry("skip").or_insert(json!("no_skip"));
+        for st in p["stages"].as_array_mut().unwrap() {
+            let st = st.as_object_mut().unwrap();
+            st.entry("min").or_insert(json!(1));
+            st.entry("max").or_insert(json!(1));
+            st.entry("contiguity").or_insert(json!("skip_next"));
+        }
+    }
+    let limit = |name: &str| doc["limits"][name].as_u64().unwrap_or(10_000);
+    json!({
+        "patterns": patterns,
+        "limits": {
+            "max_results_per_advance": limit("max_results_per_advance"),
+            "active_states": limit("active_states"),
+        }
+    })
+}
+
+fn document_case(seed: u64) -> Option<String> {
+    let mut rng = Rng::new(seed ^ 0xD0C0_0000);
+    let doc = random_document(&mut rng);
+    let r = catch_unwind(AssertUnwindSafe(|| -> Option<String> {
+        let d = match Document::from_json(&serde_json::to_vec(&doc).unwrap()) {
+            Ok(d) => d,
+            Err(e) => return Some(format!("refused: {e}")),
+        };
+        let written = d.to_json();
+        let got: Value = serde_json::from_slice(&written).ok()?;
+        if got != with_defaults(&doc) {
+            return Some(format!(
+                "written back as {got}\nexpected {}",
+                with_defaults(&doc)
+            ));
+        }
+        let again = Document::from_json(&written).ok()?;
+        if again.to_json() != written {
+            return Some("writing back the written document changes it".into());
+        }
+        if !d.same_patterns(&again) {
+            return Some("not the same patterns as its own written form".into());
+        }
+        // other order, other limits: the same patterns
+        let mut reordered = doc.clone();
+        reordered["patterns"].as_array_mut().unwrap().reverse();
+        reordered["limits"] = json!({"max_results_per_advance": 7});
+        let reordered = Document::from_json(&serde_json::to_vec(&reordered).unwrap()).ok()?;
+        if !d.same_patterns(&reordered) {
+            return Some("reordered patterns or other limits make other patterns".into());
+        }
+        // a different within: other patterns
+        let mut changed = doc.clone();
+        let w = changed["patterns"][0]["within"].as_i64().unwrap();
+        changed["patterns"][0]["within"] = json!(w + 1);
+        let changed = Document::from_json(&serde_json::to_vec(&changed).unwrap()).ok()?;
+        if d.same_patterns(&changed) {
+            return Some("a changed within is the same patterns".into());
+        }
+        None
+    }));
+    let what = r.unwrap_or_else(|p| Some(format!("panic: {}", panic_text(&p))))?;
+    Some(format!("seed {seed}\ndocument: {doc}\n{what}"))
+}
+
+#[test]
+fn documents_are_written_back_with_every_default() {
+    run_cases("documents", cases() / 5, (0, 1), &document_case);
 }
