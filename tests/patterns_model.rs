@@ -1,22 +1,29 @@
 //! Differential test of the pattern engine against the naive reference model
-//! (`patterns_reference`), over seeded random documents and call sequences,
-//! plus two engine-only properties:
-//!
-//! - one advance to `W` gives the same output as many small advances up to
-//!   `W` (when no limit fails), and leaves the same state (same checkpoint);
-//! - a checkpoint restored into a fresh engine continues exactly as the
-//!   uninterrupted engine does.
-//!
+//! (`patterns_reference`), over seeded random documents and call sequences.
 //! Every call's answer is compared exactly: output records as JSON text,
 //! error codes and batch indexes, watermark, processed and buffered counts,
-//! and the status after every call.
+//! the status after every call, and, for a rejected advance, the engine's
+//! checkpoint before and after (nothing committed).
 //!
-//! Environment: `PATTERNS_MODEL_CASES=N` (default 5000) differential cases;
-//! each engine-only property runs `N / 3` cases. `PATTERNS_MODEL_SEED=S`
-//! (default 1) is the first seed; case `i` uses seed `S + i`. A failure
-//! prints the seed, the document and the calls, shrunk to a smaller failing
-//! sequence when possible; `PATTERNS_MODEL_SEED=<seed> PATTERNS_MODEL_CASES=1`
-//! reruns exactly that case.
+//! Further properties over the same random inputs:
+//!
+//! - one advance to `W` gives the same output as many small advances up to
+//!   `W` (no limits), and leaves the same state (the same checkpoint bytes);
+//! - a checkpoint restored into a fresh engine (possibly under other limits:
+//!   they are policy, not state) continues exactly as the reference does
+//!   and, with the same limits, as the uninterrupted engine does;
+//! - a checkpoint with a flipped bit, truncated, or restored under other
+//!   patterns is refused;
+//! - a document is written back with every default, and is the same
+//!   patterns as itself reordered, with other limits, but not with another
+//!   `within`.
+//!
+//! Environment: `PATTERNS_MODEL_CASES=N` (default 4000) differential cases;
+//! the other properties run a fixed fraction of `N` each.
+//! `PATTERNS_MODEL_SEED=S` (default 1) is the first seed; case `i` uses seed
+//! `S + i`. A failure prints the seed, the document and the calls, shrunk to
+//! a smaller failing case when possible;
+//! `PATTERNS_MODEL_SEED=<seed> PATTERNS_MODEL_CASES=1` reruns that case.
 
 mod patterns_reference;
 
@@ -312,6 +319,30 @@ struct GenEvent {
     fields: Option<Vec<(String, &'static str)>>,
     /// Write `time` first instead of last.
     time_first: bool,
+    /// Write the key's non-ASCII characters as `\u` escapes (the same key).
+    key_escaped: bool,
+}
+
+/// `s` as a JSON string with every non-ASCII character escaped.
+fn escaped(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    write!(out, "\\u{u:04x}").unwrap();
+                }
+            }
+        }
+    }
+    out.push('"');
+    out
 }
 
 impl GenEvent {
@@ -325,7 +356,11 @@ impl GenEvent {
             t,
             "\"id\":{},\"key\":{},\"kind\":{}",
             js(&self.id),
-            js(&self.key),
+            if self.key_escaped {
+                escaped(&self.key)
+            } else {
+                js(&self.key)
+            },
             js(&self.kind)
         )
         .unwrap();
@@ -363,6 +398,7 @@ fn random_event(rng: &mut Rng, keys: &[&str], n: &mut u64, time: i64) -> GenEven
         time,
         fields: (!fields.is_empty() || rng.pct(50)).then_some(fields),
         time_first: rng.pct(20),
+        key_escaped: rng.pct(30),
     }
 }
 
@@ -550,7 +586,16 @@ fn differ(doc: &Value, ops: &[Op]) -> Option<Divergence> {
         let mut model = reference::Model::new(doc);
         for (i, op) in ops.iter().enumerate() {
             let want = reference_call(&mut model, op);
+            let before = matches!(op, Op::Advance(_) | Op::Finish).then(|| engine.checkpoint());
             let got = engine_call(&mut engine, op);
+            if let (Answer::Rejected(code), Some(before)) = (&got, before) {
+                if engine.checkpoint() != before {
+                    return Some(Divergence {
+                        op: i,
+                        what: format!("the rejected call ({code}) changed the engine's checkpoint"),
+                    });
+                }
+            }
             if got != want {
                 return Some(Divergence {
                     op: i,
@@ -757,7 +802,7 @@ fn run_cases(name: &str, count: u64, share: (u64, u64), case: &dyn Fn(u64) -> Op
 }
 
 fn cases() -> u64 {
-    env_u64("PATTERNS_MODEL_CASES", 5000)
+    env_u64("PATTERNS_MODEL_CASES", 4000)
 }
 
 #[test]
@@ -1002,6 +1047,13 @@ fn damaged_checkpoint_case(seed: u64) -> Option<String> {
     let checkpoint = e.checkpoint();
     let document = Document::from_json(&serde_json::to_vec(&doc).unwrap()).ok()?;
     let mut problems = Vec::new();
+    let mut other = doc.clone();
+    let w = other["patterns"][0]["within"].as_i64().unwrap();
+    other["patterns"][0]["within"] = json!(w + 1);
+    let other = Document::from_json(&serde_json::to_vec(&other).unwrap()).ok()?;
+    if Engine::restore(&checkpoint, &other).is_ok() {
+        problems.push("restored under a document with another within".into());
+    }
     for _ in 0..20 {
         let mut bad = checkpoint.clone();
         let at = rng.below(bad.len() as u64) as usize;
