@@ -1064,6 +1064,11 @@ fn damaged_checkpoint_case(seed: u64) -> Option<String> {
         let at = rng.below(bad.len() as u64) as usize;
         let bit = rng.below(8);
         bad[at] ^= 1 << bit;
+        // The case of a hex digit in a string's `\u` escape is its own
+        // example in the rules (the engine accepts it: same string).
+        if bit == 5 && in_unicode_escape(&checkpoint, at) && bad[at].is_ascii_alphabetic() {
+            continue;
+        }
         if Engine::restore(&bad, &document).is_ok() {
             problems.push(format!(
                 "bit {bit} of byte {at} flipped ({:?} -> {:?}) is accepted",
@@ -1086,11 +1091,24 @@ fn damaged_checkpoint_case(seed: u64) -> Option<String> {
     ))
 }
 
+/// Whether `bytes[at]` is one of the four hex digits of a `\uXXXX` escape.
+fn in_unicode_escape(bytes: &[u8], at: usize) -> bool {
+    (2..=5).any(|k| {
+        at >= k + 1
+            && bytes[at - k] == b'u'
+            && bytes[at - k - 1] == b'\\'
+            && at - k + 4 < bytes.len()
+            && bytes[at - k + 1..=at - k + 4]
+                .iter()
+                .all(u8::is_ascii_hexdigit)
+    })
+}
+
 #[test]
 fn a_damaged_checkpoint_is_refused() {
     run_cases(
         "damaged checkpoints",
-        cases() / 10,
+        share(20),
         (0, 1),
         &damaged_checkpoint_case,
     );
