@@ -1094,7 +1094,7 @@ fn damaged_checkpoint_case(seed: u64) -> Option<String> {
 /// Whether `bytes[at]` is one of the four hex digits of a `\uXXXX` escape.
 fn in_unicode_escape(bytes: &[u8], at: usize) -> bool {
     (2..=5).any(|k| {
-        at >= k + 1
+        at > k
             && bytes[at - k] == b'u'
             && bytes[at - k - 1] == b'\\'
             && at - k + 4 < bytes.len()
