@@ -456,6 +456,16 @@ impl Side for EngineSide {
     }
     fn status(&self) -> StatusView {
         let s = self.0.status();
+        assert_eq!(
+            (
+                self.0.watermark(),
+                self.0.buffered(),
+                self.0.next_ordinal(),
+                self.0.sequence()
+            ),
+            (s.watermark, s.buffered, s.next_ordinal, s.sequence),
+            "engine: accessors and status disagree"
+        );
         (
             s.watermark,
             s.buffered,
@@ -2559,6 +2569,19 @@ fn the_document_is_written_back_with_every_default() {
     .unwrap();
     assert_eq!(got, want);
     assert_eq!(d.pattern_names(), vec!["a".to_string(), "b".to_string()]);
+    let l = d.limits();
+    assert_eq!((l.max_results_per_advance, l.active_states), (10_000, 5));
+    let relimited = d.with_limits(patterns::Limits {
+        max_results_per_advance: 3,
+        active_states: 4,
+    });
+    assert!(d.same_patterns(&relimited));
+    let got: serde_json::Value = serde_json::from_slice(&relimited.to_json()).unwrap();
+    assert_eq!(
+        got["limits"],
+        serde_json::json!({"max_results_per_advance": 3, "active_states": 4})
+    );
+    assert_eq!(got["patterns"], want["patterns"]);
     // the same patterns in another order, defaults written out, other limits
     let same = Document::from_json(&d.to_json()).unwrap();
     assert!(d.same_patterns(&same));
