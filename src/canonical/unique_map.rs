@@ -22,7 +22,7 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for UniqueMap<V> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut out: Vec<(String, V)> = Vec::new();
-                let mut seen = std::collections::HashSet::new();
+                let mut seen = std::collections::BTreeSet::new();
                 while let Some(k) = map.next_key::<String>()? {
                     if !seen.insert(k.clone()) {
                         return Err(serde::de::Error::custom(format!("duplicate key {k:?}")));

@@ -9,6 +9,7 @@
 //! root, is in both orders at once; a list holds at most 128 nodes (the sum
 //! of `max` over the stages), which bounds every walk and the recursive drop.
 
+use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::patterns::buffer::Pending;
@@ -46,14 +47,41 @@ pub(crate) struct Caps {
 }
 
 /// The sort key of selection: `(start time, first ordinal, capture counts
-/// in stage order, all capture ordinals in stage order)`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+/// in stage order, all capture ordinals in stage order)`. Captures hold at
+/// most 32 stages and 128 events, so a key fits on the stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SortKey {
-    pub start: i64,
-    pub first: u64,
-    pub counts: Vec<u8>,
-    pub ordinals: Vec<u64>,
+    start: i64,
+    first: u64,
+    stages: u8,
+    counts: [u8; MAX_STAGES],
+    len: u8,
+    ordinals: [u64; MAX_CAPTURES],
 }
+
+impl PartialOrd for SortKey {
+    fn partial_cmp(&self, other: &SortKey) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SortKey {
+    fn cmp(&self, other: &SortKey) -> Ordering {
+        (self.start, self.first)
+            .cmp(&(other.start, other.first))
+            .then_with(|| {
+                self.counts[..usize::from(self.stages)]
+                    .cmp(&other.counts[..usize::from(other.stages)])
+            })
+            .then_with(|| {
+                self.ordinals[..usize::from(self.len)]
+                    .cmp(&other.ordinals[..usize::from(other.len)])
+            })
+    }
+}
+
+const MAX_STAGES: usize = crate::patterns::document::MAX_STAGES;
+const MAX_CAPTURES: usize = crate::patterns::document::MAX_CAPTURES as usize;
 
 impl Caps {
     /// The captures of a branch started by `e` (stage 0).
@@ -132,19 +160,31 @@ impl Caps {
 
     /// The selection sort key.
     pub fn sort_key(&self, stages: usize) -> SortKey {
-        let nodes = self.in_order();
-        let mut counts = vec![0u8; stages];
-        for n in &nodes {
-            if let Some(c) = counts.get_mut(usize::from(n.stage)) {
+        let mut key = SortKey {
+            start: self.start,
+            first: self.first,
+            stages: stages.min(MAX_STAGES) as u8,
+            counts: [0; MAX_STAGES],
+            len: 0,
+            ordinals: [0; MAX_CAPTURES],
+        };
+        let n = usize::from(self.len).min(MAX_CAPTURES);
+        key.len = n as u8;
+        // the list is walked from its end: fill the ordinals backwards
+        for (i, node) in self.nodes().take(n).enumerate() {
+            key.ordinals[n - 1 - i] = node.ordinal;
+            if let Some(c) = key.counts.get_mut(usize::from(node.stage)) {
                 *c = c.saturating_add(1);
             }
         }
-        SortKey {
-            start: self.start,
-            first: self.first,
-            counts,
-            ordinals: nodes.iter().map(|n| n.ordinal).collect(),
-        }
+        key
+    }
+
+    /// Compares by the selection sort key, cheaply when starts differ.
+    pub fn cmp_key(&self, other: &Caps, stages: usize) -> Ordering {
+        (self.start, self.first)
+            .cmp(&(other.start, other.first))
+            .then_with(|| self.sort_key(stages).cmp(&other.sort_key(stages)))
     }
 
     /// The output id: `pattern:` then each stage's ordinals joined by `.`,
@@ -160,19 +200,33 @@ impl Caps {
                 id.push('/');
             }
             let mut first = true;
-            while let Some(n) = nodes.get(at) {
-                if usize::from(n.stage) != stage {
-                    break;
-                }
+            while let Some(n) = nodes.get(at).filter(|n| usize::from(n.stage) == stage) {
                 if !first {
                     id.push('.');
                 }
                 first = false;
-                id.push_str(&n.ordinal.to_string());
+                push_decimal(&mut id, n.ordinal);
                 at += 1;
             }
         }
         id
+    }
+}
+
+/// Appends `n` in decimal (no formatting machinery on the output path).
+pub(crate) fn push_decimal(s: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        s.push(char::from(d));
     }
 }
 
@@ -278,6 +332,18 @@ pub(crate) fn successors(
         }
         if shape.optional_after[s] {
             candidates.push(caps);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decimals_are_written_plainly() {
+        for n in [0u64, 7, 10, 123_456, u64::MAX] {
+            let mut s = String::new();
+            super::push_decimal(&mut s, n);
+            assert_eq!(s, n.to_string());
         }
     }
 }

@@ -300,13 +300,13 @@ pub(crate) fn parse(
                 };
                 let Some(index) = scope.stages.iter().position(|s| *s == stage) else {
                     return Err(err(
-                        &path.key("capture"),
+                        path,
                         format!("capture {stage:?} is not a stage of this pattern"),
                     ));
                 };
                 if index >= scope.before {
                     return Err(err(
-                        &path.key("capture"),
+                        path,
                         format!("capture {stage:?} is not an earlier stage"),
                     ));
                 }

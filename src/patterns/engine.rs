@@ -28,7 +28,7 @@ use crate::patterns::error::{PushRejection, Rejection};
 use crate::patterns::event::Event;
 use crate::patterns::expiry::expire;
 use crate::patterns::keys::{KeyId, Keys};
-use crate::patterns::keystate::{observe, Decision, KeyState};
+use crate::patterns::keystate::{observe, KeyState, Scratch};
 use crate::patterns::output::Output;
 use crate::patterns::selection::{select, Emitter, Group};
 use crate::patterns::{FINAL_WATERMARK, MAX_EVENT_TIME};
@@ -109,8 +109,16 @@ impl Compiled {
     }
 }
 
+impl Undo {
+    fn clear(&mut self) {
+        self.states.clear();
+        self.inserted.clear();
+        self.expired.clear();
+    }
+}
+
 /// What an advance changed, to undo it if it fails.
-#[derive(Default)]
+#[derive(Debug, Clone, Default)]
 struct Undo {
     /// (pattern, key, the state before the advance first changed it).
     states: Vec<(u32, KeyId, KeyState)>,
@@ -135,7 +143,11 @@ pub struct Engine {
     pub(crate) sequence: u64,
     /// Advances started (numbers the undo saves).
     epoch: u64,
-    scratch: Vec<Decision>,
+    scratch: Scratch,
+    /// The previous advance's taken events and undo log, cleared (their
+    /// capacity is reused).
+    taken: Vec<Pending>,
+    undo: Undo,
 }
 
 impl std::fmt::Debug for Engine {
@@ -155,18 +167,21 @@ impl Engine {
     /// A fresh engine: watermark -1, nothing buffered, next ordinal 1.
     pub fn new(doc: Document) -> Engine {
         let compiled = Compiled::all(&doc);
+        let n = doc.patterns.len();
         Engine {
             states: vec![Vec::new(); doc.patterns.len()],
             compiled,
             doc,
             keys: Keys::default(),
             buffer: Buffer::default(),
-            deadlines: Deadlines::default(),
+            deadlines: Deadlines::new(n),
             watermark: -1,
             next_ordinal: 1,
             sequence: 0,
             epoch: 0,
-            scratch: Vec::new(),
+            scratch: Scratch::default(),
+            taken: Vec::new(),
+            undo: Undo::default(),
         }
     }
 
@@ -277,8 +292,9 @@ impl Engine {
             });
         }
         self.epoch += 1;
-        let taken = self.buffer.take_through(watermark);
-        let mut undo = Undo::default();
+        let mut taken = std::mem::take(&mut self.taken);
+        let mut undo = std::mem::take(&mut self.undo);
+        self.buffer.take_through(watermark, &mut taken);
         let mut em = Emitter {
             out: Vec::new(),
             sequence: self.sequence,
@@ -289,23 +305,31 @@ impl Engine {
             Ok(()) => {
                 self.watermark = watermark;
                 self.sequence = em.sequence;
+                let processed = taken.len() as u64;
+                taken.clear();
+                undo.clear();
+                self.taken = taken;
+                self.undo = undo;
                 Ok(AdvanceOutcome {
                     output: em.out,
                     watermark,
-                    processed: taken.len() as u64,
+                    processed,
                 })
             }
             Err(rejection) => {
-                for (p, k, st) in undo.states.into_iter().rev() {
+                for (p, k, st) in undo.states.drain(..).rev() {
                     self.states[p as usize][k as usize] = st;
                 }
-                for (d, p, k) in undo.inserted {
+                for &(d, p, k) in undo.inserted.iter().rev() {
                     self.deadlines.remove(d, p, k);
                 }
-                for (d, p, k) in undo.expired {
+                for &(d, p, k) in undo.expired.iter().rev() {
                     self.deadlines.insert(d, p, k);
                 }
-                self.buffer.put_back(taken);
+                undo.clear();
+                self.undo = undo;
+                self.buffer.put_back(taken.drain(..));
+                self.taken = taken;
                 Err(rejection)
             }
         }
@@ -385,10 +409,11 @@ impl Engine {
             }
         }
         // 5. candidates: waits for a pattern with absence, else selection
-        if !obs.candidates.is_empty() {
+        let cands = &mut self.scratch.candidates;
+        if !cands.is_empty() {
             if pattern.absence.is_some() {
-                let waits = crate::patterns::selection::order(obs.candidates, c.shape.len());
-                st.waits.extend(waits);
+                crate::patterns::selection::order(cands, c.shape.len());
+                st.waits.append(cands);
             } else {
                 let g = Group {
                     pattern,
@@ -397,7 +422,7 @@ impl Engine {
                     shape: &c.shape,
                     key: self.keys.name(e.key),
                 };
-                select(&g, st, obs.candidates, e.time, em)?;
+                select(&g, st, cands, e.time, em)?;
             }
         }
         let live = (st.branches.len() + st.waits.len()) as u64;
@@ -496,6 +521,62 @@ impl Engine {
             sequence: self.sequence,
             patterns,
         }
+    }
+
+    /// An estimate of the heap bytes the engine holds: its structures,
+    /// every buffered or captured event (each counted once), capture nodes,
+    /// interned keys and the deadline index; allocator overhead excluded.
+    /// A diagnostic (it walks everything), not for the hot path.
+    pub fn heap_bytes(&self) -> u64 {
+        use std::collections::BTreeSet;
+        use std::mem::size_of;
+        fn event_bytes(e: &Event) -> usize {
+            let mut n =
+                16 + size_of::<Event>() + e.id.capacity() + e.key.capacity() + e.kind.capacity();
+            n += e.fields.capacity() * size_of::<(String, crate::patterns::Value)>();
+            for (name, v) in &e.fields {
+                n += name.capacity();
+                match v {
+                    crate::patterns::Value::String(s) => n += s.capacity(),
+                    crate::patterns::Value::Decimal(d) => n += d.as_str().len(),
+                    _ => {}
+                }
+            }
+            n
+        }
+        let mut total = 0usize;
+        let mut nodes = BTreeSet::new();
+        let mut events = BTreeSet::new();
+        for p in self.buffer.by_ordinal() {
+            if events.insert(Arc::as_ptr(&p.event) as usize) {
+                total += event_bytes(&p.event);
+            }
+        }
+        total += self.buffer.len() * size_of::<Pending>();
+        for states in &self.states {
+            total += states.capacity() * size_of::<KeyState>();
+            for st in states {
+                total += st.branches.capacity() * size_of::<crate::patterns::branch::Branch>();
+                total += st.waits.capacity() * size_of::<crate::patterns::branch::Caps>();
+                let all = st.branches.iter().map(|b| &b.caps).chain(st.waits.iter());
+                for caps in all {
+                    let mut at = Some(&caps.last);
+                    while let Some(n) = at {
+                        if !nodes.insert(Arc::as_ptr(n) as usize) {
+                            break;
+                        }
+                        total += 16 + size_of::<crate::patterns::branch::Node>();
+                        if events.insert(Arc::as_ptr(&n.event) as usize) {
+                            total += event_bytes(&n.event);
+                        }
+                        at = n.prev.as_ref();
+                    }
+                }
+            }
+        }
+        total += self.keys.heap_bytes();
+        total += self.deadlines.len() * 24;
+        total as u64
     }
 
     /// The canonical checkpoint envelope.

@@ -20,7 +20,7 @@ pub const MAX_NAME_BYTES: usize = 256;
 pub const MAX_FIELDS: usize = 64;
 
 /// One validated pattern event.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Event {
     /// Non-empty, at most 256 bytes; metadata only (not a dedup key).
     pub id: String,

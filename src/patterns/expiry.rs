@@ -27,12 +27,12 @@ pub(crate) fn expire(
     em: &mut Emitter,
 ) -> Result<(), Rejection> {
     let start = deadline - g.pattern.within;
-    let (due, waits): (Vec<Caps>, Vec<Caps>) = std::mem::take(&mut st.waits)
-        .into_iter()
-        .partition(|w| w.start == start);
-    st.waits = waits;
-    if !due.is_empty() {
-        select(g, st, due, deadline, em)?;
+    if st.waits.iter().any(|w| w.start == start) {
+        let (mut due, waits): (Vec<Caps>, Vec<Caps>) = std::mem::take(&mut st.waits)
+            .into_iter()
+            .partition(|w| w.start == start);
+        st.waits = waits;
+        select(g, st, &mut due, deadline, em)?;
     }
     let mut timeouts = Vec::new();
     st.branches.retain(|b| {
@@ -44,8 +44,9 @@ pub(crate) fn expire(
         }
         false
     });
-    for caps in order(timeouts, g.shape.len()) {
-        em.emit(OutputKind::Timeout, g, &caps, deadline)?;
+    order(&mut timeouts, g.shape.len());
+    for caps in &timeouts {
+        em.emit(OutputKind::Timeout, g, caps, deadline)?;
     }
     Ok(())
 }

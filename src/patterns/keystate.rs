@@ -42,26 +42,35 @@ pub(crate) enum Decision {
     Fork,
 }
 
-/// The state after an observation's steps 1 to 4, and its candidates.
+/// The state after an observation's steps 1 to 4 (its candidates are left
+/// in [`Scratch::candidates`]).
 pub(crate) struct Observed {
     /// The new branch set.
     pub branches: Vec<Branch>,
     /// The new wait set, when step 1 cancelled some.
     pub waits: Option<Vec<Caps>>,
-    /// Candidates completing on the event (step 5 handles them).
-    pub candidates: Vec<Caps>,
     /// Whether the event started a branch or a candidate (a new deadline).
     pub started: bool,
 }
 
-/// Steps 1 to 4 of observing `e` for a pattern. `scratch` is reused
-/// between calls.
+/// Buffers reused by every observation (no allocation per event for them).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scratch {
+    /// One decision per branch.
+    pub decisions: Vec<Decision>,
+    /// Successors born from the event.
+    pub born: Vec<Branch>,
+    /// Candidates completing on the event.
+    pub candidates: Vec<Caps>,
+}
+
+/// Steps 1 to 4 of observing `e` for a pattern.
 pub(crate) fn observe(
     pattern: &Pattern,
     shape: &Shape,
     st: &KeyState,
     e: &Pending,
-    scratch: &mut Vec<Decision>,
+    scratch: &mut Scratch,
 ) -> Option<Observed> {
     let ev = &*e.event;
     // 1. absence waits that existed before e: cancelled when absence holds
@@ -75,7 +84,14 @@ pub(crate) fn observe(
         }
     }
     // 2. live branches that existed before e
-    scratch.clear();
+    let Scratch {
+        decisions,
+        born,
+        candidates,
+    } = scratch;
+    decisions.clear();
+    born.clear();
+    candidates.clear();
     let mut changed = waits.is_some();
     for b in &st.branches {
         let stage = &pattern.stages[usize::from(b.wait)];
@@ -93,39 +109,42 @@ pub(crate) fn observe(
             Decision::Keep
         };
         changed |= d != Decision::Keep;
-        scratch.push(d);
+        decisions.push(d);
     }
     // 3. a start (stage 0's forbidden never blocks it)
     let start = pattern.stages[0].where_.eval(ev, &|_| None);
     if !changed && !start {
         return None;
     }
-    let mut kept = Vec::with_capacity(st.branches.len() + 2);
-    let mut born = Vec::new();
-    let mut candidates = Vec::new();
-    for (b, d) in st.branches.iter().zip(scratch.iter()) {
+    let mut kept = 0;
+    for (b, d) in st.branches.iter().zip(decisions.iter()) {
         match d {
-            Decision::Keep => kept.push(b.clone()),
+            Decision::Keep => kept += 1,
             Decision::Drop => {}
             Decision::Capture | Decision::Fork => {
                 let caps = b.caps.with(e, b.wait);
-                successors(shape, b.wait, caps, &mut born, &mut candidates);
+                successors(shape, b.wait, caps, born, candidates);
                 if *d == Decision::Fork {
-                    kept.push(b.clone());
+                    kept += 1;
                 }
             }
         }
     }
     if start {
-        successors(shape, 0, Caps::start(e), &mut born, &mut candidates);
+        successors(shape, 0, Caps::start(e), born, candidates);
     }
     // 4. the new branches join (each holds e, the kept ones do not, and two
     // successors of different branches differ: no duplicates can arise)
-    kept.append(&mut born);
+    let mut branches = Vec::with_capacity(kept + born.len());
+    for (b, d) in st.branches.iter().zip(decisions.iter()) {
+        if matches!(d, Decision::Keep | Decision::Fork) {
+            branches.push(b.clone());
+        }
+    }
+    branches.append(born);
     Some(Observed {
-        branches: kept,
+        branches,
         waits,
-        candidates,
         started: start,
     })
 }

@@ -149,17 +149,22 @@ pub(crate) fn build(
     within: i64,
 ) -> Output {
     let nodes = caps.in_order();
-    let mut captures: Vec<(Arc<str>, Vec<CapturedEvent>)> = stage_names
-        .iter()
-        .map(|n| (n.clone(), Vec::new()))
-        .collect();
-    for n in &nodes {
-        if let Some((_, list)) = captures.get_mut(usize::from(n.stage)) {
-            list.push(CapturedEvent {
+    let mut captures: Vec<(Arc<str>, Vec<CapturedEvent>)> = Vec::with_capacity(stage_names.len());
+    let mut at = 0;
+    for (stage, name) in stage_names.iter().enumerate() {
+        let n = nodes[at..]
+            .iter()
+            .take_while(|n| usize::from(n.stage) == stage)
+            .count();
+        let list = nodes[at..at + n]
+            .iter()
+            .map(|n| CapturedEvent {
                 ordinal: n.ordinal,
                 event: n.event.clone(),
-            });
-        }
+            })
+            .collect();
+        at += n;
+        captures.push((name.clone(), list));
     }
     Output {
         seq,

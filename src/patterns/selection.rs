@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use crate::patterns::branch::{Caps, Shape, SortKey};
+use crate::patterns::branch::{Caps, Shape};
 use crate::patterns::document::{Pattern, Skip};
 use crate::patterns::error::Rejection;
 use crate::patterns::keystate::KeyState;
@@ -92,29 +92,34 @@ impl Emitter {
 
 /// Sorts captures by the selection key and removes duplicate assignments
 /// (equal keys are exactly equal assignments).
-pub(crate) fn order(caps: Vec<Caps>, stages: usize) -> Vec<Caps> {
+pub(crate) fn order(caps: &mut Vec<Caps>, stages: usize) {
     if caps.len() < 2 {
-        return caps;
+        return;
     }
-    let mut keyed: Vec<(SortKey, Caps)> =
-        caps.into_iter().map(|c| (c.sort_key(stages), c)).collect();
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
-    keyed.dedup_by(|a, b| a.0 == b.0);
-    keyed.into_iter().map(|(_, c)| c).collect()
+    caps.sort_by(|a, b| a.cmp_key(b, stages));
+    caps.dedup_by(|a, b| a.cmp_key(b, stages).is_eq());
 }
 
-/// Runs selection on one group, removing what the skip policy says from
-/// the candidates and from `st`, and emits every selected candidate as a
-/// match ending at `end_time`.
+/// Runs selection on one group (`cands`, left empty), removing what the
+/// skip policy says from the candidates and from `st`, and emits every
+/// selected candidate as a match ending at `end_time`.
 pub(crate) fn select(
     g: &Group<'_>,
     st: &mut KeyState,
-    candidates: Vec<Caps>,
+    cands: &mut Vec<Caps>,
     end_time: i64,
     em: &mut Emitter,
 ) -> Result<(), Rejection> {
-    let cands = order(candidates, g.shape.len());
-    let mut removed = vec![false; cands.len()];
+    order(cands, g.shape.len());
+    // removal marks; a group is almost always one candidate
+    let mut removed = [false; 1];
+    let mut more = Vec::new();
+    let removed: &mut [bool] = if cands.len() <= 1 {
+        &mut removed[..cands.len()]
+    } else {
+        more.resize(cands.len(), false);
+        &mut more
+    };
     for i in 0..cands.len() {
         if removed[i] {
             continue;
@@ -145,5 +150,6 @@ pub(crate) fn select(
             }
         }
     }
+    cands.clear();
     Ok(())
 }

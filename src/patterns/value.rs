@@ -268,6 +268,7 @@ pub(crate) fn from_json(j: &Json<'_>, syntax: Syntax) -> Result<Value, String> {
         },
         Json::Null => Err("null is not a value".into()),
         Json::Array(_) => Err("an array is not a value".into()),
+        Json::TooDeep => Err("a value nested deeper than 128 levels".into()),
     }
 }
 

@@ -34,7 +34,7 @@ use std::collections::BTreeMap;
 
 use crate::canonical::sha256_hex;
 use crate::canonical::writer::{int, string};
-use crate::patterns::branch::{Caps, Node};
+use crate::patterns::branch::{Branch, Caps, Node};
 use crate::patterns::document::write_patterns;
 use crate::patterns::engine::Engine;
 use crate::patterns::event::Event;
@@ -149,14 +149,10 @@ pub(crate) fn take(e: &Engine) -> Vec<u8> {
         let st = &e.states[p][k as usize];
         let pattern = &e.doc.patterns[p];
         let stages = pattern.stages.len();
-        let mut branches: Vec<(_, u8, &Caps)> = st
-            .branches
-            .iter()
-            .map(|b| (b.caps.sort_key(stages), b.wait, &b.caps))
-            .collect();
-        branches.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        let mut branches: Vec<&Branch> = st.branches.iter().collect();
+        branches.sort_by(|a, b| a.caps.cmp_key(&b.caps, stages).then(a.wait.cmp(&b.wait)));
         s.extend_from_slice(b"{\"branches\":[");
-        for (j, (_, wait, caps)) in branches.iter().enumerate() {
+        for (j, Branch { wait, caps }) in branches.iter().enumerate() {
             if j > 0 {
                 s.push(b',');
             }
@@ -173,7 +169,9 @@ pub(crate) fn take(e: &Engine) -> Vec<u8> {
         s.extend_from_slice(b",\"pattern\":");
         string(&mut s, &pattern.name);
         s.extend_from_slice(b",\"waits\":[");
-        for (j, caps) in order(st.waits.clone(), stages).iter().enumerate() {
+        let mut waits = st.waits.clone();
+        order(&mut waits, stages);
+        for (j, caps) in waits.iter().enumerate() {
             if j > 0 {
                 s.push(b',');
             }

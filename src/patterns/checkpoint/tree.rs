@@ -25,6 +25,11 @@ pub(crate) fn no_floats(j: &Json<'_>, path: &Path<'_>) -> Result<(), String> {
             }
             Ok(())
         }
+        Json::TooDeep => Err(format!(
+            "{}: nested deeper than {} levels",
+            at(path),
+            crate::patterns::json::MAX_NESTING
+        )),
         _ => Ok(()),
     }
 }
@@ -33,7 +38,8 @@ pub(crate) fn no_floats(j: &Json<'_>, path: &Path<'_>) -> Result<(), String> {
 /// whitespace, integers as written (`-0` as `0`).
 pub(crate) fn canonical(j: &Json<'_>, buf: &mut Vec<u8>) {
     match j {
-        Json::Null => buf.extend_from_slice(b"null"),
+        // rejected by `no_floats` before any checksum is computed
+        Json::Null | Json::TooDeep => buf.extend_from_slice(b"null"),
         Json::Bool(true) => buf.extend_from_slice(b"true"),
         Json::Bool(false) => buf.extend_from_slice(b"false"),
         Json::Number(t) => buf.extend_from_slice(if *t == "-0" { b"0" } else { t.as_bytes() }),
