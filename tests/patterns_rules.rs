@@ -2321,7 +2321,6 @@ fn captures_must_name_an_earlier_stage() {
 
 /// The contract's own example of a refusal message, to the letter.
 #[test]
-#[ignore = "engine bug: the path names the member (`...all[1].capture: ...`), not the condition"]
 fn a_capture_of_a_later_stage_is_refused_with_the_documented_message() {
     let d = r#"{"patterns":[{"name":"fraud","within":10,"stages":[
         {"name":"login","where":{"kind":"login"}},
