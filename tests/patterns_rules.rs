@@ -2636,3 +2636,29 @@ fn event_errors_name_the_field_at_fault() {
         }
     }
 }
+
+#[test]
+fn deeply_nested_input_is_refused_not_a_crash() {
+    for depth in [129usize, 100_000] {
+        let array = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        let object = format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
+        for v in [array, object] {
+            let mut s = Scenario::new(&echo_doc());
+            s.push_rejected(
+                &[ev("k", "E", 5), item(&format!(r#","fields":{{"v":{v}}}"#))],
+                "bad_request",
+                1,
+            );
+        }
+        let c = format!(
+            r#"{}{{"kind":"A"}}{}"#,
+            r#"{"not":"#.repeat(depth),
+            "}".repeat(depth)
+        );
+        refused(
+            &pattern_of(&[format!(r#"{{"name":"a","where":{c}}}"#)], ""),
+            "patterns[0].stages[0].where",
+            "",
+        );
+    }
+}
