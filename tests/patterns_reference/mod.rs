@@ -445,6 +445,17 @@ pub struct AdvanceOk {
     pub processed: u64,
 }
 
+impl AdvanceOk {
+    /// The records as JSON values. Lossy: a value sorts object keys and
+    /// compares `-0.0` equal to `0.0`, so exact comparisons use `output`.
+    pub fn output_values(&self) -> Vec<Value> {
+        self.output
+            .iter()
+            .map(|o| serde_json::from_str(o).expect("valid JSON"))
+            .collect()
+    }
+}
+
 /// `(keys, branches, waits)` of one pattern.
 pub type PatternCounts = (u64, u64, u64);
 
