@@ -30,6 +30,20 @@ impl Deadlines {
         }
     }
 
+    /// An index of `entries` `(deadline, pattern, key)` in any order
+    /// (duplicates are kept once; unknown patterns are ignored).
+    pub fn from_entries(patterns: usize, mut entries: Vec<(i64, u32, KeyId)>) -> Deadlines {
+        entries.sort_unstable();
+        entries.dedup();
+        let mut d = Deadlines::new(patterns);
+        for (deadline, p, k) in entries {
+            if let Some(q) = d.queues.get_mut(p as usize) {
+                q.push_back((deadline, k));
+            }
+        }
+        d
+    }
+
     /// Indexes a deadline; false when it was already there.
     pub fn insert(&mut self, deadline: i64, pattern: u32, key: KeyId) -> bool {
         let Some(q) = self.queues.get_mut(pattern as usize) else {
@@ -119,5 +133,9 @@ mod tests {
         assert_eq!(d.pop_due(i64::MAX), None);
         assert_eq!(d.len(), 0);
         assert!(!d.insert(1, 7, 1), "unknown pattern");
+        let mut d = Deadlines::from_entries(2, vec![(30, 0, 2), (10, 1, 4), (10, 0, 1), (30, 0, 2), (5, 9, 9)]);
+        assert_eq!(d.len(), 3);
+        assert_eq!(d.pop_due(100), Some((10, vec![(0, 1), (1, 4)])));
+        assert_eq!(d.pop_due(100), Some((30, vec![(0, 2)])));
     }
 }

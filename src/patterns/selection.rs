@@ -64,7 +64,7 @@ impl Emitter {
             self.matches += 1;
             if self.matches > self.max_matches {
                 return Err(Rejection::LimitExceeded(format!(
-                    "limit max_results_per_advance ({}) exceeded: more matches in one advance, reached by pattern {:?}, key {:?}",
+                    "limit max_results_per_advance exceeded: more than {} matches in one advance (reached at pattern {:?}, key {:?})",
                     self.max_matches, g.name, g.key
                 )));
             }

@@ -32,6 +32,7 @@ use super::FORMAT;
 use crate::canonical::sha256_hex;
 use crate::patterns::branch::{Branch, Caps, Shape, SortKey};
 use crate::patterns::buffer::Pending;
+use crate::patterns::deadlines::Deadlines;
 use crate::patterns::document::{parse_patterns, Document, Pattern};
 use crate::patterns::engine::{Engine, MAX_ORDINAL};
 use crate::patterns::event::Event;
@@ -413,6 +414,7 @@ fn build(state: &Json<'_>, sp: &Path<'_>, doc: &Document) -> Result<Engine, Stri
 
     // states
     let stp = sp.key("states");
+    let mut deadlines = Vec::new();
     let mut previous: Option<(usize, String)> = None;
     for (i, item) in array(states, &stp)?.iter().enumerate() {
         let ip = stp.index(i);
@@ -464,7 +466,7 @@ fn build(state: &Json<'_>, sp: &Path<'_>, doc: &Document) -> Result<Engine, Stri
                 ));
             }
             last_key = Some(k);
-            engine.deadlines.insert(d, p as u32, kid);
+            deadlines.push((d, p as u32, kid));
             list.push(Branch {
                 wait: wait as u8,
                 caps,
@@ -495,7 +497,7 @@ fn build(state: &Json<'_>, sp: &Path<'_>, doc: &Document) -> Result<Engine, Stri
                 ));
             }
             last_key = Some(k);
-            engine.deadlines.insert(d, p as u32, kid);
+            deadlines.push((d, p as u32, kid));
             wlist.push(caps);
         }
         if list.is_empty() && wlist.is_empty() {
@@ -508,6 +510,7 @@ fn build(state: &Json<'_>, sp: &Path<'_>, doc: &Document) -> Result<Engine, Stri
         st.branches = list;
         st.waits = wlist;
     }
+    engine.deadlines = Deadlines::from_entries(doc.patterns.len(), deadlines);
     if let Some((o, _)) = pool.iter().find(|(_, c)| !c.held) {
         return Err(format!(
             "{}: captured event {o} is held by no branch or wait",
