@@ -12,6 +12,15 @@ use clap::Args;
 /// in the examples).
 pub const DEFAULT_PIPELINE: &str = include_str!("../pipelines/default.json");
 
+/// The embedded default pattern document (`pipelines/default.patterns.json`):
+/// `rising_payments` (a login, then one to three payments, then a payment
+/// larger than the last of them, within 10 minutes: repetition and a capture
+/// comparison), `abandoned_cart` (an `add_to_cart` not followed by a
+/// `checkout` within 30 minutes: absence) and `failed_logins_then_success`
+/// (three failed logins, then a successful one, within 5 minutes, other
+/// events in between ignored: `skip_any`).
+pub const DEFAULT_PATTERNS: &str = include_str!("../pipelines/default.patterns.json");
+
 /// Flags of `streamforge serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -26,6 +35,11 @@ pub struct ServeArgs {
     /// pipeline). A database that holds a non-equivalent pipeline is refused.
     #[arg(long, env = "STREAMFORGE_PIPELINE")]
     pub pipeline: Option<PathBuf>,
+    /// Pattern document (JSON) for the pattern engine of a database that has
+    /// none (default: the embedded demo document). A database that holds
+    /// other patterns is refused; the document's limits always apply.
+    #[arg(long, env = "STREAMFORGE_PATTERNS")]
+    pub patterns: Option<PathBuf>,
     /// Bearer token required on every route except / (the dashboard page),
     /// /healthz, /readyz and /openapi.yaml.
     #[arg(long, env = "STREAMFORGE_TOKEN", hide_env_values = true)]

@@ -12,8 +12,9 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use crate::api::{self, ApiConfig};
-use crate::config::{ServeArgs, DEFAULT_PIPELINE};
+use crate::config::{ServeArgs, DEFAULT_PATTERNS, DEFAULT_PIPELINE};
 use crate::engine::Pipeline;
+use crate::patterns::Document;
 use crate::service::{Metrics, Options, Retention, Service};
 
 /// Everything `run` needs.
@@ -42,11 +43,27 @@ impl Config {
                 false,
             ),
         };
+        let (patterns, patterns_explicit) = match &args.patterns {
+            Some(path) => {
+                let bytes = std::fs::read(path)
+                    .map_err(|e| format!("cannot read --patterns {}: {e}", path.display()))?;
+                let d = Document::from_json(&bytes)
+                    .map_err(|e| format!("--patterns {}: {e}", path.display()))?;
+                (d, true)
+            }
+            None => (
+                Document::from_json(DEFAULT_PATTERNS.as_bytes())
+                    .map_err(|e| format!("the embedded patterns: {e}"))?,
+                false,
+            ),
+        };
         Ok(Config {
             service: Options {
                 db: PathBuf::from(&args.db),
                 pipeline,
                 pipeline_explicit: explicit,
+                patterns,
+                patterns_explicit,
                 checkpoint_every: args.checkpoint_every,
                 retention: Retention {
                     checkpoints: usize::try_from(args.keep_checkpoints).unwrap_or(usize::MAX),

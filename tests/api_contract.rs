@@ -871,7 +871,7 @@ fn openapi_documents_every_served_route() {
     let s = start(&dir.path().join("db"), &[]);
     for (method, path) in streamforge::api::ROUTES {
         let path = path.replace("{partition}", "p0").replace("{id}", "1");
-        if path == "/changes/stream" {
+        if path.ends_with("/stream") {
             continue;
         }
         let r = match *method {

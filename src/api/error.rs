@@ -25,6 +25,10 @@ pub enum Code {
     OffsetConflict,
     /// 409: an event id known with another identity.
     IdentityConflict,
+    /// 409: a pattern event at or before the pattern watermark.
+    LateEvent,
+    /// 409: a pattern advance below the pattern watermark.
+    WatermarkRegression,
     /// 410: the records asked for were pruned by the retention policy.
     Pruned,
     /// 413: body over the configured limit.
@@ -35,6 +39,8 @@ pub enum Code {
     InvalidCheckpoint,
     /// 422: well-formed but unusable (limit out of range, empty batch, ...).
     InvalidRequest,
+    /// 422: a pattern limit reached by an advance (nothing committed).
+    LimitExceeded,
     /// 503: storage failure or recovery in progress; nothing was applied.
     Unavailable,
 }
@@ -46,12 +52,16 @@ impl Code {
             Code::BadRequest => StatusCode::BAD_REQUEST,
             Code::Unauthorized => StatusCode::UNAUTHORIZED,
             Code::NotFound => StatusCode::NOT_FOUND,
-            Code::OffsetConflict | Code::IdentityConflict => StatusCode::CONFLICT,
+            Code::OffsetConflict
+            | Code::IdentityConflict
+            | Code::LateEvent
+            | Code::WatermarkRegression => StatusCode::CONFLICT,
             Code::Pruned => StatusCode::GONE,
             Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Code::UnknownPartition | Code::InvalidCheckpoint | Code::InvalidRequest => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            Code::UnknownPartition
+            | Code::InvalidCheckpoint
+            | Code::InvalidRequest
+            | Code::LimitExceeded => StatusCode::UNPROCESSABLE_ENTITY,
             Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -64,11 +74,14 @@ impl Code {
             Code::NotFound => "not_found",
             Code::OffsetConflict => "offset_conflict",
             Code::IdentityConflict => "identity_conflict",
+            Code::LateEvent => "late_event",
+            Code::WatermarkRegression => "watermark_regression",
             Code::Pruned => "pruned",
             Code::PayloadTooLarge => "payload_too_large",
             Code::UnknownPartition => "unknown_partition",
             Code::InvalidCheckpoint => "invalid_checkpoint",
             Code::InvalidRequest => "invalid_request",
+            Code::LimitExceeded => "limit_exceeded",
             Code::Unavailable => "unavailable",
         }
     }
@@ -79,12 +92,16 @@ impl Code {
             Code::BadRequest => "Bad Request",
             Code::Unauthorized => "Unauthorized",
             Code::NotFound => "Not Found",
-            Code::OffsetConflict | Code::IdentityConflict => "Conflict",
+            Code::OffsetConflict
+            | Code::IdentityConflict
+            | Code::LateEvent
+            | Code::WatermarkRegression => "Conflict",
             Code::Pruned => "Gone",
             Code::PayloadTooLarge => "Payload Too Large",
-            Code::UnknownPartition | Code::InvalidCheckpoint | Code::InvalidRequest => {
-                "Unprocessable Content"
-            }
+            Code::UnknownPartition
+            | Code::InvalidCheckpoint
+            | Code::InvalidRequest
+            | Code::LimitExceeded => "Unprocessable Content",
             Code::Unavailable => "Service Unavailable",
         }
     }
@@ -174,6 +191,17 @@ impl ApiError {
             ServiceError::Unavailable(d) => ApiError::new(Code::Unavailable, d),
             ServiceError::NotFound(d) => ApiError::new(Code::NotFound, d),
             ServiceError::Invalid(d) => ApiError::new(Code::InvalidRequest, d),
+            ServiceError::Patterns(r) => {
+                use crate::patterns::Rejection as R;
+                let code = match &r.rejection {
+                    R::LateEvent { .. } => Code::LateEvent,
+                    R::WatermarkRegression { .. } => Code::WatermarkRegression,
+                    R::InvalidRequest(_) => Code::InvalidRequest,
+                    R::LimitExceeded(_) => Code::LimitExceeded,
+                };
+                ApiError::new(code, r.rejection.to_string()).at(r.index.filter(|_| batch))
+            }
+            ServiceError::Malformed { index, detail } => ApiError::bad_request(detail).at(index),
             ServiceError::Gone { detail, earliest } => ApiError {
                 earliest: Some(earliest),
                 ..ApiError::new(Code::Pruned, detail)

@@ -5,7 +5,9 @@
 //!   call inside `spawn_blocking` (the service takes a std mutex and may wait
 //!   for an fsync).
 //! - [`ingest`]: the handlers of the write path (events, watermarks, idle).
-//! - `stream`: `GET /changes/stream` (server-sent events).
+//! - `stream`: `GET /changes/stream` and `GET /patterns/output/stream`
+//!   (server-sent events).
+//! - [`patterns`]: the pattern engine's routes (`/patterns/...`).
 //! - `dashboard`: `GET /`, the live dashboard page (public; the data it
 //!   reads is not).
 //! - [`extract`]: body and query parsing (deliveries, NDJSON, pages).
@@ -20,6 +22,7 @@ pub mod dto;
 pub mod error;
 pub mod extract;
 pub mod ingest;
+pub mod patterns;
 pub mod routes;
 mod stream;
 
@@ -89,6 +92,19 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("delete", "/checkpoints/{id}"),
     ("post", "/checkpoints/{id}/restore"),
     ("post", "/restore"),
+    ("post", "/patterns/events"),
+    ("post", "/patterns/advance"),
+    ("post", "/patterns/finish"),
+    ("get", "/patterns"),
+    ("get", "/patterns/output"),
+    ("get", "/patterns/output/stream"),
+    ("get", "/patterns/status"),
+    ("post", "/patterns/checkpoints"),
+    ("get", "/patterns/checkpoints"),
+    ("get", "/patterns/checkpoints/{id}"),
+    ("delete", "/patterns/checkpoints/{id}"),
+    ("post", "/patterns/checkpoints/{id}/restore"),
+    ("post", "/patterns/restore"),
     ("get", "/metrics"),
     ("get", "/openapi.yaml"),
     ("get", "/healthz"),
@@ -132,6 +148,26 @@ pub fn router(
         )
         .route("/checkpoints/{id}/restore", post(routes::restore_by_id))
         .route("/restore", post(routes::restore_body))
+        .route("/patterns", get(patterns::get_document))
+        .route("/patterns/events", post(patterns::post_events))
+        .route("/patterns/advance", post(patterns::post_advance))
+        .route("/patterns/finish", post(patterns::post_finish))
+        .route("/patterns/output", get(patterns::get_output))
+        .route("/patterns/output/stream", get(stream::get_pattern_stream))
+        .route("/patterns/status", get(patterns::get_status))
+        .route(
+            "/patterns/checkpoints",
+            post(patterns::post_checkpoint).get(patterns::list_checkpoints),
+        )
+        .route(
+            "/patterns/checkpoints/{id}",
+            get(patterns::get_checkpoint).delete(patterns::delete_checkpoint),
+        )
+        .route(
+            "/patterns/checkpoints/{id}/restore",
+            post(patterns::restore_by_id),
+        )
+        .route("/patterns/restore", post(patterns::restore_body))
         .route("/metrics", get(routes::get_metrics))
         .route("/openapi.yaml", get(routes::get_openapi))
         .route("/healthz", get(routes::healthz))
@@ -204,7 +240,7 @@ async fn auth(State(st): State<AppState>, req: Request, next: Next) -> Response 
         .get(header::AUTHORIZATION)
         .and_then(|v| bearer(v.as_bytes()))
         .is_some_and(|t| token_matches(t, token.as_bytes()));
-    let query_ok = path == "/changes/stream"
+    let query_ok = matches!(path, "/changes/stream" | "/patterns/output/stream")
         && req.uri().query().is_some_and(|q| {
             q.split('&').any(|kv| {
                 kv.strip_prefix("access_token=")

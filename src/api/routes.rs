@@ -42,7 +42,7 @@ pub(super) fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     r
 }
 
-pub(super) fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>, ApiError> {
+pub(crate) fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>, ApiError> {
     serde_json::to_vec(v)
         .map_err(|e| ApiError::new(Code::Unavailable, format!("cannot encode the answer: {e}")))
 }
@@ -57,7 +57,11 @@ fn query(
 /// Waits (up to `wait_ms`) for a page with rows: the long poll of
 /// `/changes` and `/late`, woken by the service's head notifications. A
 /// rewound page (asked for in an older epoch) is answered at once.
-async fn long_poll(svc: Arc<Service>, stream: Stream, q: PageQuery) -> Result<Page, ApiError> {
+pub(super) async fn long_poll(
+    svc: Arc<Service>,
+    stream: Stream,
+    q: PageQuery,
+) -> Result<Page, ApiError> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(q.wait_ms);
     let mut rx = svc.subscribe();
     loop {
@@ -137,11 +141,15 @@ pub async fn get_pipeline(State(st): State<AppState>) -> Result<Response, ApiErr
     ))
 }
 
-/// `POST /checkpoints`.
-pub async fn post_checkpoint(State(st): State<AppState>) -> Result<Response, ApiError> {
+/// Stores a checkpoint of `engine` (`POST /checkpoints`, `POST
+/// /patterns/checkpoints`).
+pub(super) async fn create_checkpoint(
+    State(st): State<AppState>,
+    engine: EngineId,
+) -> Result<Response, ApiError> {
     let svc = st.service()?;
     blocking(move || {
-        let m = svc.create_checkpoint(EngineId::Window)?;
+        let m = svc.create_checkpoint(engine)?;
         to_json(&dto::CheckpointCreated {
             id: m.id,
             sequence: m.sequence,
@@ -153,11 +161,14 @@ pub async fn post_checkpoint(State(st): State<AppState>) -> Result<Response, Api
     .map(|b| json_response(StatusCode::CREATED, b))
 }
 
-/// `GET /checkpoints`.
-pub async fn list_checkpoints(State(st): State<AppState>) -> Result<Response, ApiError> {
+/// Lists `engine`'s stored checkpoints, newest first.
+pub(super) async fn checkpoint_list(
+    State(st): State<AppState>,
+    engine: EngineId,
+) -> Result<Response, ApiError> {
     let svc = st.service()?;
     blocking(move || {
-        let list = svc.checkpoints(EngineId::Window)?;
+        let list = svc.checkpoints(engine)?;
         to_json(&dto::CheckpointList {
             checkpoints: list.iter().map(Into::into).collect(),
         })
@@ -166,32 +177,58 @@ pub async fn list_checkpoints(State(st): State<AppState>) -> Result<Response, Ap
     .map(|b| json_response(StatusCode::OK, b))
 }
 
-fn checkpoint_id(raw: &str) -> Result<i64, ApiError> {
+/// The envelope bytes of one of `engine`'s checkpoints, exactly as stored.
+pub(super) async fn checkpoint_envelope(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    engine: EngineId,
+) -> Result<Response, ApiError> {
+    let id = checkpoint_id(&id)?;
+    let svc = st.service()?;
+    blocking(move || Ok(svc.checkpoint_bytes(engine, id)?))
+        .await
+        .map(|b| json_response(StatusCode::OK, b))
+}
+
+/// Deletes one of `engine`'s checkpoints: 204 No Content.
+pub(super) async fn checkpoint_delete(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    engine: EngineId,
+) -> Result<Response, ApiError> {
+    let id = checkpoint_id(&id)?;
+    let svc = st.service()?;
+    blocking(move || Ok(svc.delete_checkpoint(engine, id)?)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `POST /checkpoints`.
+pub async fn post_checkpoint(st: State<AppState>) -> Result<Response, ApiError> {
+    create_checkpoint(st, EngineId::Window).await
+}
+
+/// `GET /checkpoints`.
+pub async fn list_checkpoints(st: State<AppState>) -> Result<Response, ApiError> {
+    checkpoint_list(st, EngineId::Window).await
+}
+
+/// A checkpoint id from the path (anything else is an unknown checkpoint).
+pub(super) fn checkpoint_id(raw: &str) -> Result<i64, ApiError> {
     raw.parse::<i64>()
         .map_err(|_| ApiError::new(Code::NotFound, format!("no checkpoint with id {raw:?}")))
 }
 
 /// `GET /checkpoints/{id}`: the envelope bytes exactly as stored.
-pub async fn get_checkpoint(
-    State(st): State<AppState>,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    let id = checkpoint_id(&id)?;
-    let svc = st.service()?;
-    blocking(move || Ok(svc.checkpoint_bytes(EngineId::Window, id)?))
-        .await
-        .map(|b| json_response(StatusCode::OK, b))
+pub async fn get_checkpoint(st: State<AppState>, id: Path<String>) -> Result<Response, ApiError> {
+    checkpoint_envelope(st, id, EngineId::Window).await
 }
 
 /// `DELETE /checkpoints/{id}`: 204 No Content.
 pub async fn delete_checkpoint(
-    State(st): State<AppState>,
-    Path(id): Path<String>,
+    st: State<AppState>,
+    id: Path<String>,
 ) -> Result<Response, ApiError> {
-    let id = checkpoint_id(&id)?;
-    let svc = st.service()?;
-    blocking(move || Ok(svc.delete_checkpoint(EngineId::Window, id)?)).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    checkpoint_delete(st, id, EngineId::Window).await
 }
 
 fn restore_answer(o: &crate::service::RestoreOutcome) -> Result<Vec<u8>, ApiError> {

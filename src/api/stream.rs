@@ -1,4 +1,5 @@
-//! `GET /changes/stream`: server-sent events, one per change (`id:
+//! `GET /changes/stream` (and `GET /patterns/output/stream`, the same for
+//! the pattern output): server-sent events, one per change (`id:
 //! <epoch>:<seq>`, `data: <Change JSON>`), starting after `Last-Event-ID`
 //! (which wins; `15` alone means epoch 0) or `after` (with `epoch`, when the
 //! client knows it); a comment heartbeat every 15 s.
@@ -84,6 +85,24 @@ pub async fn get_stream(
     headers: HeaderMap,
     q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
+    stream_of(Stream::Changes, st, headers, q).await
+}
+
+/// `GET /patterns/output/stream`: the pattern output, with the same rules.
+pub async fn get_pattern_stream(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    stream_of(Stream::Patterns, st, headers, q).await
+}
+
+async fn stream_of(
+    stream: Stream,
+    st: AppState,
+    headers: HeaderMap,
+    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
     let q = q
         .map(|Query(v)| QueryParams(v))
         .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))?;
@@ -111,11 +130,11 @@ pub async fn get_stream(
     // the stream starts (as problem+json), and learns the current epoch.
     let s = svc.clone();
     let first = blocking(move || {
-        let page = s.page(Stream::Changes, after, PAGE, epoch)?;
+        let page = s.page(stream, after, PAGE, epoch)?;
         // A position beyond the head of the current epoch continues from
         // the head.
         if page.rewound_to.is_none() && page.after > page.head {
-            return Ok(s.page(Stream::Changes, page.head, PAGE, None)?);
+            return Ok(s.page(stream, page.head, PAGE, None)?);
         }
         Ok(page)
     })
@@ -123,7 +142,7 @@ pub async fn get_stream(
     let mut cursor = Cursor {
         svc,
         rx,
-        stream: Stream::Changes,
+        stream,
         epoch: first.epoch,
         after: first.after,
         buf: VecDeque::new(),

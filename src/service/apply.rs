@@ -79,6 +79,7 @@ impl Service {
         let enc = Encoded::new(&Output {
             changes: &o.changes,
             late: &o.late,
+            ..Output::default()
         });
         // the answer's late array from the records already encoded for storage
         let late = enc
@@ -123,7 +124,7 @@ impl Service {
         };
         let enc = Encoded::new(&Output {
             changes: &o.changes,
-            late: &[],
+            ..Output::default()
         });
         let changes = self.commit(ticket, enc, || json_array(&o.changes))?;
         Metrics::inc(&self.metrics.changes, o.changes.len() as u64);

@@ -15,14 +15,18 @@ use super::{Inner, Metrics, Service, ServiceError};
 
 /// An engine's state captured for a checkpoint.
 pub(super) enum Snapshot {
-    Window(crate::engine::Snapshot),
+    /// The window engine's frozen copy (serialized outside the lock).
+    Window(Box<crate::engine::Snapshot>),
+    /// The pattern engine's envelope, written under the lock.
+    Patterns(Vec<u8>),
 }
 
 impl Snapshot {
     /// The canonical envelope (serialized outside the processor lock).
-    fn envelope(&self) -> Vec<u8> {
+    fn envelope(self) -> Vec<u8> {
         match self {
             Snapshot::Window(s) => s.checkpoint(),
+            Snapshot::Patterns(e) => e,
         }
     }
 }
@@ -50,13 +54,16 @@ impl Inner {
                     },
                 )
             }
-            EngineId::Patterns => (
-                Vec::new(),
-                Covers {
-                    sequence: 0,
-                    late: 0,
-                },
-            ),
+            EngineId::Patterns => {
+                let q = &self.engines.patterns;
+                (
+                    q.checkpoint(),
+                    Covers {
+                        sequence: q.sequence(),
+                        late: 0,
+                    },
+                )
+            }
         }
     }
 
@@ -67,14 +74,17 @@ impl Inner {
             EngineId::Window => {
                 let p = &self.engines.window;
                 Some((
-                    Snapshot::Window(p.snapshot()),
+                    Snapshot::Window(Box::new(p.snapshot())),
                     Covers {
                         sequence: p.sequence(),
                         late: p.late_len(),
                     },
                 ))
             }
-            EngineId::Patterns => None,
+            EngineId::Patterns => {
+                let (envelope, covers) = self.envelope(engine);
+                Some((Snapshot::Patterns(envelope), covers))
+            }
         }
     }
 }
@@ -191,7 +201,6 @@ impl Service {
             (snapshot, covers, up_to, logged, version)
         };
         let envelope = snapshot.envelope();
-        drop(snapshot);
         match self.store_in_pieces(engine, &envelope, covers.sequence, up_to, version) {
             Ok(Some(meta)) => {
                 let mut q = self.queue();

@@ -11,12 +11,17 @@
 //! | `window` | `ndjson` | a `POST /events` NDJSON body, as received |
 //! | `window` | `advance` | `{"partition":P,"watermark":W}` |
 //! | `window` | `idle` | the partition name as a JSON string |
+//! | `patterns` | `events` | a `POST /patterns/events` JSON body, as received |
+//! | `patterns` | `ndjson` | a `POST /patterns/events` NDJSON body, as received |
+//! | `patterns` | `advance` | `{"watermark":W}` |
+//! | `patterns` | `finish` | `{}` |
 
 use std::borrow::Cow;
 
 use crate::engine::{
     Change, DeliveryRef, EventRef, IngestOutcome, LateRecord, Processor, TickOutcome,
 };
+use crate::patterns;
 use crate::store::EngineId;
 
 use super::parse::{self, Framing};
@@ -26,6 +31,8 @@ use super::ServiceError;
 pub(super) struct Engines {
     /// The windowed-aggregation engine.
     pub window: Processor,
+    /// The pattern engine.
+    pub patterns: patterns::Engine,
 }
 
 /// One mutating call, borrowed from its request (live) or owned (replay).
@@ -43,6 +50,18 @@ pub(super) enum Command<'a> {
     },
     /// `POST /partitions/{p}/idle`.
     Idle { partition: Cow<'a, str> },
+    /// `POST /patterns/events`: the events up to the first malformed item,
+    /// and that item's index and error (the first late event before it
+    /// wins over it: decided under the lock, by the engine's watermark).
+    PatternPush {
+        framing: Framing,
+        events: Vec<patterns::Event>,
+        malformed: Option<(Option<usize>, String)>,
+    },
+    /// `POST /patterns/advance`.
+    PatternAdvance { watermark: i64 },
+    /// `POST /patterns/finish`.
+    PatternFinish,
 }
 
 /// What a command produced.
@@ -50,14 +69,19 @@ pub(super) enum Command<'a> {
 pub(super) enum Applied {
     Ingest(IngestOutcome),
     Tick(TickOutcome),
+    PatternPush(patterns::PushOutcome),
+    PatternAdvance(patterns::AdvanceOutcome),
 }
 
 /// The output records of an applied command, as they are stored.
+#[derive(Default)]
 pub(super) struct Output<'a> {
     /// Window engine changes.
     pub changes: &'a [Change],
     /// Window engine late records.
     pub late: &'a [LateRecord],
+    /// Pattern engine output.
+    pub patterns: &'a [patterns::Output],
 }
 
 impl Applied {
@@ -67,13 +91,33 @@ impl Applied {
             Applied::Ingest(o) => Output {
                 changes: &o.changes,
                 late: &o.late,
+                ..Output::default()
             },
             Applied::Tick(o) => Output {
                 changes: &o.changes,
-                late: &[],
+                ..Output::default()
+            },
+            Applied::PatternPush(_) => Output::default(),
+            Applied::PatternAdvance(o) => Output {
+                patterns: &o.output,
+                ..Output::default()
             },
         }
     }
+}
+
+/// The pattern engine's late rejection of `e` (which `first_late` found).
+fn late_of(q: &patterns::Engine, e: &patterns::Event) -> patterns::Rejection {
+    patterns::Rejection::LateEvent {
+        time: e.time,
+        watermark: q.watermark(),
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatternAdvanceRow {
+    watermark: i64,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -95,15 +139,21 @@ impl<'a> Command<'a> {
             Command::Ingest { .. } | Command::Advance { .. } | Command::Idle { .. } => {
                 EngineId::Window
             }
+            Command::PatternPush { .. }
+            | Command::PatternAdvance { .. }
+            | Command::PatternFinish => EngineId::Patterns,
         }
     }
 
     /// Its kind in the command log.
     pub fn kind(&self) -> &'static str {
         match self {
-            Command::Ingest { framing, .. } => framing.kind(),
-            Command::Advance { .. } => "advance",
+            Command::Ingest { framing, .. } | Command::PatternPush { framing, .. } => {
+                framing.kind()
+            }
+            Command::Advance { .. } | Command::PatternAdvance { .. } => "advance",
             Command::Idle { .. } => "idle",
+            Command::PatternFinish => "finish",
         }
     }
 
@@ -112,11 +162,15 @@ impl<'a> Command<'a> {
     /// A serialization failure fails the call (nothing is logged empty).
     pub fn compact_body(&self) -> Result<Vec<u8>, ServiceError> {
         let body = match self {
-            Command::Ingest { .. } => {
+            Command::Ingest { .. } | Command::PatternPush { .. } => {
                 return Err(ServiceError::Unavailable(
                     "an ingest is logged as its request body".into(),
                 ))
             }
+            Command::PatternAdvance { watermark } => serde_json::to_vec(&PatternAdvanceRow {
+                watermark: *watermark,
+            }),
+            Command::PatternFinish => Ok(b"{}".to_vec()),
             Command::Advance {
                 partition,
                 watermark,
@@ -154,6 +208,26 @@ impl<'a> Command<'a> {
             (EngineId::Window, "idle") => Ok(Command::Idle {
                 partition: serde_json::from_slice(body).map_err(unreadable)?,
             }),
+            (EngineId::Patterns, "events" | "ndjson") => {
+                let framing = if kind == "events" {
+                    Framing::Json
+                } else {
+                    Framing::Ndjson
+                };
+                let parsed = parse::pattern_events(body, framing).map_err(unreadable)?;
+                Ok(Command::PatternPush {
+                    framing,
+                    events: parsed.events,
+                    malformed: parsed.malformed,
+                })
+            }
+            (EngineId::Patterns, "advance") => {
+                let row: PatternAdvanceRow = serde_json::from_slice(body).map_err(unreadable)?;
+                Ok(Command::PatternAdvance {
+                    watermark: row.watermark,
+                })
+            }
+            (EngineId::Patterns, "finish") => Ok(Command::PatternFinish),
             (engine, kind) => Err(format!(
                 "unknown command kind {kind:?} of the {} engine",
                 engine.name()
@@ -196,13 +270,54 @@ impl<'a> Command<'a> {
             Command::Idle { partition } => Command::Idle {
                 partition: own(partition),
             },
+            Command::PatternPush {
+                framing,
+                events,
+                malformed,
+            } => Command::PatternPush {
+                framing,
+                events,
+                malformed,
+            },
+            Command::PatternAdvance { watermark } => Command::PatternAdvance { watermark },
+            Command::PatternFinish => Command::PatternFinish,
         }
     }
 
     /// Applies the command to its engine. A rejection changes nothing.
     pub fn apply(self, engines: &mut Engines) -> Result<Applied, ServiceError> {
         let p = &mut engines.window;
+        let q = &mut engines.patterns;
         match self {
+            Command::PatternPush {
+                events, malformed, ..
+            } => {
+                if let Some((index, detail)) = malformed {
+                    // The first failing item decides: a late event before
+                    // the malformed one is its 409, else the 400.
+                    return Err(match q.first_late(&events) {
+                        Some(i) => ServiceError::Patterns(
+                            patterns::PushRejection {
+                                index: i,
+                                rejection: late_of(q, &events[i]),
+                            }
+                            .into(),
+                        ),
+                        None => ServiceError::Malformed { index, detail },
+                    });
+                }
+                q.push(events)
+                    .map(Applied::PatternPush)
+                    .map_err(|r| ServiceError::Patterns(r.into()))
+            }
+            Command::PatternAdvance { watermark } => q
+                .advance(watermark)
+                .map(Applied::PatternAdvance)
+                .map_err(|r| ServiceError::Patterns(r.into())),
+            Command::PatternFinish => q
+                .finish()
+                .map(Applied::PatternAdvance)
+                .map_err(|r| ServiceError::Patterns(r.into())),
             Command::Ingest { deliveries, .. } => p
                 .ingest(deliveries)
                 .map(Applied::Ingest)

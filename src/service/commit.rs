@@ -133,16 +133,22 @@ impl Encoded {
             (Some(f), Some(l)) => Some((f.seq, l.seq, store::chunk::encode(out.changes))),
             _ => None,
         };
-        let records = out
-            .late
-            .iter()
-            .map(|l| Ok((l.seq, serde_json::to_string(l)?)))
-            .collect::<Result<Vec<_>, serde_json::Error>>()
-            .map_err(|e| ServiceError::Unavailable(format!("cannot encode the output: {e}")))?;
-        Ok(Encoded {
-            changes,
-            records: (Stream::Late, records),
-        })
+        fn records<T: serde::Serialize>(
+            items: &[T],
+            seq: impl Fn(&T) -> u64,
+        ) -> Result<Vec<(u64, String)>, ServiceError> {
+            items
+                .iter()
+                .map(|r| Ok((seq(r), serde_json::to_string(r)?)))
+                .collect::<Result<Vec<_>, serde_json::Error>>()
+                .map_err(|e| ServiceError::Unavailable(format!("cannot encode the output: {e}")))
+        }
+        let records = if out.patterns.is_empty() {
+            (Stream::Late, records(out.late, |l| l.seq)?)
+        } else {
+            (Stream::Patterns, records(out.patterns, |o| o.seq)?)
+        };
+        Ok(Encoded { changes, records })
     }
 
     /// The stored records, `(seq, compact JSON)`.

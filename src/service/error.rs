@@ -19,6 +19,17 @@ pub enum ServiceError {
     NotFound(String),
     /// Well-formed but unusable (an epoch ahead of the current one).
     Invalid(String),
+    /// The pattern engine refused the call; state unchanged. `index` names
+    /// the failing event of a push.
+    Patterns(PatternRejection),
+    /// A malformed item of a batch whose earlier items were all usable
+    /// (the pattern engine decides between late and malformed in order).
+    Malformed {
+        /// The item's index (batches only).
+        index: Option<usize>,
+        /// What is wrong.
+        detail: String,
+    },
     /// The records asked for were pruned by the retention policy.
     Gone {
         /// What is missing and how to resync.
@@ -36,6 +47,8 @@ impl fmt::Display for ServiceError {
             ServiceError::Unavailable(s) => write!(f, "unavailable: {s}"),
             ServiceError::NotFound(s) => write!(f, "not found: {s}"),
             ServiceError::Invalid(s) => write!(f, "invalid request: {s}"),
+            ServiceError::Patterns(r) => write!(f, "{}: {}", r.rejection.code(), r.rejection),
+            ServiceError::Malformed { detail, .. } => write!(f, "bad request: {detail}"),
             ServiceError::Gone { detail, .. } => write!(f, "gone: {detail}"),
         }
     }
@@ -46,6 +59,33 @@ impl std::error::Error for ServiceError {}
 impl From<crate::store::Error> for ServiceError {
     fn from(e: crate::store::Error) -> Self {
         ServiceError::Unavailable(format!("storage failure: {e}"))
+    }
+}
+
+/// A refusal of the pattern engine, with the failing event of a push.
+#[derive(Debug)]
+pub struct PatternRejection {
+    /// The first failing event of a push (`None` for an advance).
+    pub index: Option<usize>,
+    /// Why.
+    pub rejection: crate::patterns::Rejection,
+}
+
+impl From<crate::patterns::PushRejection> for PatternRejection {
+    fn from(r: crate::patterns::PushRejection) -> Self {
+        PatternRejection {
+            index: Some(r.index),
+            rejection: r.rejection,
+        }
+    }
+}
+
+impl From<crate::patterns::Rejection> for PatternRejection {
+    fn from(rejection: crate::patterns::Rejection) -> Self {
+        PatternRejection {
+            index: None,
+            rejection,
+        }
     }
 }
 

@@ -72,6 +72,10 @@ pub struct Metrics {
     pub late: AtomicU64,
     /// Changes emitted.
     pub changes: AtomicU64,
+    /// Pattern events in acknowledged pushes.
+    pub pattern_events: AtomicU64,
+    /// Pattern output records (matches and timeouts) emitted.
+    pub pattern_output: AtomicU64,
     /// Calls rejected by the engine.
     pub rejected: AtomicU64,
     /// Storage failures answered with 503.
@@ -115,7 +119,7 @@ impl Metrics {
     /// The Prometheus text exposition, with the current state's `gauges`.
     pub fn render(&self, gauges: &[Gauge]) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 11] = [
+        let counters: [(&str, &str, &AtomicU64); 13] = [
             (
                 "streamforge_deliveries_total",
                 "Deliveries in acknowledged ingest calls (duplicates and redeliveries included).",
@@ -145,6 +149,16 @@ impl Metrics {
                 "streamforge_changes_total",
                 "Changes emitted.",
                 &self.changes,
+            ),
+            (
+                "streamforge_pattern_events_total",
+                "Pattern events in acknowledged pushes.",
+                &self.pattern_events,
+            ),
+            (
+                "streamforge_pattern_output_total",
+                "Pattern output records (matches and timeouts) emitted.",
+                &self.pattern_output,
             ),
             (
                 "streamforge_rejected_total",

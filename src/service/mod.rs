@@ -30,6 +30,7 @@ mod commit;
 pub mod error;
 pub mod metrics;
 pub mod parse;
+mod patterns;
 mod recover;
 mod restore;
 
@@ -47,8 +48,9 @@ use command::Engines;
 use commit::CommitQueue;
 
 pub use apply::{IngestAnswer, TickAnswer};
-pub use error::{ServiceError, StartError};
+pub use error::{PatternRejection, ServiceError, StartError};
 pub use metrics::{Gauge, Metrics};
+pub use patterns::{AdvanceAnswer, PatternsRestored, PatternsStatus, PushAnswer};
 pub use restore::{RestoreOutcome, RestoreSource};
 
 /// Sequences the readers wait on, published after every commit.
@@ -88,6 +90,8 @@ impl Heads {
 pub(crate) struct Setup {
     /// The window engine's pipeline.
     pub pipeline: Pipeline,
+    /// The pattern engine's document (its limits are the ones in force).
+    pub patterns: crate::patterns::Document,
 }
 
 /// Each engine's epoch (restores so far).
@@ -167,6 +171,11 @@ pub struct Options {
     /// Whether `pipeline` was given explicitly (then a database holding a
     /// non-equivalent pipeline is refused; otherwise the stored one is used).
     pub pipeline_explicit: bool,
+    /// The pattern document for a database that has none.
+    pub patterns: crate::patterns::Document,
+    /// Whether `patterns` was given explicitly (then a database holding
+    /// other patterns is refused; otherwise the stored ones are used).
+    pub patterns_explicit: bool,
     /// Logged commands between automatic checkpoints (0: never).
     pub checkpoint_every: u64,
     /// What is kept of old checkpoints and output pages.
@@ -196,7 +205,7 @@ impl Inner {
         Heads {
             changes: w.sequence(),
             late: w.late_len(),
-            patterns: 0,
+            patterns: self.engines.patterns.sequence(),
             epoch: self.epochs.window,
             patterns_epoch: self.epochs.patterns,
             shutdown: false,
@@ -252,7 +261,54 @@ impl Service {
     pub fn preflight(opts: &Options) -> Result<(), StartError> {
         let mut writer = Writer::open(&opts.db)
             .map_err(|e| StartError(format!("database {}: cannot open: {e}", opts.db.display())))?;
-        Self::resolve_pipeline(&mut writer, opts).map(drop)
+        Self::resolve(&mut writer, opts).map(drop)
+    }
+
+    /// What the database serves: its pipeline and pattern document (see
+    /// [`Service::resolve_pipeline`], [`Service::resolve_patterns`]).
+    fn resolve(writer: &mut Writer, opts: &Options) -> Result<Setup, StartError> {
+        Ok(Setup {
+            pipeline: Self::resolve_pipeline(writer, opts)?,
+            patterns: Self::resolve_patterns(writer, opts)?,
+        })
+    }
+
+    /// The pattern document the database serves: its own patterns (with
+    /// the limits given, when a document is given: limits are policy, not
+    /// state), or `opts.patterns` for a database that has none (then
+    /// stored); different patterns given explicitly are refused.
+    fn resolve_patterns(
+        writer: &mut Writer,
+        opts: &Options,
+    ) -> Result<crate::patterns::Document, StartError> {
+        use crate::patterns::Document;
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            StartError(format!("database {}: {what}: {e}", opts.db.display()))
+        };
+        let Some(json) = writer.patterns().map_err(|e| fail("cannot read", &e))? else {
+            let json = String::from_utf8(opts.patterns.to_json())
+                .map_err(|e| fail("cannot initialize the patterns", &e))?;
+            writer
+                .set_patterns(&json)
+                .map_err(|e| fail("cannot initialize the patterns", &e))?;
+            return Ok(opts.patterns.clone());
+        };
+        let stored = Document::from_json(json.as_bytes())
+            .map_err(|e| fail("the stored patterns are unreadable", &e))?;
+        if !opts.patterns_explicit {
+            return Ok(stored);
+        }
+        if !stored.same_patterns(&opts.patterns) {
+            return Err(StartError(format!(
+                "database {} holds other patterns ({}) than the --patterns given ({}); \
+                 refusing to start (use another --db, or omit --patterns to resume the stored \
+                 ones)",
+                opts.db.display(),
+                stored.pattern_names().join(", "),
+                opts.patterns.pattern_names().join(", ")
+            )));
+        }
+        Ok(stored.with_limits(opts.patterns.limits()))
     }
 
     /// The pipeline the database serves: its own, or `opts.pipeline` for a
@@ -297,9 +353,7 @@ impl Service {
         #[allow(clippy::disallowed_methods)]
         let started = std::time::Instant::now();
         let mut writer = Writer::open(&opts.db).map_err(|e| fail("cannot open", &e))?;
-        let setup = Setup {
-            pipeline: Self::resolve_pipeline(&mut writer, &opts)?,
-        };
+        let setup = Self::resolve(&mut writer, &opts)?;
         let (engines, logged) =
             recover::replay(&writer, &opts.db, &setup).map_err(|e| fail("recovery failed", &e))?;
         let recovery = Recovery {

@@ -189,3 +189,117 @@ impl<'de> Visitor<'de> for BatchSeed<'_> {
         }
     }
 }
+
+/// A parsed `POST /patterns/events` body: the events before the first
+/// malformed one, and that one's error. The order of the contract's checks
+/// (the first failing item decides, a late one before a malformed one
+/// included) needs the engine's watermark, so the service decides under
+/// its lock ([`crate::patterns::Engine::first_late`]).
+#[derive(Debug)]
+pub struct PatternBatch {
+    /// The events, in request order, up to the first malformed one.
+    pub events: Vec<crate::patterns::Event>,
+    /// The first malformed item: its index (batches only) and what is wrong.
+    pub malformed: Option<(Option<usize>, String)>,
+    /// Whether the body was a batch (array or NDJSON).
+    pub batch: bool,
+}
+
+/// What a pattern event must be, as error messages say it.
+const PATTERN_EVENT: &str = "a pattern event object";
+
+/// Parses a `POST /patterns/events` body (one event, a JSON array, or
+/// NDJSON). An empty batch is [`ParseError::Empty`]; a malformed item is
+/// reported in [`PatternBatch::malformed`].
+pub fn pattern_events(body: &[u8], framing: Framing) -> Result<PatternBatch, ParseError> {
+    use crate::patterns::parse_event;
+    let mut events = Vec::new();
+    let mut malformed = None;
+    match framing {
+        Framing::Ndjson => {
+            for (n, line) in body.split(|b| *b == b'\n').enumerate() {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                match parse_event(line) {
+                    Ok(e) => events.push(e),
+                    Err(e) => {
+                        malformed = Some((Some(events.len()), format!("line {}: {e}", n + 1)));
+                        break;
+                    }
+                }
+            }
+        }
+        Framing::Json => {
+            let first = body.iter().find(|b| !b.is_ascii_whitespace());
+            if first != Some(&b'[') {
+                return Ok(match parse_event(body) {
+                    Ok(e) => PatternBatch {
+                        events: vec![e],
+                        malformed: None,
+                        batch: false,
+                    },
+                    Err(e) => PatternBatch {
+                        events: Vec::new(),
+                        malformed: Some((None, format!("invalid {PATTERN_EVENT}: {e}"))),
+                        batch: false,
+                    },
+                });
+            }
+            // The items' exact text first (kept up to a syntax error, which
+            // is the item being read), then each item as an event.
+            let read = std::cell::RefCell::new(Vec::new());
+            let mut de = serde_json::Deserializer::from_slice(body);
+            let cut = RawSeed(&read)
+                .deserialize(&mut de)
+                .and_then(|()| de.end())
+                .err();
+            let items = read.into_inner();
+            for (i, raw) in items.iter().enumerate() {
+                match parse_event(raw.get().as_bytes()) {
+                    Ok(e) => events.push(e),
+                    Err(e) => {
+                        malformed = Some((Some(i), format!("event {i}: {e}")));
+                        break;
+                    }
+                }
+            }
+            if let (None, Some(e)) = (&malformed, cut) {
+                let i = items.len();
+                malformed = Some((Some(i), format!("event {i}{}", located(&e))));
+            }
+        }
+    }
+    if events.is_empty() && malformed.is_none() {
+        return Err(ParseError::Empty);
+    }
+    Ok(PatternBatch {
+        events,
+        malformed,
+        batch: true,
+    })
+}
+
+/// Deserializes a JSON array of raw values into the vector it holds (what
+/// was read before an error stays there).
+struct RawSeed<'c, 'de>(&'c std::cell::RefCell<Vec<&'de serde_json::value::RawValue>>);
+
+impl<'de> DeserializeSeed<'de> for RawSeed<'_, 'de> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RawSeed<'_, 'de> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of pattern events")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(v) = seq.next_element()? {
+            self.0.borrow_mut().push(v);
+        }
+        Ok(())
+    }
+}

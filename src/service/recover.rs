@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::mpsc::sync_channel;
 
 use crate::engine::{Change, Processor};
+use crate::patterns;
 use crate::store::{self, EngineId, Reader, Stream, Writer};
 
 use super::command::{Applied, Command, Engines};
@@ -57,7 +58,15 @@ fn bases(writer: &Writer, setup: &Setup) -> Result<Engines, RecoverError> {
         })?,
         None => Processor::new(setup.pipeline.clone()),
     };
-    Ok(Engines { window })
+    let patterns = match writer.base(EngineId::Patterns)? {
+        Some(base) => patterns::Engine::restore(&base.envelope, &setup.patterns).map_err(|r| {
+            RecoverError::Invalid(format!(
+                "the pattern engine's recovery base checkpoint is unusable: {r}"
+            ))
+        })?,
+        None => patterns::Engine::new(setup.patterns.clone()),
+    };
+    Ok(Engines { window, patterns })
 }
 
 /// The engines the store describes, and the number of replayed commands of
@@ -145,6 +154,14 @@ pub(super) fn replay(
             window.late_len()
         )));
     }
+    let max_output = writer.max_seq(Stream::Patterns)?;
+    if max_output > engines.patterns.sequence() {
+        return Err(RecoverError::Invalid(format!(
+            "the store holds pattern output up to sequence {max_output}, but replaying the \
+             command log reaches only {}",
+            engines.patterns.sequence()
+        )));
+    }
     Ok((engines, logged))
 }
 
@@ -171,6 +188,9 @@ fn verify(r: &Reader, applied: &Applied) -> Result<(), Mismatch> {
     verify_changes(r, out.changes)?;
     for l in out.late {
         verify_record(r, Stream::Late, l.seq, &json(l)?)?;
+    }
+    for o in out.patterns {
+        verify_record(r, Stream::Patterns, o.seq, &json(o)?)?;
     }
     Ok(())
 }

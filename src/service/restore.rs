@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use crate::engine::{Pipeline, Processor, Rejection};
 use crate::store::{EngineId, Restored};
 
+use super::command::Engines;
 use super::{Metrics, Service, ServiceError};
 
 /// Where a restore takes its envelope from.
@@ -46,45 +47,65 @@ impl Service {
             .map_err(|e| {
                 ServiceError::Unavailable(format!("cannot encode the late output: {e}"))
             })?;
-        let mut g = self.lock();
-        // Wait for the commits in flight; a failed one needs no rebuild
-        // here: the processor is replaced.
-        self.drain();
-        let inner = &mut *g;
-        let epoch = {
-            let mut w = self.writer();
-            self.base_version.fetch_add(1, Ordering::SeqCst);
-            w.restore(&Restored {
-                engine: EngineId::Window,
-                checkpoint_id: id,
-                envelope: &envelope,
-                sequence: processor.sequence(),
-                late: &late,
-            })
-        }
-        .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
         let out = RestoreOutcome {
             sequence: processor.sequence(),
             late: processor.late_len(),
             watermark: processor.watermark(),
         };
-        inner.engines.window = processor;
-        inner.epochs.window = epoch;
-        // A failed commit poisoned the queue and would rebuild every engine
-        // from the store; the store now holds this restore, so the rebuild
-        // (if any) is what the next call does.
-        {
-            let mut q = self.queue();
-            if !q.poisoned {
-                q.logged.window = 0;
-            }
-        }
-        self.heads.send_modify(|h| {
-            h.changes = out.sequence;
-            h.late = out.late;
-            h.epoch = epoch;
-        });
+        let epoch = self.restore_engine(
+            &Restored {
+                engine: EngineId::Window,
+                checkpoint_id: id,
+                envelope: &envelope,
+                sequence: out.sequence,
+                late: &late,
+            },
+            |engines| engines.window = processor,
+        )?;
+        debug_assert!(epoch > 0);
         Ok(out)
+    }
+}
+
+impl Service {
+    /// Stores a validated restore of one engine and puts its engine in
+    /// place (`replace`), once the calls in flight are committed; returns
+    /// the engine's new epoch. A restore is one transaction, as durable as
+    /// any acknowledged call.
+    pub(super) fn restore_engine(
+        &self,
+        r: &Restored<'_>,
+        replace: impl FnOnce(&mut Engines),
+    ) -> Result<u64, ServiceError> {
+        let mut g = self.lock();
+        // Wait for the commits in flight (a failed one is rebuilt below).
+        self.drain();
+        let inner = &mut *g;
+        let epoch = {
+            let mut w = self.writer();
+            self.base_version.fetch_add(1, Ordering::SeqCst);
+            w.restore(r)
+        }
+        .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
+        replace(&mut inner.engines);
+        match r.engine {
+            EngineId::Window => inner.epochs.window = epoch,
+            EngineId::Patterns => inner.epochs.patterns = epoch,
+        }
+        // Published under the lock: no later call's heads can be overtaken.
+        let now = inner.heads();
+        self.heads.send_modify(|h| {
+            h.take_output(&now);
+            h.epoch = now.epoch;
+            h.patterns_epoch = now.patterns_epoch;
+        });
+        // A failed commit poisoned the queue: the next call rebuilds every
+        // engine from the store, which now holds this restore.
+        let mut q = self.queue();
+        if !q.poisoned {
+            *q.logged.get_mut(r.engine) = 0;
+        }
+        Ok(epoch)
     }
 }
 

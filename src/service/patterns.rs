@@ -1,0 +1,166 @@
+//! The pattern engine's verbs on the one write path: pushes (buffering
+//! only), advances and finish (processing, atomically, with their output
+//! stored in the same group commit as everything else), its status, and
+//! its restores.
+
+use crate::patterns::{self, Engine};
+use crate::store::{EngineId, Restored};
+
+use super::command::{Applied, Command, Output};
+use super::commit::{json_records, Encoded};
+use super::parse::{Framing, PatternBatch};
+use super::restore::RestoreSource;
+use super::{Metrics, Service, ServiceError};
+
+/// An acknowledged `POST /patterns/events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PushAnswer {
+    /// Ordinal of the first event pushed.
+    pub first: u64,
+    /// Ordinal of the last event pushed.
+    pub last: u64,
+    /// Events buffered after the push, in all.
+    pub buffered: u64,
+}
+
+/// An acknowledged `POST /patterns/advance` or `/patterns/finish`.
+#[derive(Debug, Clone)]
+pub struct AdvanceAnswer {
+    /// JSON array of the output records (the bytes that were stored).
+    pub output: Vec<u8>,
+    /// The watermark after the call.
+    pub watermark: i64,
+    /// Buffered events the call processed.
+    pub processed: u64,
+}
+
+/// `GET /patterns/status`.
+#[derive(Debug, Clone)]
+pub struct PatternsStatus {
+    /// The engine's counters.
+    pub engine: patterns::Status,
+    /// Its epoch (restores so far).
+    pub epoch: u64,
+}
+
+/// A pattern restore's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PatternsRestored {
+    /// The restored output sequence.
+    pub sequence: u64,
+    /// The restored watermark.
+    pub watermark: i64,
+}
+
+impl Service {
+    /// `POST /patterns/events`: `raw` is the body as received (the command
+    /// row), `batch` its parse.
+    pub fn pattern_push(
+        &self,
+        raw: &[u8],
+        framing: Framing,
+        batch: PatternBatch,
+    ) -> Result<PushAnswer, ServiceError> {
+        let n = batch.events.len() as u64;
+        let cmd = Command::PatternPush {
+            framing,
+            events: batch.events,
+            malformed: batch.malformed,
+        };
+        let (ticket, applied) = self.apply(cmd, raw.to_vec())?;
+        let Applied::PatternPush(o) = applied else {
+            return Err(ServiceError::Unavailable("internal mix-up".into()));
+        };
+        // a push only buffers: no output records
+        let enc = Encoded::new(&Output::default());
+        self.commit(ticket, enc, || ())?;
+        Metrics::inc(&self.metrics.pattern_events, n);
+        Ok(PushAnswer {
+            first: o.first,
+            last: o.last,
+            buffered: o.buffered,
+        })
+    }
+
+    /// `POST /patterns/advance`.
+    pub fn pattern_advance(&self, watermark: i64) -> Result<AdvanceAnswer, ServiceError> {
+        self.pattern_tick(Command::PatternAdvance { watermark })
+    }
+
+    /// `POST /patterns/finish`.
+    pub fn pattern_finish(&self) -> Result<AdvanceAnswer, ServiceError> {
+        self.pattern_tick(Command::PatternFinish)
+    }
+
+    fn pattern_tick(&self, cmd: Command<'_>) -> Result<AdvanceAnswer, ServiceError> {
+        let body = cmd.compact_body()?;
+        let (ticket, applied) = self.apply(cmd, body)?;
+        let enc = Encoded::new(&applied.output());
+        let Applied::PatternAdvance(o) = applied else {
+            return Err(ServiceError::Unavailable("internal mix-up".into()));
+        };
+        let output = enc
+            .as_ref()
+            .map(|e| json_records(e.records()))
+            .unwrap_or_default();
+        self.commit(ticket, enc, || ())?;
+        Metrics::inc(&self.metrics.pattern_output, o.output.len() as u64);
+        Ok(AdvanceAnswer {
+            output,
+            watermark: o.watermark,
+            processed: o.processed,
+        })
+    }
+
+    /// `GET /patterns/status`.
+    pub fn pattern_status(&self) -> Result<PatternsStatus, ServiceError> {
+        let g = self.lock_settled()?;
+        Ok(PatternsStatus {
+            engine: g.engines.patterns.status(),
+            epoch: g.epochs.patterns,
+        })
+    }
+
+    /// `GET /patterns`: the document in force.
+    pub fn pattern_document(&self) -> Vec<u8> {
+        self.setup.patterns.to_json()
+    }
+
+    /// `POST /patterns/restore` and `POST /patterns/checkpoints/{id}/restore`:
+    /// the pattern engine's state becomes the checkpoint's, its output is
+    /// cut back to the checkpoint's sequence, and its epoch grows by one.
+    pub fn restore_patterns(
+        &self,
+        source: RestoreSource,
+    ) -> Result<PatternsRestored, ServiceError> {
+        let (id, envelope) = match source {
+            RestoreSource::Id(id) => (Some(id), self.checkpoint_bytes(EngineId::Patterns, id)?),
+            RestoreSource::Bytes(b) => (None, b),
+        };
+        // Validated completely before anything is touched.
+        let engine = Engine::restore(&envelope, &self.setup.patterns).map_err(|e| {
+            ServiceError::Rejected(crate::engine::Rejection::InvalidCheckpoint(
+                if e.is_empty() {
+                    "the checkpoint cannot be restored".into()
+                } else {
+                    e
+                },
+            ))
+        })?;
+        let out = PatternsRestored {
+            sequence: engine.sequence(),
+            watermark: engine.watermark(),
+        };
+        self.restore_engine(
+            &Restored {
+                engine: EngineId::Patterns,
+                checkpoint_id: id,
+                envelope: &envelope,
+                sequence: out.sequence,
+                late: &[],
+            },
+            |engines| engines.patterns = engine,
+        )?;
+        Ok(out)
+    }
+}
