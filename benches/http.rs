@@ -50,13 +50,16 @@
 //!   under target/), `STREAMFORGE_WORKLOAD` (an NDJSON workload file with 4
 //!   partitions).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
+
+#[path = "http_support.rs"]
+mod http_support;
+use http_support::{binary, cpu_seconds, get_status, proc_kib, Conn};
 use streamforge::engine::{DeliveryRef, EventRef, Pipeline, Processor};
 
 const PIPELINE: &str = r#"{"partitions":["p0","p1","p2","p3"],"windows":{"fixed_10s":{"kind":"fixed","size":10000},"sliding_10s_2s":{"kind":"sliding","size":10000,"step":2000},"session_50ms":{"kind":"session","gap":50}},"lateness":0}"#;
@@ -220,80 +223,12 @@ fn client_requests(all: &[Vec<Req>], c: usize, clients: usize) -> Vec<Req> {
 // ---------------------------------------------------------------- client
 
 /// A minimal HTTP/1.1 keep-alive client (little CPU next to the server's).
-struct Conn {
-    addr: String,
-    stream: BufReader<TcpStream>,
-    body: Vec<u8>,
-}
-
-impl Conn {
-    fn new(addr: &str) -> Conn {
-        let s = TcpStream::connect(addr).expect("connect");
-        s.set_nodelay(true).ok();
-        Conn {
-            addr: addr.to_string(),
-            stream: BufReader::with_capacity(1 << 16, s),
-            body: Vec::new(),
-        }
+/// Sends one workload request.
+fn send(c: &mut Conn, r: &Req) -> u16 {
+    match r {
+        Req::Events(b, _) => c.call("POST", "/events", "application/x-ndjson", b),
+        Req::Advance(b, _, _) => c.call("POST", "/watermarks", "application/json", b),
     }
-
-    /// Sends one request and reads the answer; returns the status.
-    fn call(&mut self, method: &str, path: &str, ctype: &str, body: &[u8]) -> u16 {
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\n\r\n",
-            self.addr,
-            body.len()
-        );
-        let s = self.stream.get_mut();
-        s.write_all(head.as_bytes()).expect("write");
-        s.write_all(body).expect("write");
-        let mut line = String::new();
-        self.stream.read_line(&mut line).expect("status line");
-        let status: u16 = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("bad status line {line:?}"));
-        let mut len = None;
-        loop {
-            line.clear();
-            self.stream.read_line(&mut line).expect("header");
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse::<usize>().ok();
-                }
-            }
-        }
-        let len = len.expect("the server answers with content-length");
-        self.body.resize(len, 0);
-        self.stream.read_exact(&mut self.body).expect("body");
-        status
-    }
-
-    fn send(&mut self, r: &Req) -> u16 {
-        match r {
-            Req::Events(b, _) => self.call("POST", "/events", "application/x-ndjson", b),
-            Req::Advance(b, _, _) => self.call("POST", "/watermarks", "application/json", b),
-        }
-    }
-}
-
-fn get_status(addr: &str, path: &str) -> Option<u16> {
-    let s = TcpStream::connect(addr).ok()?;
-    let mut c = Conn {
-        addr: addr.to_string(),
-        stream: BufReader::new(s),
-        body: Vec::new(),
-    };
-    let head = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
-    c.stream.get_mut().write_all(head.as_bytes()).ok()?;
-    let mut line = String::new();
-    c.stream.read_line(&mut line).ok()?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn http_body(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
@@ -310,13 +245,6 @@ struct Server {
     db: PathBuf,
     /// Spawn to `/readyz` 200.
     ready_after: Duration,
-}
-
-fn binary() -> PathBuf {
-    std::env::var("STREAMFORGE_BIN").map_or_else(
-        |_| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/streamforge"),
-        PathBuf::from,
-    )
 }
 
 impl Server {
@@ -398,42 +326,6 @@ impl Server {
             })
             .sum()
     }
-}
-
-fn clk_tck() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// User + system CPU seconds of a process.
-fn cpu_seconds(pid: u32) -> f64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // After the command name: state is field 3, utime 14, stime 15.
-    let t = |i: usize| {
-        f.get(i - 3)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (t(14) + t(15)) / clk_tck()
-}
-
-/// A `/proc/PID/status` field in bytes (`VmRSS`, `VmHWM`).
-fn proc_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-        * 1024
 }
 
 // ---------------------------------------------------------------- runs
@@ -545,7 +437,7 @@ fn drive(
                             sent += n;
                         }
                         let t = Instant::now();
-                        let st = conn.send(r);
+                        let st = send(&mut conn, r);
                         if st != 200 {
                             panic!(
                                 "status {st}: {}",
