@@ -133,7 +133,10 @@ mod tests {
         assert_eq!(d.pop_due(i64::MAX), None);
         assert_eq!(d.len(), 0);
         assert!(!d.insert(1, 7, 1), "unknown pattern");
-        let mut d = Deadlines::from_entries(2, vec![(30, 0, 2), (10, 1, 4), (10, 0, 1), (30, 0, 2), (5, 9, 9)]);
+        let mut d = Deadlines::from_entries(
+            2,
+            vec![(30, 0, 2), (10, 1, 4), (10, 0, 1), (30, 0, 2), (5, 9, 9)],
+        );
         assert_eq!(d.len(), 3);
         assert_eq!(d.pop_due(100), Some((10, vec![(0, 1), (1, 4)])));
         assert_eq!(d.pop_due(100), Some((30, vec![(0, 2)])));
