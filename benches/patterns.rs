@@ -18,7 +18,8 @@
 //! over live branches and waits) and checkpoint bytes per live branch.
 //!
 //! Environment: `BENCH_EVENTS=N` (default 2,000,000 per run), `BENCH_KEYS=K`
-//! (one run with K keys), `BENCH_SPLIT=1` (time in push and in advance).
+//! (only K keys), `BENCH_REPEAT=R` (runs per key count, the best kept;
+//! default 3), `BENCH_SPLIT=1` (time in push and in advance).
 
 use std::time::Instant;
 
@@ -156,21 +157,34 @@ fn run(events: usize, keys: usize) -> Run {
 }
 
 fn main() {
-    let events: usize = std::env::var("BENCH_EVENTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2_000_000);
-    println!("pattern engine: {events} events per run, push (batches of 1,000) + advance");
-    let mut per_event = Vec::new();
-    let only: Option<usize> = std::env::var("BENCH_KEYS")
-        .ok()
-        .and_then(|s| s.parse().ok());
-    let configs: Vec<usize> = match only {
+    let var = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+    };
+    let events = var("BENCH_EVENTS").unwrap_or(2_000_000);
+    let repeat = var("BENCH_REPEAT").unwrap_or(3).max(1);
+    println!(
+        "pattern engine: {events} events per run, push (batches of 1,000) + advance; best of {repeat} runs"
+    );
+    let configs: Vec<usize> = match var("BENCH_KEYS") {
         Some(k) => vec![k],
         None => vec![1_000, 10_000, 100_000],
     };
+    let mut per_event = Vec::new();
     for keys in configs {
-        let r = run(events, keys);
+        // the machine may be shared: keep the run with the least CPU time
+        let mut best: Option<Run> = None;
+        for _ in 0..repeat {
+            let r = run(events, keys);
+            if best
+                .as_ref()
+                .is_none_or(|b| r.ns_per_event < b.ns_per_event)
+            {
+                best = Some(r);
+            }
+        }
+        let Some(r) = best else { continue };
         println!(
             "{keys:>7} keys: {:>9.0} events/s wall, {:>9.0} events/s CPU ({:>6.1} ns/event)  {:>7} outputs  {:>6} live branches  {:>5.0} B/live branch (engine heap)  {:>4.0} checkpoint B/live branch",
             r.events_per_s,

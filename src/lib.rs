@@ -9,7 +9,13 @@
 //! SQLite transaction per acknowledged call) → outcome → response.
 //!
 //! - [`engine`]: the processing rules of docs/semantics.md; depends on std, serde,
-//!   serde_json and sha2 only (`tests/purity.rs` checks it).
+//!   serde_json, sha2 and [`canonical`] only (`tests/purity.rs` checks it).
+//! - [`patterns`]: the second pure engine, pattern detection (complex event
+//!   processing) over its own typed events, watermark, output stream and
+//!   checkpoints (`docs/patterns.md`); same dependency rule as [`engine`],
+//!   and it shares nothing with it but [`canonical`].
+//! - [`canonical`]: pure helpers both engines share: the canonical JSON
+//!   writer of checkpoints, their SHA-256, a duplicate-rejecting JSON map.
 //! - [`store`]: the only module that imports `rusqlite`: migrations, the
 //!   command log, changelog and late pages, checkpoints, the recovery base.
 //! - [`service`]: the single write path (std `Mutex` over the processor and

@@ -634,6 +634,7 @@ mod tests {
     }
 
     fn ev(id: &str, key: &str, kind: &str, time: i64) -> Event {
+        // (every event carries an Integer amount equal to its time)
         Event {
             id: id.into(),
             key: key.into(),
@@ -740,5 +741,113 @@ mod tests {
         let rb = b.finish().unwrap();
         assert_eq!(ra, rb);
         assert!(!ra.output.is_empty());
+    }
+
+    /// Runs `events` (`id key kind time`) and one advance to 400; returns
+    /// `type id end_time` lines.
+    fn lines_of(document: &str, events: &[(&str, &str, &str, i64)]) -> Vec<String> {
+        let mut e = Engine::new(doc(document));
+        e.push(
+            events
+                .iter()
+                .map(|&(id, k, kind, t)| ev(id, k, kind, t))
+                .collect(),
+        )
+        .unwrap();
+        let out = e.advance(400).unwrap().output;
+        out.iter()
+            .map(|o| format!("{} {} {}", o.kind.name(), o.id, o.end_time))
+            .collect()
+    }
+
+    fn two(contiguity: &str, skip: &str) -> String {
+        format!(
+            r#"{{"patterns":[{{"name":"p","within":100,"skip":"{skip}","stages":[
+                {{"name":"a","where":{{"kind":"a"}}}},
+                {{"name":"b","contiguity":"{contiguity}","where":{{"kind":"b"}}}}]}}]}}"#
+        )
+    }
+
+    /// The worked examples of docs/patterns.md stay true.
+    #[test]
+    fn the_documented_examples_hold() {
+        let acb = [
+            ("e1", "k", "a", 1),
+            ("e2", "k", "c", 2),
+            ("e3", "k", "b", 3),
+        ];
+        assert!(lines_of(&two("strict", "no_skip"), &acb).is_empty());
+        assert_eq!(
+            lines_of(&two("skip_next", "no_skip"), &acb),
+            ["match p:1/3 3"]
+        );
+        assert_eq!(
+            lines_of(&two("skip_any", "no_skip"), &acb),
+            ["match p:1/3 3", "timeout p:1/ 101"]
+        );
+        let aabb = [
+            ("e1", "k", "a", 1),
+            ("e2", "k", "a", 2),
+            ("e3", "k", "b", 3),
+            ("e4", "k", "b", 4),
+        ];
+        assert_eq!(
+            lines_of(&two("skip_any", "no_skip"), &aabb),
+            [
+                "match p:1/3 3",
+                "match p:2/3 3",
+                "match p:1/4 4",
+                "match p:2/4 4",
+                "timeout p:1/ 101",
+                "timeout p:2/ 102"
+            ]
+        );
+        assert_eq!(
+            lines_of(&two("skip_any", "skip_to_next_start"), &aabb),
+            ["match p:1/3 3", "match p:2/3 3"]
+        );
+        assert_eq!(
+            lines_of(&two("skip_any", "skip_past_last"), &aabb),
+            ["match p:1/3 3"]
+        );
+        let quiet = r#"{"patterns":[{"name":"quiet","within":100,
+            "stages":[{"name":"login","where":{"kind":"login"}}],"absence":{"kind":"logout"}}]}"#;
+        assert_eq!(
+            lines_of(
+                quiet,
+                &[
+                    ("e1", "k", "login", 10),
+                    ("e2", "k", "logout", 110),
+                    ("e3", "k", "login", 200),
+                    ("e4", "j", "login", 205),
+                    ("e5", "j", "logout", 300),
+                ]
+            ),
+            ["match quiet:3 300"],
+            "a logout at the deadline cancels; the match ends at the deadline"
+        );
+        let deadline = r#"{"patterns":[{"name":"d","within":10,"stages":[
+            {"name":"a","where":{"kind":"a"}},{"name":"b","where":{"kind":"b"}}]}]}"#;
+        assert_eq!(
+            lines_of(
+                deadline,
+                &[
+                    ("e1", "k", "a", 0),
+                    ("e2", "k", "b", 10),
+                    ("e3", "j", "a", 0),
+                    ("e4", "j", "b", 11)
+                ]
+            ),
+            ["match d:1/2 10", "timeout d:3/ 10"]
+        );
+        let dedup = r#"{"patterns":[{"name":"t","within":100,"stages":[
+            {"name":"login","where":{"kind":"login"}},
+            {"name":"pay","min":1,"max":2,"where":{"kind":"pay"}},
+            {"name":"two","where":{"kind":"pay"}}]}]}"#;
+        assert_eq!(
+            lines_of(dedup, &[("e1", "k", "login", 10), ("e2", "k", "pay", 20)]),
+            ["timeout t:1/2/ 110"],
+            "one timeout per distinct assignment"
+        );
     }
 }

@@ -111,44 +111,45 @@ pub(crate) fn select(
     em: &mut Emitter,
 ) -> Result<(), Rejection> {
     order(cands, g.shape.len());
-    // removal marks; a group is almost always one candidate
-    let mut removed = [false; 1];
-    let mut more = Vec::new();
-    let removed: &mut [bool] = if cands.len() <= 1 {
-        &mut removed[..cands.len()]
-    } else {
-        more.resize(cands.len(), false);
-        &mut more
-    };
-    for i in 0..cands.len() {
-        if removed[i] {
-            continue;
-        }
-        let sel = &cands[i];
+    // Candidates are sorted by (start, first ordinal, ...): those a selected
+    // candidate removes are the run right after it (the same first ordinal
+    // has the same start; a first capture at or before its last capture is
+    // a prefix of what remains). Branches and waits play no part in the
+    // walk, so their removal is done once at the end: everything with a
+    // removed first ordinal, or at or before the latest last capture.
+    let mut firsts: Vec<u64> = Vec::new();
+    let mut past: Option<(i64, u64)> = None;
+    let mut i = 0;
+    while let Some(sel) = cands.get(i) {
         em.emit(OutputKind::Match, g, sel, end_time)?;
+        i += 1;
         match g.pattern.skip {
             Skip::NoSkip => {}
             Skip::SkipToNextStart => {
                 let first = sel.first;
-                for (j, c) in cands.iter().enumerate().skip(i + 1) {
-                    if c.first == first {
-                        removed[j] = true;
-                    }
+                while cands.get(i).is_some_and(|c| c.first == first) {
+                    i += 1;
                 }
-                st.branches.retain(|b| b.caps.first != first);
-                st.waits.retain(|w| w.first != first);
+                firsts.push(first);
             }
             Skip::SkipPastLast => {
                 let last = sel.last_position();
-                for (j, c) in cands.iter().enumerate().skip(i + 1) {
-                    if (c.start, c.first) <= last {
-                        removed[j] = true;
-                    }
+                while cands.get(i).is_some_and(|c| (c.start, c.first) <= last) {
+                    i += 1;
                 }
-                st.branches.retain(|b| (b.caps.start, b.caps.first) > last);
-                st.waits.retain(|w| (w.start, w.first) > last);
+                past = past.max(Some(last));
             }
         }
+    }
+    if !firsts.is_empty() {
+        firsts.sort_unstable();
+        let gone = |first: u64| firsts.binary_search(&first).is_ok();
+        st.branches.retain(|b| !gone(b.caps.first));
+        st.waits.retain(|w| !gone(w.first));
+    }
+    if let Some(last) = past {
+        st.branches.retain(|b| (b.caps.start, b.caps.first) > last);
+        st.waits.retain(|w| (w.start, w.first) > last);
     }
     cands.clear();
     Ok(())
