@@ -109,6 +109,25 @@ impl Compiled {
     }
 }
 
+/// The `active_states` limit after an observation of (pattern, key).
+#[inline]
+fn check_active(
+    live: u64,
+    limit: u64,
+    c: &Compiled,
+    keys: &Keys,
+    key: KeyId,
+) -> Result<(), Rejection> {
+    if live > limit {
+        return Err(Rejection::LimitExceeded(format!(
+            "limit active_states exceeded: {live} branches and waits for pattern {:?}, key {:?} (at most {limit})",
+            c.name,
+            keys.name(key)
+        )));
+    }
+    Ok(())
+}
+
 impl Undo {
     fn clear(&mut self) {
         self.states.clear();
@@ -414,7 +433,10 @@ impl Engine {
         let c = &self.compiled[p];
         let st = &mut self.states[p][e.key as usize];
         let Some(obs) = observe(pattern, &c.shape, st, e, &mut self.scratch) else {
-            return Ok(());
+            // the limit holds after every observation, also one that changes
+            // nothing (a restore may have lowered it below what the key holds)
+            let live = (st.branches.len() + st.waits.len()) as u64;
+            return check_active(live, self.doc.limits.active_states, c, &self.keys, e.key);
         };
         // install, keeping the old state for undo on the first change
         let old_branches = std::mem::replace(&mut st.branches, obs.branches);
@@ -459,15 +481,7 @@ impl Engine {
             }
         }
         let live = (st.branches.len() + st.waits.len()) as u64;
-        let limit = self.doc.limits.active_states;
-        if live > limit {
-            return Err(Rejection::LimitExceeded(format!(
-                "limit active_states exceeded: {live} branches and waits for pattern {:?}, key {:?} (at most {limit})",
-                c.name,
-                self.keys.name(e.key)
-            )));
-        }
-        Ok(())
+        check_active(live, self.doc.limits.active_states, c, &self.keys, e.key)
     }
 
     /// Expires every deadline `<= through`, ascending; within a deadline,
