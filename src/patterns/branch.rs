@@ -24,7 +24,7 @@ pub(crate) struct Node {
     /// Its time.
     pub time: i64,
     /// The event.
-    pub event: Arc<Event>,
+    pub event: Event,
     /// The stage it was captured into.
     pub stage: u8,
     /// The previous capture.

@@ -8,7 +8,6 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use std::sync::Arc;
 
 use crate::patterns::event::Event;
 use crate::patterns::keys::KeyId;
@@ -23,7 +22,7 @@ pub(crate) struct Pending {
     /// Its interned key.
     pub key: KeyId,
     /// The event, shared with captures and output.
-    pub event: Arc<Event>,
+    pub event: Event,
 }
 
 impl PartialEq for Pending {
@@ -97,7 +96,7 @@ mod tests {
             time,
             ordinal,
             key: 0,
-            event: Arc::new(Event::default()),
+            event: Event::default(),
         }
     }
 

@@ -273,13 +273,13 @@ impl Engine {
         let mut keys = std::mem::take(&mut self.key_scratch);
         keys.clear();
         // the room was checked above: interning cannot fail
-        keys.extend(events.iter().map(|e| self.intern(&e.key).unwrap_or(0)));
+        keys.extend(events.iter().map(|e| self.intern(e.key()).unwrap_or(0)));
         for (i, (e, &key)) in events.into_iter().zip(keys.iter()).enumerate() {
             self.buffer.push(Pending {
                 time: e.time,
                 ordinal: first + i as u64,
                 key,
-                event: Arc::new(e),
+                event: e,
             });
         }
         self.key_scratch = keys;
@@ -578,24 +578,13 @@ impl Engine {
         use std::collections::BTreeSet;
         use std::mem::size_of;
         fn event_bytes(e: &Event) -> usize {
-            let mut n =
-                16 + size_of::<Event>() + e.id.capacity() + e.key.capacity() + e.kind.capacity();
-            n += e.fields.capacity() * size_of::<(String, crate::patterns::Value)>();
-            for (name, v) in &e.fields {
-                n += name.capacity();
-                match v {
-                    crate::patterns::Value::String(s) => n += s.capacity(),
-                    crate::patterns::Value::Decimal(d) => n += d.as_str().len(),
-                    _ => {}
-                }
-            }
-            n
+            e.heap_bytes()
         }
         let mut total = 0usize;
         let mut nodes = BTreeSet::new();
         let mut events = BTreeSet::new();
         for p in self.buffer.by_ordinal() {
-            if events.insert(Arc::as_ptr(&p.event) as usize) {
+            if events.insert(p.event.ptr()) {
                 total += event_bytes(&p.event);
             }
         }
@@ -613,7 +602,7 @@ impl Engine {
                             break;
                         }
                         total += 16 + size_of::<crate::patterns::branch::Node>();
-                        if events.insert(Arc::as_ptr(&n.event) as usize) {
+                        if events.insert(n.event.ptr()) {
                             total += event_bytes(&n.event);
                         }
                         at = n.prev.as_ref();
@@ -649,13 +638,7 @@ mod tests {
 
     fn ev(id: &str, key: &str, kind: &str, time: i64) -> Event {
         // (every event carries an Integer amount equal to its time)
-        Event {
-            id: id.into(),
-            key: key.into(),
-            kind: kind.into(),
-            time,
-            fields: vec![("amount".into(), Value::Integer(time))],
-        }
+        Event::new(id, key, kind, time, &[("amount", Value::Integer(time))])
     }
 
     fn ids(out: &[Output]) -> Vec<String> {

@@ -72,7 +72,7 @@ pub(crate) fn observe(
     e: &Pending,
     scratch: &mut Scratch,
 ) -> Option<Observed> {
-    let ev = &*e.event;
+    let ev = &e.event;
     // 1. absence waits that existed before e: cancelled when absence holds
     let mut waits = None;
     if let Some(absence) = &pattern.absence {

@@ -8,7 +8,7 @@ use serde::{Serialize, Serializer};
 
 use crate::patterns::branch::Caps;
 use crate::patterns::event::Event;
-use crate::patterns::value::Value;
+use crate::patterns::value::{Value, ValueRef};
 
 /// `match` or `timeout`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,7 +25,7 @@ pub struct CapturedEvent {
     /// Its ordinal.
     pub ordinal: u64,
     /// The event (shared with the engine, never copied).
-    pub event: Arc<Event>,
+    pub event: Event,
 }
 
 /// One output record.
@@ -81,13 +81,32 @@ impl Serialize for Value {
     }
 }
 
-struct Fields<'a>(&'a [(String, Value)]);
+/// A borrowed field value, written as [`Value`] is.
+struct FieldValue<'a>(ValueRef<'a>);
+
+impl Serialize for FieldValue<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            ValueRef::Integer(i) => s.serialize_i64(i),
+            ValueRef::Double(d) => s.serialize_f64(d),
+            ValueRef::Decimal(_, text) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("decimal", &*String::from_utf8_lossy(text))?;
+                m.end()
+            }
+            ValueRef::String(t) => s.serialize_str(&String::from_utf8_lossy(t)),
+            ValueRef::Bool(b) => s.serialize_bool(b),
+        }
+    }
+}
+
+struct Fields<'a>(&'a Event);
 
 impl Serialize for Fields<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (name, value) in self.0 {
-            m.serialize_entry(name, value)?;
+        let mut m = s.serialize_map(Some(self.0.field_count()))?;
+        for (name, value) in self.0.fields_ref() {
+            m.serialize_entry(&*String::from_utf8_lossy(name), &FieldValue(value))?;
         }
         m.end()
     }
@@ -98,11 +117,11 @@ impl Serialize for CapturedEvent {
         let e = &self.event;
         let mut m = s.serialize_map(Some(6))?;
         m.serialize_entry("ordinal", &self.ordinal)?;
-        m.serialize_entry("id", &e.id)?;
-        m.serialize_entry("key", &e.key)?;
-        m.serialize_entry("kind", &e.kind)?;
+        m.serialize_entry("id", e.id())?;
+        m.serialize_entry("key", e.key())?;
+        m.serialize_entry("kind", e.kind())?;
         m.serialize_entry("time", &e.time)?;
-        m.serialize_entry("fields", &Fields(&e.fields))?;
+        m.serialize_entry("fields", &Fields(e))?;
         m.end()
     }
 }
