@@ -88,7 +88,7 @@ pub struct Status {
 #[derive(Debug, Clone)]
 pub(crate) struct Compiled {
     pub name: Arc<str>,
-    pub stage_names: Vec<Arc<str>>,
+    pub stage_names: Arc<[Arc<str>]>,
     pub shape: Shape,
 }
 
@@ -168,6 +168,10 @@ pub struct Engine {
     taken: Vec<Pending>,
     undo: Undo,
     key_scratch: Vec<KeyId>,
+    /// The entries of the deadline being expired (reused).
+    due: Vec<(u32, KeyId)>,
+    /// The previous advance's output count (the next one's first capacity).
+    out_hint: usize,
 }
 
 impl std::fmt::Debug for Engine {
@@ -203,6 +207,8 @@ impl Engine {
             taken: Vec::new(),
             undo: Undo::default(),
             key_scratch: Vec::new(),
+            due: Vec::new(),
+            out_hint: 0,
         }
     }
 
@@ -322,7 +328,7 @@ impl Engine {
         let mut undo = std::mem::take(&mut self.undo);
         self.buffer.take_through(watermark, &mut taken);
         let mut em = Emitter {
-            out: Vec::new(),
+            out: Vec::with_capacity(self.out_hint),
             sequence: self.sequence,
             matches: 0,
             max_matches: self.doc.limits.max_results_per_advance,
@@ -331,6 +337,7 @@ impl Engine {
             Ok(()) => {
                 self.watermark = watermark;
                 self.sequence = em.sequence;
+                self.out_hint = em.out.len().min(4096);
                 let processed = taken.len() as u64;
                 taken.clear();
                 undo.clear();
@@ -492,14 +499,27 @@ impl Engine {
         undo: &mut Undo,
         em: &mut Emitter,
     ) -> Result<(), Rejection> {
-        while let Some((d, mut due)) = self.deadlines.pop_due(through) {
+        let mut due = std::mem::take(&mut self.due);
+        let r = self.expire_due(through, undo, em, &mut due);
+        self.due = due;
+        r
+    }
+
+    fn expire_due(
+        &mut self,
+        through: i64,
+        undo: &mut Undo,
+        em: &mut Emitter,
+        due: &mut Vec<(u32, KeyId)>,
+    ) -> Result<(), Rejection> {
+        while let Some(d) = self.deadlines.pop_due(through, due) {
             undo.expired.extend(due.iter().map(|&(p, k)| (d, p, k)));
             let keys = &self.keys;
             due.sort_by(|a, b| {
                 a.0.cmp(&b.0)
                     .then_with(|| keys.name(a.1).cmp(keys.name(b.1)))
             });
-            for (p, k) in due {
+            for &(p, k) in due.iter() {
                 let pu = p as usize;
                 let start = d - self.doc.patterns[pu].within;
                 let st = &self.states[pu][k as usize];
@@ -517,7 +537,13 @@ impl Engine {
                     shape: &c.shape,
                     key: self.keys.name(k),
                 };
-                expire(&g, &mut self.states[pu][k as usize], d, em)?;
+                expire(
+                    &g,
+                    &mut self.states[pu][k as usize],
+                    d,
+                    em,
+                    &mut self.scratch.candidates,
+                )?;
             }
         }
         Ok(())
@@ -592,7 +618,7 @@ impl Engine {
         for states in &self.states {
             total += states.capacity() * size_of::<KeyState>();
             for st in states {
-                total += st.branches.capacity() * size_of::<crate::patterns::branch::Branch>();
+                total += st.branches.heap_bytes();
                 total += st.waits.capacity() * size_of::<crate::patterns::branch::Caps>();
                 let all = st.branches.iter().map(|b| &b.caps).chain(st.waits.iter());
                 for caps in all {

@@ -11,11 +11,95 @@ use crate::patterns::branch::{successors, Branch, Caps, Shape};
 use crate::patterns::buffer::Pending;
 use crate::patterns::document::{Contiguity, Pattern};
 
+/// The live branches of one (pattern, key): the first held inline (most
+/// keys hold one or none, so reaching it reads the state and nothing else,
+/// and replacing it allocates nothing), the others in a vector.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Branches {
+    /// The first branch; `None` only when there is none at all.
+    head: Option<Branch>,
+    /// The others, in order.
+    rest: Vec<Branch>,
+}
+
+impl Branches {
+    /// How many.
+    #[inline]
+    pub fn len(&self) -> usize {
+        usize::from(self.head.is_some()) + self.rest.len()
+    }
+
+    /// None at all.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.head.is_none()
+    }
+
+    /// In order.
+    #[inline]
+    pub fn iter(&self) -> impl Iterator<Item = &Branch> + '_ {
+        self.head.iter().chain(self.rest.iter())
+    }
+
+    /// The first.
+    #[inline]
+    pub fn first(&self) -> Option<&Branch> {
+        self.head.as_ref()
+    }
+
+    /// Appends one.
+    #[inline]
+    pub fn push(&mut self, b: Branch) {
+        if self.head.is_none() {
+            self.head = Some(b);
+        } else {
+            self.rest.push(b);
+        }
+    }
+
+    /// Room for `n` branches in all.
+    #[inline]
+    pub fn reserve(&mut self, n: usize) {
+        if n > 1 {
+            self.rest.reserve(n - 1 - self.rest.len().min(n - 1));
+        }
+    }
+
+    /// Keeps, in order, the branches for which `keep` holds.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Branch) -> bool) {
+        if let Some(h) = self.head.take() {
+            if keep(&h) {
+                self.head = Some(h);
+            }
+        }
+        self.rest.retain(|b| keep(b));
+        if self.head.is_none() && !self.rest.is_empty() {
+            self.head = Some(self.rest.remove(0));
+        }
+    }
+
+    /// Heap bytes of the vector (the first branch is inline).
+    pub fn heap_bytes(&self) -> usize {
+        self.rest.capacity() * std::mem::size_of::<Branch>()
+    }
+}
+
+impl From<Vec<Branch>> for Branches {
+    fn from(v: Vec<Branch>) -> Branches {
+        let mut out = Branches::default();
+        out.reserve(v.len());
+        for b in v {
+            out.push(b);
+        }
+        out
+    }
+}
+
 /// Branches and absence waits of one (pattern, key).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KeyState {
     /// Live branches (no two with the same stage and captures).
-    pub branches: Vec<Branch>,
+    pub branches: Branches,
     /// Absence waits (complete captures waiting for their deadline).
     pub waits: Vec<Caps>,
     /// The advance that last saved this state for undo.
@@ -46,7 +130,7 @@ pub(crate) enum Decision {
 /// in [`Scratch::candidates`]).
 pub(crate) struct Observed {
     /// The new branch set.
-    pub branches: Vec<Branch>,
+    pub branches: Branches,
     /// The new wait set, when step 1 cancelled some.
     pub waits: Option<Vec<Caps>>,
     /// Whether the event started a branch or a candidate (a new deadline).
@@ -93,7 +177,7 @@ pub(crate) fn observe(
     born.clear();
     candidates.clear();
     let mut changed = waits.is_some();
-    for b in &st.branches {
+    for b in st.branches.iter() {
         let stage = &pattern.stages[usize::from(b.wait)];
         let caps = |r: usize| b.caps.last_of(r);
         let d = if stage.forbidden.as_ref().is_some_and(|f| f.eval(ev, &caps)) {
@@ -135,13 +219,16 @@ pub(crate) fn observe(
     }
     // 4. the new branches join (each holds e, the kept ones do not, and two
     // successors of different branches differ: no duplicates can arise)
-    let mut branches = Vec::with_capacity(kept + born.len());
+    let mut branches = Branches::default();
+    branches.reserve(kept + born.len());
     for (b, d) in st.branches.iter().zip(decisions.iter()) {
         if matches!(d, Decision::Keep | Decision::Fork) {
             branches.push(b.clone());
         }
     }
-    branches.append(born);
+    for b in born.drain(..) {
+        branches.push(b);
+    }
     Some(Observed {
         branches,
         waits,

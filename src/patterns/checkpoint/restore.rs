@@ -504,7 +504,7 @@ fn build(state: &Json<'_>, sp: &Path<'_>, doc: &Document) -> Result<Engine, Stri
             ));
         }
         let st = &mut engine.states[p][kid as usize];
-        st.branches = list;
+        st.branches = list.into();
         st.waits = wlist;
     }
     engine.deadlines = Deadlines::from_entries(doc.patterns.len(), deadlines);
