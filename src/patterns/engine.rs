@@ -224,7 +224,13 @@ impl Engine {
 
     /// Interns a key and makes room for its states.
     pub(crate) fn intern(&mut self, key: &str) -> Option<KeyId> {
-        let id = self.keys.intern(key)?;
+        self.intern_bytes(key.as_bytes())
+    }
+
+    /// [`Engine::intern`] by the key's bytes.
+    #[inline]
+    fn intern_bytes(&mut self, key: &[u8]) -> Option<KeyId> {
+        let id = self.keys.intern_bytes(key)?;
         let n = self.keys.len();
         for per_pattern in &mut self.states {
             if per_pattern.len() < n {
@@ -279,7 +285,11 @@ impl Engine {
         let mut keys = std::mem::take(&mut self.key_scratch);
         keys.clear();
         // the room was checked above: interning cannot fail
-        keys.extend(events.iter().map(|e| self.intern(e.key()).unwrap_or(0)));
+        keys.extend(
+            events
+                .iter()
+                .map(|e| self.intern_bytes(e.key_bytes()).unwrap_or(0)),
+        );
         for (i, (e, &key)) in events.into_iter().zip(keys.iter()).enumerate() {
             self.buffer.push(Pending {
                 time: e.time,

@@ -173,9 +173,15 @@ fn put_names(buf: &mut Vec<u8>, id: &[u8], key: &[u8], kind: &[u8]) {
     buf.extend_from_slice(kind);
 }
 
-fn set_count(buf: &mut [u8], n: usize) {
+/// Set in the header's field count when every rule but the time's was
+/// checked (the time is a public field: a push checks it always).
+const CHECKED: u32 = 1 << 31;
+
+fn set_count(buf: &mut [u8], n: usize, checked: bool) {
+    let n = u32::try_from(n).unwrap_or(u32::MAX) & !CHECKED;
+    let word = if checked { n | CHECKED } else { n };
     if let Some(c) = buf.get_mut(12..16) {
-        c.copy_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
+        c.copy_from_slice(&word.to_le_bytes());
     }
 }
 
@@ -230,15 +236,23 @@ impl Event {
         for (name, v) in fields {
             put_field(&mut buf, name.as_ref().as_bytes(), v.as_ref());
         }
-        set_count(&mut buf, fields.len());
-        Event {
+        set_count(&mut buf, fields.len(), false);
+        let mut e = Event {
             time,
-            data: Arc::from(buf),
+            data: Arc::from(&buf[..]),
+        };
+        // checked here, while it is at hand, so that a push need not
+        if e.check_parts().is_ok() {
+            set_count(&mut buf, fields.len(), true);
+            e.data = Arc::from(buf);
         }
+        e
     }
 
+    /// The header: the lengths of id, key and kind, the field count and
+    /// whether the rules were checked.
     #[inline]
-    fn header(&self) -> [usize; 4] {
+    fn raw_header(&self) -> ([usize; 4], bool) {
         let mut r = Reader {
             b: &self.data,
             at: 0,
@@ -247,7 +261,14 @@ impl Event {
         for x in &mut h {
             *x = r.len().unwrap_or(0);
         }
-        h
+        let checked = h[3] & CHECKED as usize != 0;
+        h[3] &= !(CHECKED as usize);
+        (h, checked)
+    }
+
+    #[inline]
+    fn header(&self) -> [usize; 4] {
+        self.raw_header().0
     }
 
     #[inline]
@@ -337,11 +358,32 @@ impl Event {
 
     /// Checks every rule of an event built in code (parsing checks them as
     /// it reads). The error names the field.
+    #[inline]
     pub fn validate(&self) -> Result<(), String> {
+        if self.raw_header().1 {
+            return check_time(self.time);
+        }
+        self.check_all()
+    }
+
+    #[cold]
+    fn check_all(&self) -> Result<(), String> {
         check_name("id", self.id_bytes(), false)?;
         check_name("key", self.key_bytes(), true)?;
         check_name("kind", self.kind_bytes(), false)?;
         check_time(self.time)?;
+        self.check_fields()
+    }
+
+    /// Every rule but the time's.
+    fn check_parts(&self) -> Result<(), String> {
+        check_name("id", self.id_bytes(), false)?;
+        check_name("key", self.key_bytes(), true)?;
+        check_name("kind", self.kind_bytes(), false)?;
+        self.check_fields()
+    }
+
+    fn check_fields(&self) -> Result<(), String> {
         let n = self.field_count();
         if n > MAX_FIELDS {
             return Err(format!(
@@ -522,7 +564,7 @@ impl EventParser {
             };
             put_field(buf, &json[a..b], v);
         }
-        set_count(buf, self.fields.len());
+        set_count(buf, self.fields.len(), true);
         Some(Event {
             time,
             data: Arc::from(&buf[..]),
