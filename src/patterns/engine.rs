@@ -28,7 +28,7 @@ use crate::patterns::error::{PushRejection, Rejection};
 use crate::patterns::event::Event;
 use crate::patterns::expiry::expire;
 use crate::patterns::keys::{KeyId, Keys};
-use crate::patterns::keystate::{observe, KeyState, Scratch};
+use crate::patterns::keystate::{observe, KeyState, Scratch, Waits};
 use crate::patterns::output::Output;
 use crate::patterns::selection::{select, Emitter, Group};
 use crate::patterns::{FINAL_WATERMARK, MAX_EVENT_TIME};
@@ -458,9 +458,9 @@ impl Engine {
         // install, keeping the old state for undo on the first change
         let old_branches = std::mem::replace(&mut st.branches, obs.branches);
         let old_waits = match obs.waits {
-            Some(w) => std::mem::replace(&mut st.waits, w),
+            Some(w) => std::mem::replace(&mut st.waits, w.into()),
             None if st.saved_in != self.epoch => st.waits.clone(),
-            None => Vec::new(),
+            None => Waits::default(),
         };
         if st.saved_in != self.epoch {
             undo.states.push((
@@ -629,7 +629,7 @@ impl Engine {
             total += states.capacity() * size_of::<KeyState>();
             for st in states {
                 total += st.branches.heap_bytes();
-                total += st.waits.capacity() * size_of::<crate::patterns::branch::Caps>();
+                total += st.waits.heap_bytes();
                 let all = st.branches.iter().map(|b| &b.caps).chain(st.waits.iter());
                 for caps in all {
                     let mut at = Some(&caps.last);

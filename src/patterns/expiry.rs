@@ -29,10 +29,9 @@ pub(crate) fn expire(
 ) -> Result<(), Rejection> {
     let start = deadline - g.pattern.within;
     if st.waits.iter().any(|w| w.start == start) {
-        let (mut due, waits): (Vec<Caps>, Vec<Caps>) = std::mem::take(&mut st.waits)
-            .into_iter()
-            .partition(|w| w.start == start);
-        st.waits = waits;
+        let (mut due, waits): (Vec<Caps>, Vec<Caps>) =
+            st.waits.take().into_iter().partition(|w| w.start == start);
+        st.waits = waits.into();
         select(g, st, &mut due, deadline, em)?;
     }
     timeouts.clear();

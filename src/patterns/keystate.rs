@@ -95,13 +95,72 @@ impl From<Vec<Branch>> for Branches {
     }
 }
 
+/// The absence waits of one (pattern, key): nothing but a null pointer
+/// when there are none (the common case; only patterns with `absence` have
+/// any), so a key's state stays small.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Waits(Option<Box<Vec<Caps>>>);
+
+impl std::ops::Deref for Waits {
+    type Target = [Caps];
+    #[inline]
+    fn deref(&self) -> &[Caps] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+}
+
+impl From<Vec<Caps>> for Waits {
+    fn from(v: Vec<Caps>) -> Waits {
+        Waits(if v.is_empty() {
+            None
+        } else {
+            Some(Box::new(v))
+        })
+    }
+}
+
+impl Waits {
+    /// Moves `more` to the end.
+    pub fn append(&mut self, more: &mut Vec<Caps>) {
+        if more.is_empty() {
+            return;
+        }
+        match &mut self.0 {
+            Some(v) => v.append(more),
+            None => self.0 = Some(Box::new(std::mem::take(more))),
+        }
+    }
+
+    /// Keeps, in order, the waits for which `keep` holds.
+    pub fn retain(&mut self, keep: impl FnMut(&Caps) -> bool) {
+        if let Some(v) = &mut self.0 {
+            v.retain(keep);
+            if v.is_empty() {
+                self.0 = None;
+            }
+        }
+    }
+
+    /// The waits as a vector, leaving none.
+    pub fn take(&mut self) -> Vec<Caps> {
+        self.0.take().map(|b| *b).unwrap_or_default()
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.0
+            .as_ref()
+            .map_or(0, |v| 24 + v.capacity() * std::mem::size_of::<Caps>())
+    }
+}
+
 /// Branches and absence waits of one (pattern, key).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KeyState {
     /// Live branches (no two with the same stage and captures).
     pub branches: Branches,
     /// Absence waits (complete captures waiting for their deadline).
-    pub waits: Vec<Caps>,
+    pub waits: Waits,
     /// The advance that last saved this state for undo.
     pub saved_in: u64,
 }
@@ -234,4 +293,15 @@ pub(crate) fn observe(
         waits,
         started: start,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// A key's state stays small: the first branch inline, the rest and
+    /// the waits behind one pointer each.
+    #[test]
+    fn a_key_state_is_small() {
+        assert!(std::mem::size_of::<super::Branch>() <= 40);
+        assert!(std::mem::size_of::<super::KeyState>() <= 72);
+    }
 }

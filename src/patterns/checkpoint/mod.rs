@@ -169,7 +169,7 @@ pub(crate) fn take(e: &Engine) -> Vec<u8> {
         s.extend_from_slice(b",\"pattern\":");
         string(&mut s, &pattern.name);
         s.extend_from_slice(b",\"waits\":[");
-        let mut waits = st.waits.clone();
+        let mut waits = st.waits.to_vec();
         order(&mut waits, stages);
         for (j, caps) in waits.iter().enumerate() {
             if j > 0 {

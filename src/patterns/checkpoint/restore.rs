@@ -505,7 +505,7 @@ fn build(state: &Json<'_>, sp: &Path<'_>, doc: &Document) -> Result<Engine, Stri
         }
         let st = &mut engine.states[p][kid as usize];
         st.branches = list.into();
-        st.waits = wlist;
+        st.waits = wlist.into();
     }
     engine.deadlines = Deadlines::from_entries(doc.patterns.len(), deadlines);
     if let Some((o, _)) = pool.iter().find(|(_, c)| !c.held) {
