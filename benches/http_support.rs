@@ -63,7 +63,6 @@ impl Conn {
         self.stream.read_exact(&mut self.body).expect("body");
         status
     }
-
 }
 
 pub fn get_status(addr: &str, path: &str) -> Option<u16> {
@@ -79,7 +78,6 @@ pub fn get_status(addr: &str, path: &str) -> Option<u16> {
     c.stream.read_line(&mut line).ok()?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
-
 
 pub fn binary() -> PathBuf {
     std::env::var("STREAMFORGE_BIN").map_or_else(

@@ -250,7 +250,12 @@ fn run(batches: &Arc<Vec<Batch>>, clients: usize) -> RunResult {
         }
         let t = Instant::now();
         let body = format!(r#"{{"watermark":{w}}}"#);
-        let st = c.call("POST", "/patterns/advance", "application/json", body.as_bytes());
+        let st = c.call(
+            "POST",
+            "/patterns/advance",
+            "application/json",
+            body.as_bytes(),
+        );
         assert_eq!(st, 200, "advance: {}", String::from_utf8_lossy(&c.body));
         adv_lat.push(t.elapsed().as_secs_f64() * 1e3);
         outputs += serde_json::from_slice::<serde_json::Value>(&c.body)
