@@ -16,7 +16,8 @@
 //! `chromedriver` is not installed; `.ci/run` installs both. The screenshot,
 //! taken on the shipped `pipelines/default.json` with epoch-millisecond
 //! times, goes to `target/dashboard.png` (and to `docs/dashboard.png` with
-//! `STREAMFORGE_UPDATE_SCREENSHOT=1`).
+//! `STREAMFORGE_UPDATE_SCREENSHOT=1`); one of the pattern part with its
+//! output goes to `target/dashboard-patterns.png`.
 
 mod common;
 
