@@ -585,8 +585,12 @@ fn parse_line(text: &str) -> Result<Operation<'_>, String> {
 /// What `patterns send` says after a rejected batch.
 const EVENTS: Wording = Wording {
     item: "event",
-    advice: "fix the cause and send the file again from that line on \
-             (a pattern event sent twice counts twice)",
+    advice: |first| {
+        format!(
+            "fix the cause and send the file again from line {first} on \
+             (a pattern event sent twice counts twice)"
+        )
+    },
 };
 
 /// Counts for the final line.

@@ -163,14 +163,14 @@ impl Batch {
 pub(super) struct Wording {
     /// The item: `delivery`, `event`.
     pub item: &'static str,
-    /// What to do after a rejected batch.
-    pub advice: &'static str,
+    /// What to do after a rejected batch whose first item is on the line given.
+    pub advice: fn(u64) -> String,
 }
 
 /// What `send` says.
 const DELIVERIES: Wording = Wording {
     item: "delivery",
-    advice: "fix the cause and run send again",
+    advice: |_| "fix the cause and run send again".into(),
 };
 
 /// One file's operations as a [`replay`] sends them.
@@ -289,7 +289,7 @@ fn batch_error(e: CallError, lines: &[u64], wording: &Wording) -> anyhow::Error 
     anyhow::anyhow!(
         "{}{e}\n  {batch} {outcome}; everything before line {first} was; {}",
         at.unwrap_or_default(),
-        wording.advice
+        (wording.advice)(first)
     )
 }
 
