@@ -153,13 +153,13 @@ fn send_the_example_and_read_the_output() {
     struct Page {
         output: Vec<Box<serde_json::value::RawValue>>,
     }
-    let page: Page =
-        serde_json::from_str(&s.get("/patterns/output?after=0").body).expect("a page");
-    let want: String = page.output.iter().map(|r| format!("{}\n", r.get())).collect();
-    assert_eq!(
-        sf(&s, &["patterns", "output", "--json"]).ok().stdout,
-        want
-    );
+    let page: Page = serde_json::from_str(&s.get("/patterns/output?after=0").body).expect("a page");
+    let want: String = page
+        .output
+        .iter()
+        .map(|r| format!("{}\n", r.get()))
+        .collect();
+    assert_eq!(sf(&s, &["patterns", "output", "--json"]).ok().stdout, want);
     assert_eq!(
         sf(&s, &["patterns", "status"]).ok().stdout,
         "\
@@ -270,7 +270,11 @@ fn follow_checkpoint_verify_restore() {
         got.stdout,
         format!("wrote checkpoint 1 to {file_s} ({} bytes)\n", bytes.len())
     );
-    assert_eq!(sha256_hex(&bytes), sha, "the file is what the server hashed");
+    assert_eq!(
+        sha256_hex(&bytes),
+        sha,
+        "the file is what the server hashed"
+    );
     assert!(bytes.starts_with(b"{\"format\":\"streamforge-patterns-checkpoint\""));
     assert_eq!(
         sf(&s, &["patterns", "checkpoint", "get", "1"])
@@ -292,7 +296,11 @@ fn follow_checkpoint_verify_restore() {
     assert_eq!(rows[1][..3], ["1", "3", &bytes.len().to_string()]);
     assert_eq!(rows[1][4], sha);
 
-    let verified = run(client(&["patterns", "verify", file_s, "--patterns", DOC]), None).ok();
+    let verified = run(
+        client(&["patterns", "verify", file_s, "--patterns", DOC]),
+        None,
+    )
+    .ok();
     assert_eq!(
         verified.stdout,
         format!(
@@ -328,14 +336,13 @@ sequence: 3
 
     // Restore by id: back to sequence 3; the follower is told.
     assert_eq!(
-        sf(&s, &["patterns", "checkpoint", "restore", "1"]).ok().stdout,
+        sf(&s, &["patterns", "checkpoint", "restore", "1"])
+            .ok()
+            .stdout,
         "restored: sequence 3, watermark 20000\n"
     );
     follower.rewound(1, 3);
-    assert_eq!(
-        sf(&s, &["patterns", "output"]).ok().stdout,
-        expected(1, 3)
-    );
+    assert_eq!(sf(&s, &["patterns", "output"]).ok().stdout, expected(1, 3));
     assert_eq!(
         sf(&s, &["patterns", "status"]).ok().stdout,
         STATUS_AT_20000.replace("EPOCH", "1")
@@ -351,7 +358,14 @@ sequence: 3
     assert_eq!(
         sf(
             &s,
-            &["patterns", "checkpoint", "restore", "--file", file_s, "--json"]
+            &[
+                "patterns",
+                "checkpoint",
+                "restore",
+                "--file",
+                file_s,
+                "--json"
+            ]
         )
         .ok()
         .stdout,
@@ -359,14 +373,19 @@ sequence: 3
     );
     follower.rewound(2, 3);
     assert_eq!(
-        sf(&s, &["patterns", "status", "--json"]).ok().stdout.trim_end(),
+        sf(&s, &["patterns", "status", "--json"])
+            .ok()
+            .stdout
+            .trim_end(),
         s.get("/patterns/status").body
     );
     assert_eq!(s.get("/patterns/status").json()["epoch"], 2);
 
     // Delete: gone from the list, and a second delete is a 404.
     assert_eq!(
-        sf(&s, &["patterns", "checkpoint", "delete", "1"]).ok().stdout,
+        sf(&s, &["patterns", "checkpoint", "delete", "1"])
+            .ok()
+            .stdout,
         "deleted checkpoint 1\n"
     );
     assert_eq!(
@@ -418,9 +437,21 @@ sequence: 3
         r.stderr.contains("checksum") && r.stderr.contains("(422 invalid_checkpoint)"),
         "{r:?}"
     );
-    let r = run(client(&["patterns", "verify", "/nonexistent/p.ckpt", "--patterns", DOC]), None)
-        .failed();
-    assert!(r.stderr.contains("cannot read /nonexistent/p.ckpt"), "{r:?}");
+    let r = run(
+        client(&[
+            "patterns",
+            "verify",
+            "/nonexistent/p.ckpt",
+            "--patterns",
+            DOC,
+        ]),
+        None,
+    )
+    .failed();
+    assert!(
+        r.stderr.contains("cannot read /nonexistent/p.ckpt"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -442,11 +473,16 @@ fn advance_and_finish_print_the_records() {
     );
     assert_eq!(
         sf(&s, &["patterns", "advance", "5000"]).ok().stdout,
-        format!("{}# watermark 5000, 1 record, processed 6\n", expected(1, 1))
+        format!(
+            "{}# watermark 5000, 1 record, processed 6\n",
+            expected(1, 1)
+        )
     );
     // The same watermark again: nothing.
     assert_eq!(
-        sf(&s, &["patterns", "advance", "5000", "--json"]).ok().stdout,
+        sf(&s, &["patterns", "advance", "5000", "--json"])
+            .ok()
+            .stdout,
         "{\"output\":[],\"watermark\":5000,\"processed\":0}\n"
     );
     // finish: carol's and dave's carts (no checkout was sent) at their
@@ -477,7 +513,10 @@ fn check_documents_offline() {
     let doc = std::fs::read_to_string(DOC).expect("document");
     let r = run(client(&["patterns", "check", "-"]), Some(&doc)).ok();
     assert!(r.stdout.starts_with("stdin: valid, 3 patterns\n"), "{r:?}");
-    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/pipelines/default.patterns.json");
+    let demo = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/pipelines/default.patterns.json"
+    );
     run(client(&["patterns", "check", demo]), None).ok();
 
     // Invalid: the message names the JSON path, as the server's does.
@@ -526,15 +565,25 @@ fn check_documents_offline() {
             format!("streamforge: error: stdin is not a valid patterns document: {message}\n")
         );
     }
-    let r = run(client(&["patterns", "check", "-"]), Some("{\"patterns\": ["))
-        .failed();
+    let r = run(
+        client(&["patterns", "check", "-"]),
+        Some("{\"patterns\": ["),
+    )
+    .failed();
     assert!(
         r.stderr
             .starts_with("streamforge: error: stdin is not a valid patterns document: "),
         "{r:?}"
     );
-    let r = run(client(&["patterns", "check", "/nonexistent/doc.json"]), None).failed();
-    assert!(r.stderr.contains("cannot read /nonexistent/doc.json"), "{r:?}");
+    let r = run(
+        client(&["patterns", "check", "/nonexistent/doc.json"]),
+        None,
+    )
+    .failed();
+    assert!(
+        r.stderr.contains("cannot read /nonexistent/doc.json"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -555,7 +604,10 @@ fn errors_name_the_line_and_the_detail() {
     )
     .expect("write");
     let path = file.to_str().expect("utf-8 path");
-    let detail = f.post("/patterns/events", r#"{"id":"c","key":"k","kind":"pay","time":5000}"#);
+    let detail = f.post(
+        "/patterns/events",
+        r#"{"id":"c","key":"k","kind":"pay","time":5000}"#,
+    );
     let detail = detail.problem(409, "late_event")["detail"]
         .as_str()
         .expect("detail")
@@ -679,7 +731,8 @@ fn token_required() {
     }
     let r = sf(&s, &["patterns", "send", EVENTS]).failed();
     assert!(
-        r.stderr.contains("\n  the batch of lines 1-6 was not applied; everything before line 1 was;"),
+        r.stderr
+            .contains("\n  the batch of lines 1-6 was not applied; everything before line 1 was;"),
         "{r:?}"
     );
     assert_eq!(

@@ -8,7 +8,8 @@
 //! - every other ```sh block is a command, run by bash with `B` and
 //!   `STREAMFORGE_URL` set to the server's address and the tested
 //!   `streamforge` binary first on the `PATH`, and must be followed by its
-//!   claimed output: a ```json block (compared byte for byte with what the
+//!   claimed output (it runs in the repository's root, so `examples/...`
+//!   names the shipped files): a ```json block (compared byte for byte with what the
 //!   command prints, after removing the whitespace outside JSON strings that
 //!   wraps it for reading) or a ```text block (compared exactly, except the
 //!   timing of a `send` summary line, `; 0.01 s, 2000 events/s`, which is
@@ -183,7 +184,8 @@ fn run(cmd: &str, s: &Server, tmp: &Path) -> String {
         .env("STREAMFORGE_URL", &s.base)
         .env_remove("STREAMFORGE_TOKEN")
         .env("PATH", path)
-        .current_dir(tmp)
+        // relative paths (examples/...) are the repository's, as in the README
+        .current_dir(ROOT)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -367,8 +369,7 @@ fn pattern_events(cmd: &str, claim: &str) -> Vec<Value> {
 
 /// The events of `examples/payments.ndjson` (bare or `"op":"push"`), in order.
 fn payment_events() -> Vec<Value> {
-    let text =
-        std::fs::read_to_string(format!("{ROOT}/examples/payments.ndjson")).expect("events");
+    let text = std::fs::read_to_string(format!("{ROOT}/examples/payments.ndjson")).expect("events");
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .filter_map(|l| {
@@ -391,13 +392,18 @@ fn patterns_walkthrough_outputs_are_what_the_server_returns() {
         .iter()
         .flat_map(|(c, claim)| pattern_events(c, claim))
         .collect();
-    assert!(!pushed.is_empty(), "the walkthrough pushes events with curl");
+    assert!(
+        !pushed.is_empty(),
+        "the walkthrough pushes events with curl"
+    );
     let file = payment_events();
     let mut at = 0;
     for e in &pushed {
-        at += file[at..].iter().position(|f| f == e).unwrap_or_else(|| {
-            panic!("{e} is not a later event of examples/payments.ndjson")
-        }) + 1;
+        at += file[at..]
+            .iter()
+            .position(|f| f == e)
+            .unwrap_or_else(|| panic!("{e} is not a later event of examples/payments.ndjson"))
+            + 1;
     }
 }
 

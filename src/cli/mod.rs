@@ -388,7 +388,11 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
 /// (`[]`: the window engine; `["patterns"]`: the pattern engine).
 fn checkpoint(cmd: CheckpointCommand, prefix: &[&str]) -> anyhow::Result<()> {
     let at = |rest: &[&'_ str]| -> Vec<String> {
-        prefix.iter().chain(rest).map(|s| (*s).to_string()).collect()
+        prefix
+            .iter()
+            .chain(rest)
+            .map(|s| (*s).to_string())
+            .collect()
     };
     let checkpoints = at(&["checkpoints"]);
     match cmd {
@@ -459,7 +463,11 @@ fn checkpoint(cmd: CheckpointCommand, prefix: &[&str]) -> anyhow::Result<()> {
                 (_, Some(path)) => {
                     let bytes = std::fs::read(&path)
                         .with_context(|| format!("cannot read {}", path.display()))?;
-                    api.post_text(&segments(&at(&["restore"])), "application/json", Some(bytes))?
+                    api.post_text(
+                        &segments(&at(&["restore"])),
+                        "application/json",
+                        Some(bytes),
+                    )?
                 }
                 (Some(id), None) => {
                     let one = at(&["checkpoints", &id.to_string(), "restore"]);

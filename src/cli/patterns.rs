@@ -250,12 +250,13 @@ pub fn run(cmd: PatternsCommand) -> anyhow::Result<()> {
             print(&[indented(&body)?])
         }
         PatternsCommand::Checkpoint(c) => super::checkpoint(c, &["patterns"]),
-        PatternsCommand::Verify { file, patterns } => print(&[super::verify::describe_patterns(
-            &file,
-            patterns.as_deref(),
-        )?
-        .trim_end()
-        .to_string()]),
+        PatternsCommand::Verify { file, patterns } => {
+            print(&[
+                super::verify::describe_patterns(&file, patterns.as_deref())?
+                    .trim_end()
+                    .to_string(),
+            ])
+        }
     }
 }
 
@@ -308,12 +309,8 @@ fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {
 /// Reads and validates a patterns document.
 pub(super) fn load_document(path: &Path) -> anyhow::Result<Document> {
     let bytes = read_input(path)?;
-    Document::from_json(&bytes).map_err(|e| {
-        anyhow::anyhow!(
-            "{} is not a valid patterns document: {e}",
-            shown_path(path)
-        )
-    })
+    Document::from_json(&bytes)
+        .map_err(|e| anyhow::anyhow!("{} is not a valid patterns document: {e}", shown_path(path)))
 }
 
 fn shown_path(path: &Path) -> String {
@@ -642,7 +639,8 @@ impl Replay for Sender<'_> {
             .api
             .post_text(segments, "application/json", body)
             .with_context(|| format!("line {line_no} ({what})"))?;
-        let t: PatternTicked = parse(&answer).with_context(|| format!("line {line_no} ({what})"))?;
+        let t: PatternTicked =
+            parse(&answer).with_context(|| format!("line {line_no} ({what})"))?;
         if what == "advance" {
             self.tally.advances += 1;
         } else {
@@ -659,7 +657,10 @@ impl Replay for Sender<'_> {
     }
 
     fn flush(&mut self, progress: &Progress) -> anyhow::Result<()> {
-        let Some((answer, n)) = self.batch.post(self.api, &["patterns", "events"], &EVENTS)? else {
+        let Some((answer, n)) = self
+            .batch
+            .post(self.api, &["patterns", "events"], &EVENTS)?
+        else {
             return Ok(());
         };
         let _: PatternPushed = parse(&answer).context("the answer to POST /patterns/events")?;
@@ -714,11 +715,20 @@ mod tests {
         );
         assert_eq!(parse_line(r#"{"op":"finish"}"#), Ok(Operation::Finish));
         for (line, why) in [
-            (r#"{"op":"finish","watermark":3}"#, r#"an "finish" line has no "watermark" field"#),
+            (
+                r#"{"op":"finish","watermark":3}"#,
+                r#"an "finish" line has no "watermark" field"#,
+            ),
             (r#"{"op":"advance"}"#, r#"an advance needs a "watermark""#),
-            (r#"{"op":"advance","watermark":1.5}"#, "watermark: 1.5 is not a 64-bit integer"),
+            (
+                r#"{"op":"advance","watermark":1.5}"#,
+                "watermark: 1.5 is not a 64-bit integer",
+            ),
             (r#"{"op":"push"}"#, r#"a push needs an "event""#),
-            (r#"{"op":"stop"}"#, r#"unknown op "stop" (push, advance or finish; or a bare event)"#),
+            (
+                r#"{"op":"stop"}"#,
+                r#"unknown op "stop" (push, advance or finish; or a bare event)"#,
+            ),
             (r#"{"op":1}"#, r#""op" must be a string, not 1"#),
             (
                 r#"{"id":"a","key":"k","kind":"x","time":1.0}"#,
