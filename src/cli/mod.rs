@@ -186,7 +186,8 @@ pub enum ClientCommand {
 /// (the same commands on `/patterns/checkpoints...`).
 #[derive(Debug, Subcommand)]
 pub enum CheckpointCommand {
-    /// Take and store a checkpoint of the current state (POST /checkpoints).
+    /// Take and store a checkpoint of the current state (POST /checkpoints;
+    /// /patterns/checkpoints under `patterns`).
     Create {
         #[command(flatten)]
         conn: Conn,
@@ -217,13 +218,15 @@ pub enum CheckpointCommand {
         /// Stored checkpoint id.
         #[arg(required_unless_present = "file", conflicts_with = "file")]
         id: Option<u64>,
-        /// Checkpoint envelope file to upload (POST /restore).
+        /// Checkpoint envelope file to upload (POST /restore; /patterns/restore
+        /// under `patterns`).
         #[arg(long)]
         file: Option<PathBuf>,
         #[command(flatten)]
         json: Json,
     },
-    /// Delete a stored checkpoint (DELETE /checkpoints/{id}).
+    /// Delete a stored checkpoint (DELETE /checkpoints/{id};
+    /// /patterns/checkpoints/{id} under `patterns`).
     Delete {
         #[command(flatten)]
         conn: Conn,
