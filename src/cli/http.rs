@@ -186,6 +186,12 @@ impl Api {
         self.send(rb)
     }
 
+    /// DELETE `segments` (the answer's body is not needed).
+    pub fn delete(&self, segments: &[&str]) -> Result<(), CallError> {
+        self.send(self.request(Method::DELETE, self.url(segments)))
+            .map(drop)
+    }
+
     /// GET `segments`; the body as bytes (checkpoint envelopes).
     pub fn get_bytes(&self, segments: &[&str]) -> Result<Vec<u8>, CallError> {
         let resp = self.send(self.request(Method::GET, self.url(segments)))?;
