@@ -1,0 +1,729 @@
+//! The pattern engine's routes (`/patterns/...`) against the real binary:
+//! every route and problem code with the exact problem shape, the state
+//! unchanged after every rejection, the late-vs-malformed order of batch
+//! errors, captured values echoed exactly, output pages and the stream
+//! carrying the bytes the advances answered, epochs across pattern
+//! restores, the two engines leaving each other alone, SIGKILL mid-push and
+//! mid-advance, restarts, and concurrent producers.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use common::*;
+
+/// The test document: `pair` (an `a`, then a `b` whose `n` is at least the
+/// `a`'s: repetition-free, with a capture comparison and timeouts), `echo`
+/// (every `v` event is a match of its own: captures echo fields) and `quiet`
+/// (a `login` not followed by a `logout` within 30: absence waits).
+const PATTERNS: &str = r#"[
+  {"name": "pair", "within": 100, "stages": [
+    {"name": "a", "where": {"kind": "a"}},
+    {"name": "b", "where": {"all": [{"kind": "b"},
+      {"field": "n", "op": "ge", "capture": "a", "capture_field": "n"}]}}]},
+  {"name": "echo", "within": 10, "stages": [{"name": "v", "where": {"kind": "v"}}]},
+  {"name": "quiet", "within": 30, "stages": [{"name": "start", "where": {"kind": "login"}}],
+   "absence": {"kind": "logout"}}]"#;
+
+/// [`PATTERNS`] with these limits.
+fn doc_with(max_results: u32, active_states: u32) -> String {
+    format!(
+        r#"{{"patterns": {PATTERNS},
+ "limits": {{"max_results_per_advance": {max_results}, "active_states": {active_states}}}}}"#
+    )
+}
+
+/// The usual document: at most 40 matches per advance, 12 states per key.
+fn doc() -> String {
+    doc_with(40, 12)
+}
+
+/// Writes `doc` next to the database and starts a server with it.
+fn serve(dir: &Path, db: &str, doc: &str, args: &[&str]) -> Server {
+    try_serve(dir, db, doc, args).unwrap_or_else(|e| panic!("server did not start: {e}"))
+}
+
+fn try_serve(dir: &Path, db: &str, doc: &str, args: &[&str]) -> Result<Server, String> {
+    let file = doc_file(dir, db, doc);
+    let mut all = vec!["--patterns", file.to_str().unwrap()];
+    all.extend_from_slice(args);
+    try_start(&dir.join(db), &all)
+}
+
+fn doc_file(dir: &Path, db: &str, doc: &str) -> PathBuf {
+    use std::sync::atomic::AtomicU32;
+    static N: AtomicU32 = AtomicU32::new(0);
+    let file = dir.join(format!(
+        "{db}.{}.patterns.json",
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::write(&file, doc).unwrap();
+    file
+}
+
+/// A pattern event; `fields` is the inside of the fields object.
+fn pev(id: &str, key: &str, kind: &str, time: i64, fields: &str) -> String {
+    format!(r#"{{"id":"{id}","key":"{key}","kind":"{kind}","time":{time},"fields":{{{fields}}}}}"#)
+}
+
+fn array(items: &[String]) -> String {
+    format!("[{}]", items.join(","))
+}
+
+/// The exact bytes of each record of a body's `output` array.
+fn records(body: &str) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct Records<'a> {
+        #[serde(borrow)]
+        output: Vec<&'a RawValue>,
+    }
+    let r: Records<'_> = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    r.output.iter().map(|o| o.get().to_string()).collect()
+}
+
+/// The `seq` of a record.
+fn seq_of(record: &str) -> u64 {
+    serde_json::from_str::<Value>(record).unwrap()["seq"]
+        .as_u64()
+        .unwrap()
+}
+
+trait Patterns {
+    fn push(&self, body: &str) -> Resp;
+    fn push_nd(&self, body: &str) -> Resp;
+    fn advance(&self, w: i64) -> Resp;
+    /// A push that must succeed: its `(first, last)`.
+    fn pushed(&self, body: &str) -> (u64, u64);
+    /// An advance that must succeed: its output records.
+    fn advanced(&self, w: i64) -> Vec<String>;
+    /// The whole output, paged `limit` at a time, as the bytes served.
+    fn output(&self, limit: u32) -> Vec<String>;
+    fn pstatus(&self) -> Value;
+    /// The envelope of a checkpoint of the current state (taken, read,
+    /// deleted again).
+    fn envelope(&self) -> String;
+    /// Status, whole output and a checkpoint's bytes.
+    fn pstate(&self) -> (String, Vec<String>, String);
+}
+
+impl Patterns for Server {
+    fn push(&self, body: &str) -> Resp {
+        self.post("/patterns/events", body)
+    }
+
+    fn push_nd(&self, body: &str) -> Resp {
+        self.post_ndjson("/patterns/events", body)
+    }
+
+    fn advance(&self, w: i64) -> Resp {
+        self.post("/patterns/advance", &format!(r#"{{"watermark":{w}}}"#))
+    }
+
+    fn pushed(&self, body: &str) -> (u64, u64) {
+        let r = self.push(body);
+        assert_eq!(r.status, 200, "push {body}: {}", r.body);
+        let v = r.json();
+        (v["first"].as_u64().unwrap(), v["last"].as_u64().unwrap())
+    }
+
+    fn advanced(&self, w: i64) -> Vec<String> {
+        let r = self.advance(w);
+        assert_eq!(r.status, 200, "advance {w}: {}", r.body);
+        let processed = r.json()["processed"].as_u64().unwrap();
+        assert!(
+            r.body
+                .ends_with(&format!(r#","watermark":{w},"processed":{processed}}}"#)),
+            "{}",
+            r.body
+        );
+        records(&r.body)
+    }
+
+    fn output(&self, limit: u32) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut after = 0;
+        loop {
+            let r = self.get(&format!("/patterns/output?after={after}&limit={limit}"));
+            assert_eq!(r.status, 200, "{}", r.body);
+            let page = records(&r.body);
+            if page.is_empty() {
+                return out;
+            }
+            for rec in page {
+                assert_eq!(seq_of(&rec), out.len() as u64 + 1, "no gap, no repeat");
+                out.push(rec);
+            }
+            after = r.json()["next"].as_u64().unwrap();
+        }
+    }
+
+    fn pstatus(&self) -> Value {
+        let r = self.get("/patterns/status");
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    }
+
+    fn envelope(&self) -> String {
+        let c = self.post_empty("/patterns/checkpoints");
+        assert_eq!(c.status, 201, "{}", c.body);
+        let id = c.json()["id"].as_i64().unwrap();
+        let env = self.get(&format!("/patterns/checkpoints/{id}"));
+        assert_eq!(env.status, 200);
+        assert_eq!(
+            self.delete(&format!("/patterns/checkpoints/{id}")).status,
+            204
+        );
+        env.body
+    }
+
+    fn pstate(&self) -> (String, Vec<String>, String) {
+        (
+            self.get("/patterns/status").body,
+            self.output(1000),
+            self.envelope(),
+        )
+    }
+}
+
+#[test]
+fn every_pattern_route_answers_in_its_shape() {
+    let dir = tempdir();
+    let s = serve(dir.path(), "db", &doc(), &[]);
+
+    // The document in force: every default written out, patterns by name.
+    let d = s.get("/patterns");
+    assert_eq!(d.status, 200);
+    assert_eq!(d.content_type, "application/json");
+    let want = streamforge::patterns::Document::from_json(doc().as_bytes())
+        .unwrap()
+        .to_json();
+    assert_eq!(d.body.as_bytes(), want.as_slice());
+    assert!(
+        d.body.starts_with(r#"{"patterns":[{"name":"echo","#),
+        "{}",
+        d.body
+    );
+    assert!(
+        d.body
+            .contains(r#""limits":{"max_results_per_advance":40,"active_states":12}"#),
+        "{}",
+        d.body
+    );
+
+    let empty = r#"{"watermark":-1,"buffered":0,"next_ordinal":1,"sequence":0,"epoch":0,"patterns":{"echo":{"keys":0,"branches":0,"waits":0},"pair":{"keys":0,"branches":0,"waits":0},"quiet":{"keys":0,"branches":0,"waits":0}}}"#;
+    assert_eq!(s.get("/patterns/status").body, empty);
+    assert_eq!(
+        s.get("/patterns/output").body,
+        r#"{"output":[],"next":0,"head":0,"epoch":0}"#
+    );
+    // W == watermark: nothing to do, but fine.
+    assert_eq!(
+        s.advance(-1).body,
+        r#"{"output":[],"watermark":-1,"processed":0}"#
+    );
+
+    // One object, an array, NDJSON.
+    let r = s.push(&pev("e1", "k", "a", 10, r#""n":5"#));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.content_type, "application/json");
+    assert_eq!(r.body, r#"{"first":1,"last":1,"buffered":1}"#);
+    let r = s.push(&array(&[
+        pev("e2", "k", "b", 20, r#""n":7"#),
+        pev("e3", "j", "v", 5, r#""x":-0.0"#),
+    ]));
+    assert_eq!(r.body, r#"{"first":2,"last":3,"buffered":3}"#);
+    let r = s.push_nd(&format!(
+        "{}\r\n\n{}\n",
+        pev("e4", "k", "login", 30, ""),
+        pev("e5", "k", "x", 40, "")
+    ));
+    assert_eq!(r.body, r#"{"first":4,"last":5,"buffered":5}"#);
+
+    // Processing order: time, then ordinal; patterns by name.
+    let a = s.advance(25);
+    assert_eq!(a.status, 200, "{}", a.body);
+    let echo = r#"{"seq":1,"type":"match","id":"echo:3","pattern":"echo","key":"j","start_time":5,"end_time":5,"last_event_time":5,"deadline":15,"captures":{"v":[{"ordinal":3,"id":"e3","key":"j","kind":"v","time":5,"fields":{"x":-0.0}}]}}"#;
+    let pair = r#"{"seq":2,"type":"match","id":"pair:1/2","pattern":"pair","key":"k","start_time":10,"end_time":20,"last_event_time":20,"deadline":110,"captures":{"a":[{"ordinal":1,"id":"e1","key":"k","kind":"a","time":10,"fields":{"n":5}}],"b":[{"ordinal":2,"id":"e2","key":"k","kind":"b","time":20,"fields":{"n":7}}]}}"#;
+    assert_eq!(
+        a.body,
+        format!(r#"{{"output":[{echo},{pair}],"watermark":25,"processed":3}}"#)
+    );
+    // The login starts an absence wait (deadline 60); the x does not cancel it.
+    let a = s.advance(59);
+    assert_eq!(a.body, r#"{"output":[],"watermark":59,"processed":2}"#);
+    assert_eq!(
+        s.get("/patterns/status").body,
+        r#"{"watermark":59,"buffered":0,"next_ordinal":6,"sequence":2,"epoch":0,"patterns":{"echo":{"keys":0,"branches":0,"waits":0},"pair":{"keys":0,"branches":0,"waits":0},"quiet":{"keys":1,"branches":0,"waits":1}}}"#
+    );
+
+    // Pages.
+    assert_eq!(
+        s.get("/patterns/output").body,
+        format!(r#"{{"output":[{echo},{pair}],"next":2,"head":2,"epoch":0}}"#)
+    );
+    assert_eq!(
+        s.get("/patterns/output?after=1&limit=1").body,
+        format!(r#"{{"output":[{pair}],"next":2,"head":2,"epoch":0}}"#)
+    );
+    assert_eq!(
+        s.get("/patterns/output?after=2&epoch=0").body,
+        r#"{"output":[],"next":2,"head":2,"epoch":0}"#
+    );
+    assert_eq!(
+        s.get("/patterns/output?after=9").body,
+        r#"{"output":[],"next":9,"head":2,"epoch":0}"#
+    );
+
+    // Checkpoints.
+    let c = s.post_empty("/patterns/checkpoints");
+    assert_eq!(c.status, 201, "{}", c.body);
+    assert_eq!(c.content_type, "application/json");
+    let cv = c.json();
+    let id = cv["id"].as_i64().unwrap();
+    let env = s.get(&format!("/patterns/checkpoints/{id}"));
+    assert_eq!(env.status, 200);
+    assert_eq!(env.content_type, "application/json");
+    assert!(env
+        .body
+        .starts_with(r#"{"format":"streamforge-patterns-checkpoint","sha256":""#));
+    assert!(env.body.ends_with(r#","version":1}"#), "{}", env.body);
+    use sha2::Digest;
+    let hex: String = sha2::Sha256::digest(env.body.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        c.body,
+        format!(
+            r#"{{"id":{id},"sequence":2,"sha256":"{hex}","bytes":{}}}"#,
+            env.body.len()
+        )
+    );
+    let list = s.get("/patterns/checkpoints");
+    assert_eq!(list.status, 200);
+    assert!(
+        list.body.starts_with(&format!(
+            r#"{{"checkpoints":[{{"id":{id},"sequence":2,"sha256":"{hex}","bytes":{},"created_at":""#,
+            env.body.len()
+        )),
+        "{}",
+        list.body
+    );
+    assert_eq!(list.json()["checkpoints"].as_array().unwrap().len(), 1);
+
+    // The wait expires at 60: an absence match ending at the deadline.
+    let quiet = r#"{"seq":3,"type":"match","id":"quiet:4","pattern":"quiet","key":"k","start_time":30,"end_time":60,"last_event_time":30,"deadline":60,"captures":{"start":[{"ordinal":4,"id":"e4","key":"k","kind":"login","time":30,"fields":{}}]}}"#;
+    assert_eq!(
+        s.advance(60).body,
+        format!(r#"{{"output":[{quiet}],"watermark":60,"processed":0}}"#)
+    );
+
+    // Restore by id, then by body: the output is cut back to 2, epoch + 1.
+    let r = s.post_empty(&format!("/patterns/checkpoints/{id}/restore"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.content_type, "application/json");
+    assert_eq!(r.body, r#"{"sequence":2,"watermark":59}"#);
+    assert_eq!(
+        s.get("/patterns/output").body,
+        format!(r#"{{"output":[{echo},{pair}],"next":2,"head":2,"epoch":1}}"#)
+    );
+    assert_eq!(s.pstatus()["epoch"], 1);
+    assert_eq!(s.advanced(60), vec![quiet.to_string()]);
+    let r = s.post("/patterns/restore", &env.body);
+    assert_eq!(r.body, r#"{"sequence":2,"watermark":59}"#);
+    assert_eq!(s.pstatus()["epoch"], 2);
+
+    // Finish: every deadline expires; a second finish outputs nothing.
+    let f = s.post_empty("/patterns/finish");
+    assert_eq!(f.status, 200, "{}", f.body);
+    assert_eq!(
+        f.body,
+        format!(r#"{{"output":[{quiet}],"watermark":9007230790740991,"processed":0}}"#)
+    );
+    assert_eq!(
+        s.post_empty("/patterns/finish").body,
+        r#"{"output":[],"watermark":9007230790740991,"processed":0}"#
+    );
+    // After finish every event is late, even the largest time.
+    let r = s.push(&pev("z", "k", "a", 9_007_199_254_740_991, ""));
+    r.problem(409, "late_event");
+
+    // Delete.
+    assert_eq!(s.delete(&format!("/patterns/checkpoints/{id}")).status, 204);
+    s.get(&format!("/patterns/checkpoints/{id}"))
+        .problem(404, "not_found");
+    assert_eq!(s.get("/patterns/checkpoints").body, r#"{"checkpoints":[]}"#);
+}
+
+/// A state with something everywhere: output, a live branch, an absence
+/// wait, a buffered event. Watermark 50, next ordinal 6.
+fn populated(s: &Server) {
+    s.pushed(&array(&[
+        pev("e1", "k", "a", 10, r#""n":5"#),
+        pev("e2", "k", "b", 20, r#""n":3"#),
+        pev("e3", "j", "login", 30, ""),
+        pev("e4", "k", "v", 18, r#""x":1.5"#),
+    ]));
+    assert_eq!(s.advanced(50).len(), 1);
+    s.pushed(&pev("e5", "k", "b", 80, r#""n":9"#));
+    let st = s.pstatus();
+    assert_eq!(
+        (
+            &st["watermark"],
+            &st["buffered"],
+            &st["next_ordinal"],
+            &st["patterns"]["pair"]["branches"],
+            &st["patterns"]["quiet"]["waits"]
+        ),
+        (&50.into(), &1.into(), &6.into(), &1.into(), &1.into())
+    );
+}
+
+/// Replaces the state `S` of an envelope and writes the matching checksum:
+/// a well-formed envelope of another state.
+fn with_state(env: &str, edit: impl Fn(&str) -> String) -> String {
+    let at = env.find(r#","state":"#).unwrap() + 9;
+    let end = env.len() - r#","version":1}"#.len();
+    let state = edit(&env[at..end]);
+    assert_ne!(state, env[at..end], "the edit changed nothing");
+    format!(
+        r#"{{"format":"streamforge-patterns-checkpoint","sha256":"{}","state":{state},"version":1}}"#,
+        streamforge::canonical::sha256_hex(state.as_bytes())
+    )
+}
+
+#[test]
+fn every_problem_code_leaves_the_pattern_state_unchanged() {
+    let dir = tempdir();
+    let s = serve(dir.path(), "db", &doc(), &[]);
+    populated(&s);
+    let mut before = s.pstate();
+    let check = |before: &(String, Vec<String>, String), what: &str| {
+        assert_eq!(&s.pstate(), before, "state changed by {what}");
+    };
+
+    // 400: malformed events, alone (no index), second in an array and on
+    // the second line of NDJSON (index 1).
+    let good = pev("g", "k", "a", 60, "");
+    let long = "x".repeat(257);
+    let many: Vec<String> = (0..65).map(|i| format!(r#""f{i}":1"#)).collect();
+    let malformed: Vec<(&str, String)> = vec![
+        ("not json", "hello".into()),
+        ("json string", r#""x""#.into()),
+        ("missing kind", r#"{"id":"a","key":"k","time":60}"#.into()),
+        ("empty object", "{}".into()),
+        ("time float", good.replace(":60", ":60.0")),
+        ("time exponent", good.replace(":60", ":6e1")),
+        ("time string", good.replace(":60", r#":"60""#)),
+        ("time negative", good.replace(":60", ":-1")),
+        (
+            "time beyond 2^53-1",
+            good.replace(":60", ":9007199254740992"),
+        ),
+        ("time null", good.replace(":60", ":null")),
+        ("empty id", good.replace(r#""id":"g""#, r#""id":"""#)),
+        ("empty kind", good.replace(r#""kind":"a""#, r#""kind":"""#)),
+        (
+            "id of 257 bytes",
+            good.replace(r#""id":"g""#, &format!(r#""id":"{long}""#)),
+        ),
+        (
+            "key of 257 bytes",
+            good.replace(r#""key":"k""#, &format!(r#""key":"{long}""#)),
+        ),
+        (
+            "kind of 257 bytes",
+            good.replace(r#""kind":"a""#, &format!(r#""kind":"{long}""#)),
+        ),
+        (
+            "unknown field",
+            good.replace(r#""id""#, r#""extra":1,"id""#),
+        ),
+        (
+            "duplicate field",
+            good.replace(r#""id":"g""#, r#""id":"g","id":"h""#),
+        ),
+        (
+            "fields null",
+            good.replace(r#""fields":{}"#, r#""fields":null"#),
+        ),
+        (
+            "fields array",
+            good.replace(r#""fields":{}"#, r#""fields":[]"#),
+        ),
+        ("null value", pev("g", "k", "a", 60, r#""a":null"#)),
+        ("array value", pev("g", "k", "a", 60, r#""a":[1]"#)),
+        ("object value", pev("g", "k", "a", 60, r#""a":{"x":1}"#)),
+        (
+            "decimal and more",
+            pev("g", "k", "a", 60, r#""a":{"decimal":"1","x":1}"#),
+        ),
+        (
+            "decimal 1.",
+            pev("g", "k", "a", 60, r#""a":{"decimal":"1."}"#),
+        ),
+        (
+            "decimal number",
+            pev("g", "k", "a", 60, r#""a":{"decimal":1}"#),
+        ),
+        (
+            "decimal of 39 digits",
+            pev(
+                "g",
+                "k",
+                "a",
+                60,
+                &format!(r#""a":{{"decimal":"{}"}}"#, "1".repeat(39)),
+            ),
+        ),
+        (
+            "integer beyond i64",
+            pev("g", "k", "a", 60, r#""a":9223372036854775808"#),
+        ),
+        ("double overflow", pev("g", "k", "a", 60, r#""a":1e999"#)),
+        (
+            "duplicate field name",
+            pev("g", "k", "a", 60, r#""a":1,"a":2"#),
+        ),
+        ("empty field name", pev("g", "k", "a", 60, r#""":1"#)),
+        ("65 fields", pev("g", "k", "a", 60, &many.join(","))),
+        ("a number", "5".into()),
+        ("true", "true".into()),
+    ];
+    for (what, body) in &malformed {
+        let r = s.push(body);
+        let v = r.problem(400, "bad_request");
+        assert!(v.get("index").is_none(), "{what}: {}", r.body);
+        let r = s.push(&format!("[{good},{body}]"));
+        assert_eq!(
+            r.problem(400, "bad_request")["index"],
+            1,
+            "{what}: {}",
+            r.body
+        );
+        let r = s.push_nd(&format!("{good}\n{body}\n"));
+        assert_eq!(
+            r.problem(400, "bad_request")["index"],
+            1,
+            "{what}: {}",
+            r.body
+        );
+    }
+    // An array inside an array is a malformed item.
+    let r = s.push(&format!("[[{good}]]"));
+    assert_eq!(r.problem(400, "bad_request")["index"], 0);
+    for (what, body) in [
+        ("empty body", String::new()),
+        ("trailing garbage", format!("{good} x")),
+        ("two objects", format!("{good}{good}")),
+        ("unclosed array", format!("[{good}")),
+        ("array then garbage", format!("[{good}] x")),
+    ] {
+        let r = s.push(&body);
+        r.problem(400, "bad_request");
+        let _ = what;
+    }
+    check(&before, "malformed events");
+
+    // 409 late_event: at or before the watermark (50).
+    for t in [50, 0] {
+        let r = s.push(&pev("l", "k", "a", t, ""));
+        assert!(r.problem(409, "late_event").get("index").is_none());
+        let r = s.push(&array(&[good.clone(), pev("l", "k", "a", t, "")]));
+        assert_eq!(r.problem(409, "late_event")["index"], 1);
+        let r = s.push_nd(&format!("{good}\n{}", pev("l", "k", "a", t, "")));
+        assert_eq!(r.problem(409, "late_event")["index"], 1);
+    }
+    check(&before, "late events");
+
+    // 422 invalid_request: empty batches, a watermark beyond the final one,
+    // page parameters out of range, an epoch ahead.
+    for body in ["[]", " [ ] "] {
+        s.push(body).problem(422, "invalid_request");
+    }
+    for body in ["", "\n\n", " \r\n"] {
+        s.push_nd(body).problem(422, "invalid_request");
+    }
+    for w in [9_007_230_790_740_992, i64::MAX] {
+        s.advance(w).problem(422, "invalid_request");
+    }
+    for q in [
+        "limit=0",
+        "limit=10001",
+        "wait_ms=30001",
+        "epoch=1",
+        "after=-1",
+    ] {
+        s.get(&format!("/patterns/output?{q}"))
+            .problem(422, "invalid_request");
+    }
+    // 400 for advance bodies and query numbers that are not integers.
+    for body in [
+        "",
+        "{}",
+        "[]",
+        r#"{"watermark":60.0}"#,
+        r#"{"watermark":"60"}"#,
+        r#"{"watermark":null}"#,
+        r#"{"watermark":60,"x":1}"#,
+        r#"{"watermark":9223372036854775808}"#,
+        r#"{"watermark":60}{"watermark":61}"#,
+    ] {
+        s.post("/patterns/advance", body)
+            .problem(400, "bad_request");
+    }
+    for q in ["limit=x", "after=1.5", "wait_ms=", "after=1&after=2"] {
+        s.get(&format!("/patterns/output?{q}"))
+            .problem(400, "bad_request");
+    }
+    // 409 watermark_regression.
+    for w in [49, -1, -7] {
+        let v = s.advance(w).problem(409, "watermark_regression");
+        assert!(v.get("index").is_none());
+    }
+    check(&before, "advances and queries");
+
+    // Streams refuse before they start.
+    for (id, status) in [("x:1", 400), ("1:0", 422), ("0:y", 400)] {
+        let r = s
+            .client
+            .get(s.url("/patterns/output/stream"))
+            .header("Last-Event-ID", id)
+            .send()
+            .unwrap();
+        assert_eq!(r.status().as_u16(), status, "{id}");
+        assert_eq!(r.headers()["content-type"], "application/problem+json");
+    }
+    let r = s
+        .client
+        .get(s.url("/patterns/output/stream?epoch=3"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 422);
+
+    // 404: unknown routes, methods and checkpoints.
+    for path in [
+        "/patterns/nope",
+        "/patterns/events",
+        "/patterns/checkpoints/999",
+        "/patterns/checkpoints/abc",
+        "/patterns/output/stream/x",
+    ] {
+        s.get(path).problem(404, "not_found");
+    }
+    s.post_empty("/patterns/status").problem(404, "not_found");
+    s.post_empty("/patterns").problem(404, "not_found");
+    s.delete("/patterns/checkpoints/999")
+        .problem(404, "not_found");
+    s.delete("/patterns/checkpoints/-1")
+        .problem(404, "not_found");
+    s.post_empty("/patterns/checkpoints/999/restore")
+        .problem(404, "not_found");
+    s.post_empty("/patterns/checkpoints/x/restore")
+        .problem(404, "not_found");
+    check(&before, "not found");
+
+    // 422 invalid_checkpoint.
+    let env = s.envelope();
+    let mut flipped = env.clone().into_bytes();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 1;
+    let window = {
+        let c = s.post_empty("/checkpoints").json();
+        s.get(&format!("/checkpoints/{}", c["id"])).body
+    };
+    let other = {
+        let other = doc().replace(r#""within": 100"#, r#""within": 101"#);
+        let d = streamforge::patterns::Document::from_json(other.as_bytes()).unwrap();
+        String::from_utf8(streamforge::patterns::Engine::new(d).checkpoint()).unwrap()
+    };
+    for (what, body) in [
+        ("not json", "nope".to_string()),
+        ("empty", String::new()),
+        ("truncated", env[..env.len() - 10].to_string()),
+        ("flipped", String::from_utf8_lossy(&flipped).into_owned()),
+        ("version", env.replace(r#""version":1}"#, r#""version":2}"#)),
+        (
+            "format",
+            env.replace("streamforge-patterns-checkpoint", "streamforge-checkpoint"),
+        ),
+        (
+            "checksum",
+            env.replacen("\"sha256\":\"", "\"sha256\":\"0", 1),
+        ),
+        ("a window checkpoint", window),
+        ("other patterns", other),
+        (
+            "a watermark below -1",
+            with_state(&env, |st| {
+                st.replace(r#""watermark":50"#, r#""watermark":-2"#)
+            }),
+        ),
+        (
+            "a buffered event at the watermark",
+            with_state(&env, |st| {
+                st.replace(r#""watermark":50"#, r#""watermark":80"#)
+            }),
+        ),
+    ] {
+        let r = s.post("/patterns/restore", &body);
+        r.problem(422, "invalid_checkpoint");
+        let _ = what;
+    }
+    assert_eq!(
+        s.post("/patterns/restore", &env).body,
+        r#"{"sequence":1,"watermark":50}"#,
+        "the envelope itself restores"
+    );
+    before.0 = before.0.replace(r#""epoch":0"#, r#""epoch":1"#);
+    check(&before, "invalid checkpoints");
+
+    // 422 limit_exceeded: 41 matches in one advance (30 echoes at 60, the
+    // absence match at 60, 11 echoes at 70), nothing of it committed...
+    let burst = |t: i64, n: usize| {
+        array(
+            &(0..n)
+                .map(|i| pev(&format!("v{t}-{i}"), &format!("m{i}"), "v", t, ""))
+                .collect::<Vec<_>>(),
+        )
+    };
+    s.pushed(&burst(60, 30));
+    s.pushed(&burst(70, 11));
+    let before = s.pstate();
+    for w in [75, 79, 1000] {
+        let v = s.advance(w).problem(422, "limit_exceeded");
+        let detail = v["detail"].as_str().unwrap();
+        assert!(detail.contains("max_results_per_advance"), "{detail}");
+        assert!(v.get("index").is_none());
+        check(&before, "max_results_per_advance");
+    }
+    // ... so the same events pass in smaller steps.
+    assert_eq!(s.advanced(65).len(), 31);
+    assert_eq!(s.advanced(75).len(), 11);
+    // More than 12 branches of one pattern and key.
+    let states: Vec<String> = (0..13)
+        .map(|i| pev(&format!("s{i}"), "big", "a", 90, r#""n":1"#))
+        .collect();
+    s.pushed(&array(&states));
+    let before = s.pstate();
+    let v = s.advance(95).problem(422, "limit_exceeded");
+    let detail = v["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("active_states") && detail.contains("pair") && detail.contains("big"),
+        "{detail}"
+    );
+    check(&before, "active_states");
+    // The buffered b at 80 is still there: processing it alone works.
+    let out = s.advanced(85);
+    assert_eq!(out.len(), 1);
+    assert!(out[0].contains(r#""id":"pair:1/5""#), "{}", out[0]);
+
+    // A rejected push consumed no ordinal.
+    let next = s.pstatus()["next_ordinal"].as_u64().unwrap();
+    assert_eq!(s.pushed(&pev("last", "k", "a", 200, "")), (next, next));
+}
