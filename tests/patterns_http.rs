@@ -727,3 +727,223 @@ fn every_problem_code_leaves_the_pattern_state_unchanged() {
     let next = s.pstatus()["next_ordinal"].as_u64().unwrap();
     assert_eq!(s.pushed(&pev("last", "k", "a", 200, "")), (next, next));
 }
+
+#[test]
+fn a_batch_fails_with_its_first_failing_item_late_or_malformed() {
+    let dir = tempdir();
+    let s = serve(dir.path(), "db", &doc(), &[]);
+    s.pushed(&pev("e0", "k", "a", 100, ""));
+    s.advanced(100);
+    let before = s.pstate();
+    let good = pev("g", "k", "a", 101, "");
+    let late = pev("l", "k", "a", 100, "");
+    let bad = pev("b", "k", "a", 102, r#""x":null"#);
+    let cases: Vec<(&str, String, u16, usize)> = vec![
+        (
+            "late, then malformed",
+            array(&[good.clone(), late.clone(), bad.clone()]),
+            409,
+            1,
+        ),
+        (
+            "malformed, then late",
+            array(&[good.clone(), bad.clone(), late.clone()]),
+            400,
+            1,
+        ),
+        ("late first", array(&[late.clone(), bad.clone()]), 409, 0),
+        (
+            "malformed first",
+            array(&[bad.clone(), late.clone()]),
+            400,
+            0,
+        ),
+        ("a lone late item", array(&[late.clone()]), 409, 0),
+        ("a lone malformed item", array(&[bad.clone()]), 400, 0),
+        (
+            "late, then broken JSON",
+            format!("[{good},{late},{{\"id\":"),
+            409,
+            1,
+        ),
+        (
+            "broken JSON, then late",
+            format!("[{good},{{\"id\" {late}]"),
+            400,
+            1,
+        ),
+        (
+            "broken JSON after good ones",
+            format!("[{good},{good},"),
+            400,
+            2,
+        ),
+    ];
+    for (what, body, status, index) in &cases {
+        let r = s.push(body);
+        let code = if *status == 409 {
+            "late_event"
+        } else {
+            "bad_request"
+        };
+        assert_eq!(
+            r.problem(*status, code)["index"],
+            *index,
+            "{what}: {}",
+            r.body
+        );
+    }
+    // NDJSON: the same rule; blank lines are no items.
+    let nd: Vec<(&str, String, u16, usize)> = vec![
+        (
+            "late, then malformed",
+            format!("{good}\n\n{late}\r\n{bad}\n"),
+            409,
+            1,
+        ),
+        (
+            "malformed, then late",
+            format!("\n{good}\n \n{bad}\n{late}"),
+            400,
+            1,
+        ),
+        ("late first", format!("{late}\n{bad}"), 409, 0),
+        ("malformed first", format!("{bad}\n{late}"), 400, 0),
+        (
+            "late, then not JSON",
+            format!("{good}\n{good}\n{late}\nnope\n"),
+            409,
+            2,
+        ),
+    ];
+    for (what, body, status, index) in &nd {
+        let r = s.push_nd(body);
+        let code = if *status == 409 {
+            "late_event"
+        } else {
+            "bad_request"
+        };
+        let v = r.problem(*status, code);
+        assert_eq!(v["index"], *index, "{what}: {}", r.body);
+    }
+    // The malformed line is named in the detail by its line in the body.
+    let v = s
+        .push_nd(&format!("\n{good}\n \n{bad}\n"))
+        .problem(400, "bad_request");
+    assert!(
+        v["detail"].as_str().unwrap().contains("line 4"),
+        "{}",
+        v["detail"]
+    );
+    // A single object: its error, without an index.
+    let v = s.push(&late).problem(409, "late_event");
+    assert!(v.get("index").is_none());
+    assert!(
+        v["detail"].as_str().unwrap().contains("100"),
+        "the detail names the time and the watermark: {}",
+        v["detail"]
+    );
+    let v = s.push(&bad).problem(400, "bad_request");
+    assert!(v.get("index").is_none());
+    assert!(
+        v["detail"].as_str().unwrap().contains("fields.x"),
+        "the detail names the field: {}",
+        v["detail"]
+    );
+    assert_eq!(s.pstate(), before, "nothing of a failed batch stays");
+    // The first time after the watermark is not late; ordinals go on from
+    // where the last accepted push left them.
+    assert_eq!(s.pushed(&array(&[good.clone(), good])), (2, 3));
+}
+
+#[test]
+fn captured_values_are_echoed_exactly_in_answers_pages_and_the_stream() {
+    let dir = tempdir();
+    let db = "db";
+    let mut s = serve(dir.path(), db, &doc(), &["--checkpoint-every", "0"]);
+    // (as pushed, as echoed), in push order
+    let fields = [
+        (r#""i":42"#, r#""i":42"#),
+        (r#""neg0":-0"#, r#""neg0":0"#),
+        (
+            r#""imax":9223372036854775807"#,
+            r#""imax":9223372036854775807"#,
+        ),
+        (
+            r#""imin":-9223372036854775808"#,
+            r#""imin":-9223372036854775808"#,
+        ),
+        (r#""d0":-0.0"#, r#""d0":-0.0"#),
+        (r#""d2":2.0"#, r#""d2":2.0"#),
+        (r#""de":1E2"#, r#""de":100.0"#),
+        (r#""df":15e-1"#, r#""df":1.5"#),
+        // (serde_json's spelling of the exponent, as tests/patterns_rules.rs)
+        (r#""dbig":1e300"#, r#""dbig":1e+300"#),
+        (r#""dsci":1.25E-7"#, r#""dsci":1.25e-7"#),
+        (r#""dtiny":5e-324"#, r#""dtiny":5e-324"#),
+        (
+            r#""dlong":0.30000000000000004"#,
+            r#""dlong":0.30000000000000004"#,
+        ),
+        (r#""dec":{"decimal":"1.50"}"#, r#""dec":{"decimal":"1.50"}"#),
+        (
+            r#""decneg":{"decimal":"-12.50"}"#,
+            r#""decneg":{"decimal":"-12.50"}"#,
+        ),
+        (
+            r#""dec0":{"decimal":"000.000"}"#,
+            r#""dec0":{"decimal":"000.000"}"#,
+        ),
+        (
+            r#""dec38":{"decimal":"12345678901234567890.123456789012345678"}"#,
+            r#""dec38":{"decimal":"12345678901234567890.123456789012345678"}"#,
+        ),
+        (r#""s":"a\"b\\c\u00e9\n😀""#, r#""s":"a\"b\\cé\n😀""#),
+        (r#""t":true"#, r#""t":true"#),
+        (r#""f":false"#, r#""f":false"#),
+        (r#""z":"""#, r#""z":"""#),
+    ];
+    let pushed: Vec<&str> = fields.iter().map(|(p, _)| *p).collect();
+    let echoed: Vec<&str> = fields.iter().map(|(_, e)| *e).collect();
+    let mut answered = Vec::new();
+    s.pushed(&pev("v1", "k", "v", 1, &pushed.join(",")));
+    // Comparisons keep the three number types apart: 1.5 equals 1.50 as
+    // Decimals; a Double never equals an Integer.
+    s.pushed(&array(&[
+        pev("a1", "d", "a", 2, r#""n":{"decimal":"1.50"}"#),
+        pev("b1", "d", "b", 3, r#""n":{"decimal":"1.5"}"#),
+        pev("a2", "e", "a", 2, r#""n":2.0"#),
+        pev("b2", "e", "b", 3, r#""n":2"#),
+        pev("b3", "e", "b", 4, r#""n":2.5e0"#),
+    ]));
+    answered.extend(s.advanced(3));
+    answered.extend(s.advanced(200));
+    let want_v = format!(
+        r#"{{"seq":1,"type":"match","id":"echo:1","pattern":"echo","key":"k","start_time":1,"end_time":1,"last_event_time":1,"deadline":11,"captures":{{"v":[{{"ordinal":1,"id":"v1","key":"k","kind":"v","time":1,"fields":{{{}}}}}]}}}}"#,
+        echoed.join(",")
+    );
+    let want = vec![
+        want_v,
+        r#"{"seq":2,"type":"match","id":"pair:2/3","pattern":"pair","key":"d","start_time":2,"end_time":3,"last_event_time":3,"deadline":102,"captures":{"a":[{"ordinal":2,"id":"a1","key":"d","kind":"a","time":2,"fields":{"n":{"decimal":"1.50"}}}],"b":[{"ordinal":3,"id":"b1","key":"d","kind":"b","time":3,"fields":{"n":{"decimal":"1.5"}}}]}}"#.to_string(),
+        r#"{"seq":3,"type":"match","id":"pair:4/6","pattern":"pair","key":"e","start_time":2,"end_time":4,"last_event_time":4,"deadline":102,"captures":{"a":[{"ordinal":4,"id":"a2","key":"e","kind":"a","time":2,"fields":{"n":2.0}}],"b":[{"ordinal":6,"id":"b3","key":"e","kind":"b","time":4,"fields":{"n":2.5}}]}}"#.to_string(),
+    ];
+    assert_eq!(answered, want);
+    assert_eq!(s.output(1), want, "pages carry the answered bytes");
+    let resp = s
+        .client
+        .get(s.url("/patterns/output/stream"))
+        .send()
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let events = read_events(resp, |e| e.id == "0:3");
+    let data: Vec<String> = events.iter().map(|e| e.data.clone()).collect();
+    assert_eq!(data, want, "the stream carries the answered bytes");
+    assert_eq!(
+        events.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        ["0:1", "0:2", "0:3"]
+    );
+    // A restart replays the log (checking every record byte for byte).
+    s.kill();
+    let s = serve(dir.path(), db, &doc(), &["--checkpoint-every", "0"]);
+    assert_eq!(s.output(2), want);
+}
