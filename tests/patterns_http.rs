@@ -947,3 +947,384 @@ fn captured_values_are_echoed_exactly_in_answers_pages_and_the_stream() {
     let s = serve(dir.path(), db, &doc(), &["--checkpoint-every", "0"]);
     assert_eq!(s.output(2), want);
 }
+
+/// One step of a pattern workload.
+#[derive(Debug, Clone)]
+enum Step {
+    /// A JSON array (or one object) of events.
+    Push(String),
+    /// The same as NDJSON.
+    PushNd(String),
+    /// `POST /patterns/advance`.
+    Advance(i64),
+}
+
+impl Step {
+    fn send(&self, s: &Server) -> Resp {
+        match self {
+            Step::Push(b) => s.push(b),
+            Step::PushNd(b) => s.push_nd(b),
+            Step::Advance(w) => s.advance(*w),
+        }
+    }
+
+    /// Sends it; it must succeed. Its output records (none for a push).
+    fn apply(&self, s: &Server) -> Vec<String> {
+        let r = self.send(s);
+        assert_eq!(r.status, 200, "{self:?}: {}", r.body);
+        match self {
+            Step::Advance(_) => records(&r.body),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A field value of one of the five types.
+fn value(rng: &mut Rng) -> String {
+    match rng.below(6) {
+        0 => format!("{}", rng.below(20) as i64 - 5),
+        1 => format!("{}.{}", rng.below(20) as i64 - 5, rng.below(10)),
+        2 => format!(r#"{{"decimal":"{}.{:02}"}}"#, rng.below(20), rng.below(100)),
+        3 => format!(r#""s{}""#, rng.below(5)),
+        4 => "true".into(),
+        _ => format!("{}e0", rng.below(20)),
+    }
+}
+
+/// A deterministic workload for [`doc`]'s patterns (never late, never a
+/// limit with [`roomy`]): batches over five keys, NDJSON now and then, and
+/// advances.
+fn workload(seed: u64, steps: usize) -> Vec<Step> {
+    let mut rng = Rng(seed);
+    let mut w = -1i64;
+    let mut id = 0;
+    let mut out = Vec::new();
+    for _ in 0..steps {
+        if rng.below(4) == 0 {
+            w += 1 + rng.below(60) as i64;
+            out.push(Step::Advance(w));
+            continue;
+        }
+        let items: Vec<String> = (0..1 + rng.below(5))
+            .map(|_| {
+                id += 1;
+                let kind = ["a", "b", "b", "v", "login", "logout", "x"][rng.below(7) as usize];
+                let n = value(&mut rng);
+                pev(
+                    &format!("e{id}"),
+                    &format!("k{}", rng.below(5)),
+                    kind,
+                    w + 1 + rng.below(120) as i64,
+                    &format!(r#""n":{n}"#),
+                )
+            })
+            .collect();
+        out.push(if rng.below(3) == 0 {
+            Step::PushNd(items.join("\n"))
+        } else if items.len() == 1 && rng.below(2) == 0 {
+            Step::Push(items[0].clone())
+        } else {
+            Step::Push(array(&items))
+        });
+    }
+    out
+}
+
+/// [`doc`] with limits no workload reaches.
+fn roomy() -> String {
+    doc_with(100_000, 10_000)
+}
+
+#[test]
+fn pages_and_the_stream_carry_exactly_the_answered_bytes() {
+    let dir = tempdir();
+    let mut s = serve(dir.path(), "db", &roomy(), &["--checkpoint-every", "0"]);
+    let mut answered = Vec::new();
+    for step in workload(3, 160) {
+        answered.extend(step.apply(&s));
+    }
+
+    // A long poll and an open stream wake on the next committed record.
+    let n = answered.len();
+    let poll = {
+        let (c, u) = (
+            s.client.clone(),
+            s.url(&format!("/patterns/output?after={n}&wait_ms=20000")),
+        );
+        std::thread::spawn(move || c.get(u).send().unwrap().text().unwrap())
+    };
+    let stream = {
+        let resp = s
+            .client
+            .get(s.url(&format!("/patterns/output/stream?after={n}")))
+            .send()
+            .unwrap();
+        std::thread::spawn(move || read_events(resp, |_| true))
+    };
+    wait_until("the poll and the stream wait", DEADLINE, || {
+        (s.metric("streamforge_waiters") >= 2.0).then_some(())
+    });
+    let w = s.pstatus()["watermark"].as_i64().unwrap();
+    s.pushed(&pev("late-comer", "q", "v", w + 1, r#""n":1.0"#));
+    let new = s.advanced(w + 1);
+    assert_eq!(new.len(), 1);
+    assert_eq!(records(&poll.join().unwrap()), new);
+    let got = stream.join().unwrap();
+    assert_eq!(
+        (got[0].id.clone(), &got[0].data),
+        (format!("0:{}", n + 1), &new[0])
+    );
+    answered.extend(new);
+
+    let f = s.post_empty("/patterns/finish");
+    assert_eq!(f.status, 200);
+    answered.extend(records(&f.body));
+    let n = answered.len();
+    assert!(n > 60, "workload too small: {n}");
+    assert!(answered.iter().any(|r| r.contains(r#""type":"timeout""#)));
+    assert!(answered.iter().any(|r| r.contains(r#""pattern":"quiet""#)));
+    for limit in [1, 7, 1000] {
+        assert_eq!(s.output(limit), answered, "pages of {limit}");
+    }
+    let first = s.get("/patterns/output?after=0&limit=1").json();
+    assert_eq!(
+        (first["head"].as_u64(), first["next"].as_u64()),
+        (Some(n as u64), Some(1))
+    );
+
+    // The stream: from the start, then resumed after half.
+    let resp = s
+        .client
+        .get(s.url("/patterns/output/stream"))
+        .send()
+        .unwrap();
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let events = read_events(resp, |e| e.id == format!("0:{n}"));
+    let data: Vec<&str> = events.iter().map(|e| e.data.as_str()).collect();
+    assert_eq!(data, answered);
+    let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
+    assert_eq!(ids, (1..=n).map(|q| format!("0:{q}")).collect::<Vec<_>>());
+    let half = n / 2;
+    let resp = s
+        .client
+        .get(s.url("/patterns/output/stream?after=3"))
+        .header("Last-Event-ID", format!("0:{half}"))
+        .send()
+        .unwrap();
+    let rest = read_events(resp, |e| e.id == format!("0:{n}"));
+    assert_eq!(rest[0].id, format!("0:{}", half + 1), "Last-Event-ID wins");
+    assert_eq!(
+        rest.iter().map(|e| e.data.as_str()).collect::<Vec<_>>(),
+        answered[half..]
+    );
+
+    s.kill();
+    let s = serve(dir.path(), "db", &roomy(), &["--checkpoint-every", "0"]);
+    assert_eq!(s.output(13), answered, "the same bytes after a replay");
+}
+
+/// A consumer of `/patterns/output` that keeps what it read and follows the
+/// page rules: `next` belongs to the page's `epoch`; `rewound_to` voids
+/// what is held beyond it.
+struct Consumer {
+    held: Vec<String>,
+    after: u64,
+    epoch: u64,
+    rewinds: Vec<u64>,
+}
+
+impl Consumer {
+    fn new() -> Consumer {
+        Consumer {
+            held: Vec::new(),
+            after: 0,
+            epoch: 0,
+            rewinds: Vec::new(),
+        }
+    }
+
+    fn catch_up(&mut self, s: &Server) {
+        loop {
+            let r = s.get(&format!(
+                "/patterns/output?after={}&epoch={}&limit=5",
+                self.after, self.epoch
+            ));
+            assert_eq!(r.status, 200, "{}", r.body);
+            let v = r.json();
+            if let Some(to) = v.get("rewound_to") {
+                let to = to.as_u64().unwrap();
+                self.rewinds.push(to);
+                self.held.truncate(to as usize);
+            }
+            let page = records(&r.body);
+            for rec in &page {
+                assert_eq!(seq_of(rec), self.held.len() as u64 + 1, "no gap, no repeat");
+                self.held.push(rec.clone());
+            }
+            self.after = v["next"].as_u64().unwrap();
+            self.epoch = v["epoch"].as_u64().unwrap();
+            if page.is_empty() {
+                return;
+            }
+        }
+    }
+}
+
+#[test]
+fn epochs_rewind_pages_and_streams_across_pattern_restores() {
+    let dir = tempdir();
+    let mut s = serve(dir.path(), "db", &roomy(), &["--checkpoint-every", "0"]);
+    let steps = workload(11, 240);
+    // what each step outputs in the uninterrupted run
+    let mut out_of = Vec::new();
+    let mut consumer = Consumer::new();
+    let mut cps = Vec::new();
+    for (i, step) in steps[..180].iter().enumerate() {
+        if i == 60 || i == 120 {
+            let c = s.post_empty("/patterns/checkpoints").json();
+            cps.push((c["id"].as_i64().unwrap(), c["sequence"].as_u64().unwrap()));
+        }
+        out_of.push(step.apply(&s).len() as u64);
+    }
+    consumer.catch_up(&s);
+    let head0 = consumer.after;
+    let [(c1, s1), (c2, s2)] = cps[..] else {
+        unreachable!()
+    };
+    assert!(0 < s1 && s1 < s2 && s2 < head0, "{s1} {s2} {head0}");
+    let send = |s: &Server, range: std::ops::Range<usize>| {
+        for step in &steps[range] {
+            step.apply(s);
+        }
+    };
+
+    // Two restores, with calls after each, between two polls: the smallest
+    // cut wins.
+    let r = s.post_empty(&format!("/patterns/checkpoints/{c2}/restore"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["sequence"], s2);
+    send(&s, 120..140);
+    let r = s.post_empty(&format!("/patterns/checkpoints/{c1}/restore"));
+    assert_eq!(r.json()["sequence"], s1);
+    send(&s, 60..100);
+    assert_eq!(s.pstatus()["epoch"], 2);
+    consumer.catch_up(&s);
+    assert_eq!(consumer.rewinds, [s1]);
+    assert_eq!(consumer.epoch, 2);
+    assert_eq!(consumer.held, s.output(1000));
+    // Without epoch: `after` in the current epoch; an epoch ahead: 422.
+    let plain = s.get(&format!("/patterns/output?after={s1}")).json();
+    assert!(plain.get("rewound_to").is_none());
+    assert_eq!(plain["epoch"], 2);
+    s.get("/patterns/output?after=0&epoch=3")
+        .problem(422, "invalid_request");
+
+    // A stream resumed from epoch 0 rewinds to the smallest cut, then goes on.
+    let head = s.pstatus()["sequence"].as_u64().unwrap();
+    let resp = s
+        .client
+        .get(s.url("/patterns/output/stream"))
+        .header("Last-Event-ID", format!("0:{head0}"))
+        .send()
+        .unwrap();
+    let events = read_events(resp, |e| e.id == format!("2:{head}"));
+    assert_eq!(
+        (
+            events[0].event.as_str(),
+            events[0].id.clone(),
+            events[0].data.clone()
+        ),
+        (
+            "rewind",
+            format!("2:{s1}"),
+            format!(r#"{{"epoch":2,"after":{s1}}}"#)
+        )
+    );
+    let rest: Vec<String> = events[1..].iter().map(|e| e.data.clone()).collect();
+    assert_eq!(rest, s.output(1000)[s1 as usize..]);
+
+    // A stream open during a restore: `rewind`, then the new epoch's records.
+    let resp = s
+        .client
+        .get(s.url(&format!("/patterns/output/stream?after={head}&epoch=2")))
+        .send()
+        .unwrap();
+    wait_until("the stream waits", DEADLINE, || {
+        (s.metric("streamforge_waiters") >= 1.0).then_some(())
+    });
+    let r = s.post_empty(&format!("/patterns/checkpoints/{c1}/restore"));
+    assert_eq!(r.status, 200);
+    send(&s, 60..75);
+    let new_head = s1 + out_of[60..75].iter().sum::<u64>();
+    assert!(
+        new_head > s1,
+        "the steps after the checkpoint output something"
+    );
+    let events = read_events(resp, |e| e.id == format!("3:{new_head}"));
+    assert_eq!(events[0].event, "rewind");
+    assert_eq!(events[0].id, format!("3:{s1}"));
+    assert_eq!(events[0].data, format!(r#"{{"epoch":3,"after":{s1}}}"#));
+    let rest: Vec<String> = events[1..].iter().map(|e| e.data.clone()).collect();
+    assert_eq!(rest, s.output(1000)[s1 as usize..]);
+    assert!(events[1..].iter().all(|e| e.event.is_empty()));
+
+    // A crash right after a restore keeps the new epoch and its cut.
+    consumer.catch_up(&s);
+    let before = consumer.after;
+    let r = s.post_empty(&format!("/patterns/checkpoints/{c1}/restore"));
+    assert_eq!(r.status, 200);
+    s.kill();
+    let s = serve(dir.path(), "db", &roomy(), &["--checkpoint-every", "0"]);
+    assert_eq!(s.pstatus()["epoch"], 4);
+    let v = s
+        .get(&format!("/patterns/output?after={before}&epoch=3"))
+        .json();
+    assert_eq!(
+        (v["rewound_to"].as_u64(), v["epoch"].as_u64()),
+        (Some(s1), Some(4))
+    );
+    send(&s, 60..240);
+    consumer.catch_up(&s);
+    assert_eq!(consumer.held, s.output(1000));
+    assert_eq!(consumer.rewinds, [s1, s1, s1]);
+
+    // A fresh database whose first act is a restore: head at the
+    // checkpoint's sequence, nothing stored before it, epoch 1.
+    let env = s.get(&format!("/patterns/checkpoints/{c2}")).body;
+    let fresh = serve(dir.path(), "fresh", &roomy(), &[]);
+    let r = fresh.post("/patterns/restore", &env);
+    assert_eq!(
+        r.body,
+        format!(r#"{{"sequence":{s2},"watermark":{}}}"#, {
+            let Step::Advance(w) = steps[..120]
+                .iter()
+                .rev()
+                .find(|st| matches!(st, Step::Advance(_)))
+                .unwrap()
+            else {
+                unreachable!()
+            };
+            w
+        })
+    );
+    assert_eq!(
+        fresh.get("/patterns/output").body,
+        format!(r#"{{"output":[],"next":0,"head":{s2},"epoch":1}}"#)
+    );
+    send(&fresh, 120..180);
+    let full_from_s2: Vec<String> = {
+        let reference = serve(dir.path(), "ref", &roomy(), &[]);
+        send(&reference, 0..180);
+        reference.output(1000)[s2 as usize..].to_vec()
+    };
+    let page = fresh.get(&format!("/patterns/output?after={s2}&limit=10000"));
+    assert_eq!(records(&page.body), full_from_s2);
+    assert_eq!(
+        records(&fresh.get("/patterns/output?after=0&limit=10000").body),
+        full_from_s2,
+        "nothing stored up to the checkpoint's sequence"
+    );
+}
