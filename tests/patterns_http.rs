@@ -1328,3 +1328,179 @@ fn epochs_rewind_pages_and_streams_across_pattern_restores() {
         "nothing stored up to the checkpoint's sequence"
     );
 }
+
+/// The window engine's state as served: status (with its epoch), changes,
+/// late records.
+fn window_state(s: &Server) -> (String, Vec<String>, Vec<String>) {
+    (s.get("/status").body, s.all_changes(), s.all_late())
+}
+
+/// A window change after the current state: one delivery after each
+/// partition's offset, then every partition's watermark well past it.
+fn window_change(s: &Server) -> String {
+    let st = s.get("/status").json();
+    let w = st["watermark"].as_i64().unwrap_or(0).max(0);
+    let off = st["partitions"]["p0"]["offset"].as_i64().unwrap() + 1;
+    s.ok(
+        "/events",
+        &delivery("p0", Some(off), &format!("x{off}"), "zz", w + 1, 1),
+    );
+    let mut changes = Vec::new();
+    for p in ["p0", "p1", "p2", "p3"] {
+        let r = s.ok(
+            "/watermarks",
+            &format!(r#"{{"partition":"{p}","watermark":{}}}"#, w + 100_000),
+        );
+        changes.extend(
+            serde_json::from_str::<Value>(&r).unwrap()["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(Value::to_string),
+        );
+    }
+    assert!(!changes.is_empty());
+    changes[0].clone()
+}
+
+#[test]
+fn the_window_engine_and_the_pattern_engine_leave_each_other_alone() {
+    let dir = tempdir();
+    let args = ["--checkpoint-every", "0"];
+    let mut s = serve(dir.path(), "db", &roomy(), &args);
+    let window_ops = common::workload(5, 100);
+    let steps = workload(7, 100);
+    // Interleaved calls of both engines...
+    for i in 0..window_ops.len().max(steps.len()) {
+        if let Some(op) = window_ops.get(i) {
+            assert_eq!(op.send(&s).status, 200);
+        }
+        if let Some(step) = steps.get(i) {
+            step.apply(&s);
+        }
+    }
+    // ... end where each engine alone ends.
+    let reference = serve(dir.path(), "ref", &roomy(), &args);
+    for op in &window_ops {
+        assert_eq!(op.send(&reference).status, 200);
+    }
+    for step in &steps {
+        step.apply(&reference);
+    }
+    assert_eq!(window_state(&s), window_state(&reference));
+    assert_eq!(s.pstate(), reference.pstate());
+    drop(reference);
+
+    // Checkpoints: one id space, two lists; an id of one engine is unknown
+    // under the other's routes.
+    let cw = s.post_empty("/checkpoints").json()["id"].as_i64().unwrap();
+    let cp = s.post_empty("/patterns/checkpoints").json()["id"]
+        .as_i64()
+        .unwrap();
+    assert_ne!(cw, cp);
+    let ids = |path: &str| -> Vec<i64> {
+        s.get(path).json()["checkpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(ids("/checkpoints"), [cw]);
+    assert_eq!(ids("/patterns/checkpoints"), [cp]);
+    let window_env = s.get(&format!("/checkpoints/{cw}")).body;
+    let pattern_env = s.get(&format!("/patterns/checkpoints/{cp}")).body;
+    let before = (window_state(&s), s.pstate());
+    s.get(&format!("/patterns/checkpoints/{cw}"))
+        .problem(404, "not_found");
+    s.post_empty(&format!("/patterns/checkpoints/{cw}/restore"))
+        .problem(404, "not_found");
+    s.delete(&format!("/patterns/checkpoints/{cw}"))
+        .problem(404, "not_found");
+    s.get(&format!("/checkpoints/{cp}"))
+        .problem(404, "not_found");
+    s.post_empty(&format!("/checkpoints/{cp}/restore"))
+        .problem(404, "not_found");
+    s.delete(&format!("/checkpoints/{cp}"))
+        .problem(404, "not_found");
+    s.post("/patterns/restore", &window_env)
+        .problem(422, "invalid_checkpoint");
+    s.post("/restore", &pattern_env)
+        .problem(422, "invalid_checkpoint");
+    assert_eq!((window_state(&s), s.pstate()), before);
+    assert_eq!(ids("/checkpoints"), [cw]);
+    assert_eq!(ids("/patterns/checkpoints"), [cp]);
+
+    // A pattern restore leaves the window engine, its output and its epoch
+    // alone; an open changes stream sees no rewind.
+    let w0 = window_state(&s);
+    let changes_head = s.get("/status").json()["sequence"].as_u64().unwrap();
+    let changes_stream = s
+        .client
+        .get(s.url(&format!("/changes/stream?after={changes_head}")))
+        .send()
+        .unwrap();
+    wait_until("the changes stream waits", DEADLINE, || {
+        (s.metric("streamforge_waiters") >= 1.0).then_some(())
+    });
+    let r = s.post_empty(&format!("/patterns/checkpoints/{cp}/restore"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(window_state(&s), w0);
+    assert_eq!(s.pstatus()["epoch"], 1);
+    assert_eq!(s.get("/status").json()["epoch"], 0);
+    assert_eq!(s.metric("streamforge_epoch"), 0.0);
+    let change = window_change(&s);
+    let got = read_events(changes_stream, |_| true);
+    assert_eq!(got[0].event, "", "no rewind: {got:?}");
+    assert_eq!(got[0].id, format!("0:{}", changes_head + 1));
+    assert_eq!(
+        serde_json::from_str::<Value>(&got[0].data)
+            .unwrap()
+            .to_string(),
+        change
+    );
+
+    // A window restore leaves the pattern engine, its output and its epoch
+    // alone; an open pattern stream sees no rewind.
+    let p0 = s.pstate();
+    let output_head = s.pstatus()["sequence"].as_u64().unwrap();
+    let pattern_stream = s
+        .client
+        .get(s.url(&format!("/patterns/output/stream?after={output_head}")))
+        .send()
+        .unwrap();
+    wait_until("the pattern stream waits", DEADLINE, || {
+        (s.metric("streamforge_waiters") >= 1.0).then_some(())
+    });
+    let r = s.post_empty(&format!("/checkpoints/{cw}/restore"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(s.pstate(), p0);
+    assert_eq!(s.get("/status").json()["epoch"], 1);
+    let w = s.pstatus()["watermark"].as_i64().unwrap();
+    s.pushed(&pev("after", "q", "v", w + 1, ""));
+    let new = s.advanced(w + 1);
+    let got = read_events(pattern_stream, |_| true);
+    assert_eq!(got[0].event, "", "no rewind: {got:?}");
+    assert_eq!(
+        (got[0].id.clone(), &got[0].data),
+        (format!("1:{}", output_head + 1), &new[0])
+    );
+
+    // Each engine's epoch is its own on its pages.
+    let r = s.post_empty(&format!("/patterns/checkpoints/{cp}/restore"));
+    assert_eq!(r.status, 200);
+    assert_eq!(s.pstatus()["epoch"], 2);
+    assert_eq!(s.get("/patterns/output?epoch=2").json()["epoch"], 2);
+    s.get("/changes?epoch=2").problem(422, "invalid_request");
+    s.get("/late?epoch=2").problem(422, "invalid_request");
+    assert_eq!(s.get("/changes?epoch=1").json()["epoch"], 1);
+    assert!(s.get("/changes?epoch=1").json().get("rewound_to").is_none());
+    let v = s.get("/patterns/output?after=1&epoch=1").json();
+    assert_eq!(v["rewound_to"], 1);
+
+    // Both survive a crash, each with its own epoch and state.
+    let both = (window_state(&s), s.pstate());
+    s.kill();
+    let s = serve(dir.path(), "db", &roomy(), &args);
+    assert_eq!((window_state(&s), s.pstate()), both);
+}
