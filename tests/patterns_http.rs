@@ -1504,3 +1504,129 @@ fn the_window_engine_and_the_pattern_engine_leave_each_other_alone() {
     let s = serve(dir.path(), "db", &roomy(), &args);
     assert_eq!((window_state(&s), s.pstate()), both);
 }
+
+#[test]
+fn pattern_routes_take_the_token_cors_and_body_limit() {
+    let dir = tempdir();
+    let s = serve(
+        dir.path(),
+        "db",
+        &doc(),
+        &[
+            "--token",
+            "sekret",
+            "--cors-origin",
+            "http://dash.example",
+            "--max-body-bytes",
+            "2000",
+        ],
+    );
+    let anon = Client::new();
+    let get = [
+        "/patterns",
+        "/patterns/status",
+        "/patterns/output",
+        "/patterns/output/stream",
+        "/patterns/checkpoints",
+        "/patterns/checkpoints/1",
+    ];
+    let post = [
+        "/patterns/events",
+        "/patterns/advance",
+        "/patterns/finish",
+        "/patterns/checkpoints",
+        "/patterns/checkpoints/1/restore",
+        "/patterns/restore",
+    ];
+    let requests = get
+        .iter()
+        .map(|p| anon.get(s.url(p)))
+        .chain(post.iter().map(|p| anon.post(s.url(p)).body("{}")))
+        .chain([anon.delete(s.url("/patterns/checkpoints/1"))]);
+    for rb in requests {
+        for rb in [rb.try_clone().unwrap(), rb.bearer_auth("wrong")] {
+            let r = rb.send().unwrap();
+            assert_eq!(r.status(), 401, "{}", r.url());
+            assert_eq!(r.headers()["www-authenticate"], "Bearer");
+            let body = r.text().unwrap();
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(v["code"], "unauthorized");
+        }
+    }
+    // The query token is for the streams only.
+    let r = anon
+        .get(s.url("/patterns/output/stream?access_token=sekret"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    drop(r);
+    assert_eq!(
+        anon.get(s.url("/patterns/status?access_token=sekret"))
+            .send()
+            .unwrap()
+            .status(),
+        401
+    );
+    let st = s.get("/patterns/status");
+    assert_eq!(st.status, 200);
+    assert_eq!(st.json()["next_ordinal"], 1, "nothing was pushed");
+
+    // CORS: preflight and answers for the configured origin only.
+    let r = anon
+        .request(reqwest::Method::OPTIONS, s.url("/patterns/events"))
+        .header("Origin", "http://dash.example")
+        .header("Access-Control-Request-Method", "POST")
+        .header(
+            "Access-Control-Request-Headers",
+            "authorization,content-type",
+        )
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "http://dash.example"
+    );
+    let r = s
+        .client
+        .get(s.url("/patterns/output"))
+        .bearer_auth("sekret")
+        .header("Origin", "http://dash.example")
+        .send()
+        .unwrap();
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "http://dash.example"
+    );
+    let r = s
+        .client
+        .get(s.url("/patterns/output"))
+        .bearer_auth("sekret")
+        .header("Origin", "http://evil.example")
+        .send()
+        .unwrap();
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+
+    // 413 on every pattern route with a body, nothing applied.
+    s.pushed(&pev("e1", "k", "v", 1, ""));
+    s.advanced(1);
+    let before = s.pstate();
+    let big = array(
+        &(0..40)
+            .map(|i| pev(&format!("b{i}"), "k", "v", 5, ""))
+            .collect::<Vec<_>>(),
+    );
+    assert!(big.len() > 2000);
+    s.push(&big).problem(413, "payload_too_large");
+    s.push_nd(&big.replace("},{", "}\n{"))
+        .problem(413, "payload_too_large");
+    s.post(
+        "/patterns/advance",
+        &format!(r#"{{"watermark":{}}}"#, "9".repeat(2100)),
+    )
+    .problem(413, "payload_too_large");
+    s.post("/patterns/restore", &"x".repeat(5000))
+        .problem(413, "payload_too_large");
+    assert_eq!(s.pstate(), before);
+    assert_eq!(s.pushed(&pev("e2", "k", "v", 5, "")), (2, 2));
+}
