@@ -1630,3 +1630,88 @@ fn pattern_routes_take_the_token_cors_and_body_limit() {
     assert_eq!(s.pstate(), before);
     assert_eq!(s.pushed(&pev("e2", "k", "v", 5, "")), (2, 2));
 }
+
+#[test]
+fn a_database_keeps_its_patterns_and_takes_other_limits() {
+    let dir = tempdir();
+    let args = ["--checkpoint-every", "0"];
+    let mut s = serve(dir.path(), "db", &doc(), &args);
+    // An advance with 5 matches that leaves 5 branches for one key, in
+    // the command log only (no checkpoint: a restart replays it).
+    let mut batch: Vec<String> = (0..5)
+        .map(|i| pev(&format!("v{i}"), &format!("m{i}"), "v", 1, ""))
+        .collect();
+    batch.extend((0..5).map(|i| pev(&format!("a{i}"), "big", "a", 2, r#""n":1"#)));
+    s.pushed(&array(&batch));
+    assert_eq!(s.advanced(10).len(), 5);
+    let state = (s.get("/patterns/status").body, s.output(100));
+    assert_eq!(s.pstatus()["patterns"]["pair"]["branches"], 5);
+    s.kill();
+
+    // Other patterns are refused, whatever the limits.
+    for (what, other) in [
+        ("another within", doc().replace(r#""within": 100"#, r#""within": 101"#)),
+        (
+            "a pattern fewer",
+            doc().replace(
+                r#"{"name": "echo", "within": 10, "stages": [{"name": "v", "where": {"kind": "v"}}]},"#,
+                "",
+            ),
+        ),
+        (
+            "another condition",
+            doc().replace(r#""op": "ge""#, r#""op": "gt""#),
+        ),
+    ] {
+        assert_ne!(other, doc(), "{what}");
+        let err = try_serve(dir.path(), "db", &other, &args)
+            .err()
+            .unwrap_or_else(|| panic!("{what}: started"));
+        assert!(
+            err.contains("holds other patterns") && err.contains("--patterns"),
+            "{what}: {err}"
+        );
+    }
+    // The same patterns, respelled (defaults written out, other order, keys
+    // and spacing) with other limits: accepted. The limits in force are the
+    // new ones, and the logged advance, which is beyond them, replays.
+    let respelled = r#"{"limits": {"active_states": 3, "max_results_per_advance": 2},
+      "patterns": [
+        {"absence": {"kind": "logout"}, "within": 30, "name": "quiet", "skip": "no_skip",
+         "stages": [{"where": {"kind": "login"}, "name": "start", "min": 1, "max": 1}]},
+        {"stages": [{"name": "v", "contiguity": "skip_next", "where": {"kind": "v"}}],
+         "name": "echo", "within": 10},
+        {"name": "pair", "within": 100, "stages": [
+          {"name": "a", "where": {"kind": "a"}},
+          {"name": "b", "where": {"all": [{"kind": "b"},
+            {"capture": "a", "capture_field": "n", "field": "n", "op": "ge"}]}}]}]}"#;
+    let mut s = serve(dir.path(), "db", respelled, &args);
+    assert!(
+        s.get("/patterns")
+            .body
+            .ends_with(r#""limits":{"max_results_per_advance":2,"active_states":3}}"#),
+        "{}",
+        s.get("/patterns").body
+    );
+    assert_eq!((s.get("/patterns/status").body, s.output(100)), state);
+    // The new limits apply to new advances.
+    s.pushed(&array(&[
+        pev("w1", "x", "v", 20, ""),
+        pev("w2", "y", "v", 20, ""),
+        pev("w3", "z", "v", 20, ""),
+    ]));
+    let v = s.advance(30).problem(422, "limit_exceeded");
+    assert!(v["detail"]
+        .as_str()
+        .unwrap()
+        .contains("max_results_per_advance"));
+    s.kill();
+    // Without --patterns: the stored document, with its own limits.
+    let s = start(&dir.path().join("db"), &args);
+    assert!(s
+        .get("/patterns")
+        .body
+        .ends_with(r#""limits":{"max_results_per_advance":40,"active_states":12}}"#));
+    assert_eq!(s.output(100), state.1);
+    assert_eq!(s.advanced(30).len(), 3);
+}
