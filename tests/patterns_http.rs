@@ -9,7 +9,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -1714,4 +1714,373 @@ fn a_database_keeps_its_patterns_and_takes_other_limits() {
         .ends_with(r#""limits":{"max_results_per_advance":40,"active_states":12}}"#));
     assert_eq!(s.output(100), state.1);
     assert_eq!(s.advanced(30).len(), 3);
+}
+
+/// [`roomy`] plus `all`, a one-stage pattern every event matches at once:
+/// each processed event is in the output with its ordinal and id, each
+/// other one in a checkpoint's buffer, so the state says which events a
+/// database holds and in which order.
+fn traced() -> String {
+    roomy().replacen(
+        "[\n",
+        "[\n  {\"name\": \"all\", \"within\": 1, \"stages\": [{\"name\": \"e\", \"where\": {\"all\": []}}]},\n",
+        1,
+    )
+}
+
+/// Every event a database holds, by ordinal: `ordinal -> id` (from the
+/// output of `all` and a checkpoint's buffer).
+fn held_events(s: &Server) -> std::collections::BTreeMap<u64, String> {
+    let mut held = std::collections::BTreeMap::new();
+    for rec in s.output(1000) {
+        let v: Value = serde_json::from_str(&rec).unwrap();
+        if v["pattern"] == "all" {
+            let e = &v["captures"]["e"][0];
+            held.insert(
+                e["ordinal"].as_u64().unwrap(),
+                e["id"].as_str().unwrap().to_string(),
+            );
+        }
+    }
+    let env: Value = serde_json::from_str(&s.envelope()).unwrap();
+    for e in env["state"]["buffer"].as_array().unwrap() {
+        held.insert(
+            e["ordinal"].as_u64().unwrap(),
+            e["id"].as_str().unwrap().to_string(),
+        );
+    }
+    held
+}
+
+/// A mutating pattern call a client made.
+#[derive(Debug, Clone)]
+enum Call {
+    Push {
+        ids: Vec<String>,
+        min_time: i64,
+        body: String,
+        ndjson: bool,
+    },
+    Advance(i64),
+}
+
+/// What the client learnt of it.
+#[derive(Debug, Clone, PartialEq)]
+enum Outcome {
+    /// 200, with this body.
+    Acked(String),
+    /// A 4xx: not applied.
+    Rejected(u16),
+    /// No answer (the server died): applied entirely or not at all.
+    Unknown,
+}
+
+impl Call {
+    fn send(&self, client: &Client, base: &str) -> Outcome {
+        let rb = match self {
+            Call::Push { body, ndjson, .. } => client
+                .post(format!("{base}/patterns/events"))
+                .header(
+                    "content-type",
+                    if *ndjson {
+                        "application/x-ndjson"
+                    } else {
+                        "application/json"
+                    },
+                )
+                .body(body.clone()),
+            Call::Advance(w) => client
+                .post(format!("{base}/patterns/advance"))
+                .header("content-type", "application/json")
+                .body(format!(r#"{{"watermark":{w}}}"#)),
+        };
+        let Ok(r) = rb.send() else {
+            return Outcome::Unknown;
+        };
+        let status = r.status().as_u16();
+        match r.text() {
+            Ok(body) if status == 200 => Outcome::Acked(body),
+            Ok(body) => {
+                assert!((400..500).contains(&status), "{self:?}: {status} {body}");
+                Outcome::Rejected(status)
+            }
+            Err(_) => Outcome::Unknown,
+        }
+    }
+}
+
+/// A push of `n` events (ids `{tag}-{i}`) for keys `{key}0..2`, times from
+/// `from`.
+fn push_call(rng: &mut Rng, tag: &str, key: &str, from: i64) -> Call {
+    let n = 1 + rng.below(4) as usize;
+    let mut ids = Vec::new();
+    let mut items = Vec::new();
+    let mut min_time = i64::MAX;
+    for i in 0..n {
+        let id = format!("{tag}-{i}");
+        let t = from + rng.below(80) as i64;
+        min_time = min_time.min(t);
+        let kind = ["a", "b", "v", "login", "logout", "x"][rng.below(6) as usize];
+        items.push(pev(
+            &id,
+            &format!("{key}{}", rng.below(3)),
+            kind,
+            t,
+            &format!(r#""n":{}"#, rng.below(10)),
+        ));
+        ids.push(id);
+    }
+    let ndjson = rng.below(3) == 0;
+    Call::Push {
+        ids,
+        min_time,
+        body: if ndjson {
+            items.join("\n")
+        } else {
+            array(&items)
+        },
+        ndjson,
+    }
+}
+
+/// The applied calls in an order equivalent to the one the server committed
+/// them in: pushes by ordinal; each advance `W` right after the last push
+/// holding an event at or before `W` (those must have preceded it, or they
+/// would have been late; a push whose events are all after `W` gives the
+/// same state on either side of the advance). `pushes` are `(first
+/// ordinal, min_time, call)`, `advances` in the order they were made.
+fn commit_order(mut pushes: Vec<(u64, i64, Call)>, advances: &[i64]) -> Vec<Call> {
+    pushes.sort_by_key(|p| p.0);
+    let mut out = Vec::new();
+    let mut next = 0;
+    for &w in advances {
+        let upto = pushes
+            .iter()
+            .rposition(|p| p.1 <= w)
+            .map_or(0, |i| i + 1)
+            .max(next);
+        out.extend(pushes[next..upto].iter().map(|p| p.2.clone()));
+        next = upto;
+        out.push(Call::Advance(w));
+    }
+    out.extend(pushes[next..].iter().map(|p| p.2.clone()));
+    out
+}
+
+#[test]
+fn sigkill_mid_push_and_mid_advance_loses_nothing_acknowledged() {
+    let dir = tempdir();
+    let doc = traced();
+    let args = ["--checkpoint-every", "3"];
+    let mut rng = Rng(77);
+    // What is known to be applied: pushes (first ordinal, min time, call)
+    // and advances (in order), with the acknowledged answers.
+    let mut pushes: Vec<(u64, i64, Call)> = Vec::new();
+    let mut advances: Vec<i64> = Vec::new();
+    let mut acked_answers: Vec<(Call, String)> = Vec::new();
+    let mut last_w = -1i64;
+    let mut unknown: Vec<Call> = Vec::new();
+    let mut rejected_ids: Vec<String> = Vec::new();
+    let (mut unknown_applied, mut unknown_lost) = (0, 0);
+    let rounds = 8;
+    for round in 0..=rounds {
+        let mut s = serve(dir.path(), "crash", &doc, &args);
+        // Resolve the calls in flight at the kill: each entirely there or
+        // not at all; every acknowledged call there as acknowledged.
+        let held = held_events(&s);
+        let by_id: std::collections::HashMap<&str, u64> =
+            held.iter().map(|(o, id)| (id.as_str(), *o)).collect();
+        let st = s.pstatus();
+        let watermark = st["watermark"].as_i64().unwrap();
+        for call in unknown.drain(..) {
+            match &call {
+                Call::Push { ids, min_time, .. } => match by_id.get(ids[0].as_str()) {
+                    Some(&first) => {
+                        for (i, id) in ids.iter().enumerate() {
+                            assert_eq!(held.get(&(first + i as u64)), Some(id), "{call:?}");
+                        }
+                        pushes.push((first, *min_time, call.clone()));
+                        unknown_applied += 1;
+                    }
+                    None => {
+                        for id in ids {
+                            assert!(!by_id.contains_key(id.as_str()), "part of {call:?}");
+                        }
+                        unknown_lost += 1;
+                    }
+                },
+                Call::Advance(w) => {
+                    assert!(watermark <= *w, "{watermark} beyond the last advance {w}");
+                    if watermark == *w {
+                        advances.push(*w);
+                        unknown_applied += 1;
+                    } else {
+                        unknown_lost += 1;
+                    }
+                }
+            }
+        }
+        for id in &rejected_ids {
+            assert!(!by_id.contains_key(id.as_str()), "rejected {id} applied");
+        }
+        let total: usize = pushes
+            .iter()
+            .map(|p| match &p.2 {
+                Call::Push { ids, .. } => ids.len(),
+                Call::Advance(_) => 0,
+            })
+            .sum();
+        assert_eq!(held.len(), total, "exactly the applied pushes' events");
+        assert_eq!(st["next_ordinal"].as_u64().unwrap(), total as u64 + 1);
+        assert_eq!(watermark, advances.last().copied().unwrap_or(-1));
+        let output = s.output(1000);
+        for (call, body) in &acked_answers {
+            if let Call::Advance(_) = call {
+                for rec in records(body) {
+                    assert_eq!(
+                        output[seq_of(&rec) as usize - 1],
+                        rec,
+                        "acknowledged output"
+                    );
+                }
+            }
+        }
+        if round == rounds {
+            assert!(
+                !s.get("/patterns/checkpoints").json()["checkpoints"]
+                    .as_array()
+                    .unwrap()
+                    .is_empty(),
+                "automatic checkpoints were taken between the kills"
+            );
+            // Processing continues exactly as an uninterrupted run of the
+            // applied calls, in their commit order.
+            let reference = serve(dir.path(), "ref", &doc, &[]);
+            for call in commit_order(pushes.clone(), &advances) {
+                let Outcome::Acked(body) = call.send(&reference.client, &reference.base) else {
+                    panic!("{call:?} refused by the reference");
+                };
+                if let Some((_, acked)) = acked_answers
+                    .iter()
+                    .find(|(c, _)| format!("{c:?}") == format!("{call:?}"))
+                {
+                    match call {
+                        // (`buffered` depends on where the advances fell
+                        // among the pushes: the ordinals do not)
+                        Call::Push { .. } => {
+                            let (a, b): (Value, Value) = (
+                                serde_json::from_str(&body).unwrap(),
+                                serde_json::from_str(acked).unwrap(),
+                            );
+                            assert_eq!((&a["first"], &a["last"]), (&b["first"], &b["last"]));
+                        }
+                        Call::Advance(_) => assert_eq!(&body, acked, "{call:?}"),
+                    }
+                }
+            }
+            assert_eq!(s.pstate(), reference.pstate());
+            let f = s.post_empty("/patterns/finish");
+            assert_eq!(f.body, reference.post_empty("/patterns/finish").body);
+            assert_eq!(s.pstate(), reference.pstate());
+            break;
+        }
+
+        // Two producers of their own keys and an advancer, killed mid-flight.
+        let acked = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let front = AtomicI64::new(watermark);
+        let target = 4 + rng.below(20) as usize;
+        let seeds = [rng.next(), rng.next(), rng.next()];
+        let sent: Vec<Vec<(Call, Outcome)>> = std::thread::scope(|sc| {
+            let threads: Vec<_> = (0..3)
+                .map(|t| {
+                    let (client, base) = (s.client.clone(), s.base.clone());
+                    let (acked, stop, front) = (&acked, &stop, &front);
+                    let mut rng = Rng(seeds[t]);
+                    let mut w = last_w;
+                    sc.spawn(move || {
+                        let mut log = Vec::new();
+                        for n in 0.. {
+                            if stop.load(Ordering::SeqCst) {
+                                break;
+                            }
+                            let call = if t == 2 {
+                                w = w.max(front.load(Ordering::SeqCst)) + 1 + rng.below(30) as i64;
+                                Call::Advance(w)
+                            } else {
+                                let tag = format!("p{t}r{round}n{n}");
+                                let from = front.load(Ordering::SeqCst) + 1;
+                                push_call(&mut rng, &tag, &format!("k{t}"), from)
+                            };
+                            let outcome = call.send(&client, &base);
+                            let done = outcome == Outcome::Unknown;
+                            if let (Outcome::Acked(_), Call::Advance(w)) = (&outcome, &call) {
+                                front.fetch_max(*w, Ordering::SeqCst);
+                            }
+                            if matches!(outcome, Outcome::Acked(_)) {
+                                acked.fetch_add(1, Ordering::SeqCst);
+                            }
+                            log.push((call, outcome));
+                            if done {
+                                break;
+                            }
+                        }
+                        log
+                    })
+                })
+                .collect();
+            wait_until("acknowledged calls", DEADLINE, || {
+                (acked.load(Ordering::SeqCst) >= target).then_some(())
+            });
+            s.kill();
+            stop.store(true, Ordering::SeqCst);
+            threads.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (t, log) in sent.into_iter().enumerate() {
+            for (call, outcome) in log {
+                match (&call, outcome) {
+                    (Call::Advance(w), o) => {
+                        last_w = last_w.max(*w);
+                        match o {
+                            Outcome::Acked(body) => {
+                                advances.push(*w);
+                                acked_answers.push((call.clone(), body));
+                            }
+                            Outcome::Rejected(status) => panic!("advance {w}: {status}"),
+                            Outcome::Unknown => unknown.push(call.clone()),
+                        }
+                    }
+                    (Call::Push { ids, min_time, .. }, o) => match o {
+                        Outcome::Acked(body) => {
+                            let v: Value = serde_json::from_str(&body).unwrap();
+                            let first = v["first"].as_u64().unwrap();
+                            assert_eq!(v["last"].as_u64().unwrap(), first + ids.len() as u64 - 1);
+                            pushes.push((first, *min_time, call.clone()));
+                            acked_answers.push((call.clone(), body));
+                        }
+                        Outcome::Rejected(status) => {
+                            assert_eq!(status, 409, "producer {t}: {call:?}");
+                            rejected_ids.extend(ids.iter().cloned());
+                        }
+                        Outcome::Unknown => unknown.push(call.clone()),
+                    },
+                }
+            }
+        }
+    }
+    assert!(
+        unknown_applied + unknown_lost >= rounds,
+        "calls in flight at the kills"
+    );
+    assert!(
+        advances.len() > 10 && pushes.len() > 20,
+        "{} {}",
+        advances.len(),
+        pushes.len()
+    );
+    eprintln!(
+        "{} pushes, {} advances applied; in flight at a kill: {unknown_applied} applied, {unknown_lost} not",
+        pushes.len(),
+        advances.len()
+    );
 }
