@@ -2084,3 +2084,236 @@ fn sigkill_mid_push_and_mid_advance_loses_nothing_acknowledged() {
         advances.len()
     );
 }
+
+#[test]
+fn restarts_after_a_shutdown_or_automatic_checkpoints_continue_identically() {
+    let dir = tempdir();
+    let steps = workload(21, 150);
+    let reference = serve(dir.path(), "ref", &roomy(), &["--checkpoint-every", "0"]);
+    let want: Vec<Vec<String>> = steps.iter().map(|st| st.apply(&reference)).collect();
+    let run = |s: &Server, range: std::ops::Range<usize>| {
+        for i in range {
+            assert_eq!(steps[i].apply(s), want[i], "step {i}: {:?}", steps[i]);
+        }
+    };
+    let served = |s: &Server| (s.get("/patterns/status").body, s.output(1000));
+
+    // A graceful shutdown stores a final checkpoint: the restart replays
+    // nothing. An open stream and a long poll do not hold it up.
+    let args = ["--checkpoint-every", "0"];
+    let mut s = serve(dir.path(), "db", &roomy(), &args);
+    run(&s, 0..50);
+    assert_eq!(s.metric("streamforge_logged_commands"), 50.0);
+    let before = served(&s);
+    let stream = s
+        .client
+        .get(s.url("/patterns/output/stream?after=0"))
+        .send()
+        .unwrap();
+    let poll = {
+        let (c, u) = (
+            s.client.clone(),
+            s.url("/patterns/output?after=100000&wait_ms=30000"),
+        );
+        std::thread::spawn(move || c.get(u).send().map(|r| r.status().as_u16()))
+    };
+    wait_until("waiters", DEADLINE, || {
+        (s.metric("streamforge_waiters") >= 2.0).then_some(())
+    });
+    let status = s.terminate();
+    assert!(status.success(), "{status:?}");
+    let _ = poll.join();
+    drop(stream);
+    let mut s = serve(dir.path(), "db", &roomy(), &["--checkpoint-every", "3"]);
+    assert_eq!(
+        s.metric("streamforge_logged_commands"),
+        0.0,
+        "the restart replayed calls"
+    );
+    let list = s.get("/patterns/checkpoints").json();
+    assert_eq!(list["checkpoints"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        s.get("/checkpoints").json()["checkpoints"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0,
+        "the window engine logged nothing: no final checkpoint of it"
+    );
+    assert_eq!(served(&s), before);
+
+    // Automatic checkpoints every 3 calls, then SIGKILL.
+    run(&s, 50..110);
+    wait_until("automatic checkpoints", DEADLINE, || {
+        (s.metric("streamforge_logged_commands") < 3.0).then_some(())
+    });
+    assert!(s.metric("streamforge_checkpoints_total") >= 10.0);
+    let ids: Vec<u64> = s.get("/patterns/checkpoints").json()["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "the newest 3 automatic ones: {ids:?}");
+    let before = served(&s);
+    s.kill();
+    let s = serve(dir.path(), "db", &roomy(), &["--checkpoint-every", "3"]);
+    assert!(s.metric("streamforge_logged_commands") < 3.0);
+    assert_eq!(served(&s), before);
+    run(&s, 110..150);
+    let f = s.post_empty("/patterns/finish");
+    assert_eq!(f.body, reference.post_empty("/patterns/finish").body);
+    assert_eq!(s.pstate(), reference.pstate());
+}
+
+/// The events of a push, parsed as the engine parses them.
+fn events_of(call: &Call) -> Vec<streamforge::patterns::Event> {
+    let Call::Push { body, ndjson, .. } = call else {
+        return Vec::new();
+    };
+    let items: Vec<String> = if *ndjson {
+        body.lines().map(str::to_string).collect()
+    } else {
+        serde_json::from_str::<Vec<&RawValue>>(body)
+            .unwrap()
+            .iter()
+            .map(|r| r.get().to_string())
+            .collect()
+    };
+    items
+        .iter()
+        .map(|i| streamforge::patterns::parse_event(i.as_bytes()).unwrap())
+        .collect()
+}
+
+#[test]
+fn concurrent_producers_equal_a_sequential_replay_in_commit_order() {
+    let dir = tempdir();
+    let doc = roomy();
+    let s = serve(dir.path(), "db", &doc, &["--checkpoint-every", "7"]);
+    let front = AtomicI64::new(-1);
+    let producing = AtomicUsize::new(3);
+    let logs: Vec<Vec<(Call, Outcome)>> = std::thread::scope(|sc| {
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let s = &s;
+                let (front, producing) = (&front, &producing);
+                sc.spawn(move || {
+                    let mut rng = Rng(500 + t as u64);
+                    let mut log = Vec::new();
+                    let mut w = -1;
+                    for n in 0.. {
+                        let call = if t == 3 {
+                            if producing.load(Ordering::SeqCst) == 0 {
+                                break;
+                            }
+                            w = w.max(front.load(Ordering::SeqCst)) + 1 + rng.below(15) as i64;
+                            Call::Advance(w)
+                        } else {
+                            if n == 40 {
+                                producing.fetch_sub(1, Ordering::SeqCst);
+                                break;
+                            }
+                            let from = front.load(Ordering::SeqCst) + 1;
+                            push_call(&mut rng, &format!("t{t}n{n}"), &format!("q{t}"), from)
+                        };
+                        let outcome = call.send(&s.client, &s.base);
+                        if let (Outcome::Acked(_), Call::Advance(w)) = (&outcome, &call) {
+                            front.fetch_max(*w, Ordering::SeqCst);
+                        }
+                        log.push((call, outcome));
+                    }
+                    log
+                })
+            })
+            .collect();
+        threads.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut pushes = Vec::new();
+    let mut advances = Vec::new();
+    let mut answers: std::collections::HashMap<String, String> = Default::default();
+    let mut late = 0;
+    for (call, outcome) in logs.into_iter().flatten() {
+        match (outcome, &call) {
+            (Outcome::Acked(body), Call::Push { ids, min_time, .. }) => {
+                let v: Value = serde_json::from_str(&body).unwrap();
+                let first = v["first"].as_u64().unwrap();
+                assert_eq!(v["last"].as_u64().unwrap(), first + ids.len() as u64 - 1);
+                pushes.push((first, *min_time, call.clone()));
+                answers.insert(format!("{call:?}"), body);
+            }
+            (Outcome::Acked(body), Call::Advance(w)) => {
+                advances.push(*w);
+                answers.insert(format!("{call:?}"), body);
+            }
+            (Outcome::Rejected(409), Call::Push { .. }) => late += 1,
+            (o, c) => panic!("{c:?}: {o:?}"),
+        }
+    }
+    // Ordinals: every acknowledged push a range of its own, no gap (a
+    // rejected push consumed none).
+    let mut ranges: Vec<(u64, usize)> = pushes
+        .iter()
+        .map(|(first, _, c)| (*first, events_of(c).len()))
+        .collect();
+    ranges.sort();
+    let mut next = 1;
+    for (first, n) in &ranges {
+        assert_eq!(*first, next, "ordinals: {ranges:?}");
+        next += *n as u64;
+    }
+    assert!(
+        advances.len() >= 5,
+        "the advancer ran alongside: {advances:?}"
+    );
+    eprintln!(
+        "{} pushes ({late} late), {} advances",
+        pushes.len(),
+        advances.len()
+    );
+
+    // The same calls, one at a time in commit order, on the engine alone.
+    let mut engine = streamforge::patterns::Engine::new(
+        streamforge::patterns::Document::from_json(doc.as_bytes()).unwrap(),
+    );
+    let mut output = Vec::new();
+    for call in commit_order(pushes, &advances) {
+        let answer: Value = serde_json::from_str(&answers[&format!("{call:?}")]).unwrap();
+        match &call {
+            Call::Push { .. } => {
+                let o = engine.push(events_of(&call)).unwrap();
+                assert_eq!(
+                    (Some(o.first), Some(o.last)),
+                    (answer["first"].as_u64(), answer["last"].as_u64())
+                );
+            }
+            Call::Advance(w) => {
+                let o = engine.advance(*w).unwrap();
+                let recs: Vec<String> = o
+                    .output
+                    .iter()
+                    .map(|r| serde_json::to_string(r).unwrap())
+                    .collect();
+                assert_eq!(recs, records(&answers[&format!("{call:?}")]), "advance {w}");
+                assert_eq!(answer["processed"].as_u64(), Some(o.processed));
+                output.extend(recs);
+            }
+        }
+    }
+    let f = s.post_empty("/patterns/finish");
+    let o = engine.finish().unwrap();
+    let recs: Vec<String> = o
+        .output
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap())
+        .collect();
+    assert_eq!(records(&f.body), recs);
+    output.extend(recs);
+    assert!(output.len() > 30, "{}", output.len());
+    assert_eq!(s.output(1000), output);
+    assert_eq!(
+        s.envelope().as_bytes(),
+        engine.checkpoint().as_slice(),
+        "the same state, byte for byte"
+    );
+}
