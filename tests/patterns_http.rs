@@ -2369,3 +2369,149 @@ fn a_storage_failure_answers_503_and_applies_nothing() {
     let s = serve(dir.path(), "db", &doc(), &["--checkpoint-every", "0"]);
     assert_eq!(s.pstate(), after);
 }
+
+/// Byte-level damage: replaced, deleted, inserted, duplicated or cut.
+fn mutate(rng: &mut Rng, s: &str) -> String {
+    const TOKENS: &[&str] = &[
+        "null",
+        "true",
+        "1.5",
+        "1e999",
+        "-0",
+        "\"\"",
+        "[]",
+        "{}",
+        "9223372036854775808",
+        "{\"decimal\":\"1.0\"}",
+        "\"\\ud800\"",
+        ",",
+        ":",
+        "{",
+        "}",
+        "[",
+        "]",
+        "\"",
+        "\n",
+        "-1",
+    ];
+    let mut b = s.as_bytes().to_vec();
+    for _ in 0..=rng.below(3) {
+        if b.is_empty() {
+            b.extend_from_slice(TOKENS[rng.below(TOKENS.len() as u64) as usize].as_bytes());
+            continue;
+        }
+        let i = rng.below(b.len() as u64) as usize;
+        match rng.below(5) {
+            0 => {
+                let set = b" {}[],:\"0-9aez\\";
+                b[i] = set[rng.below(set.len() as u64) as usize]
+            }
+            1 => {
+                let j = (i + 1 + rng.below(12) as usize).min(b.len());
+                b.drain(i..j);
+            }
+            2 => {
+                let t = TOKENS[rng.below(TOKENS.len() as u64) as usize];
+                b.splice(i..i, t.bytes());
+            }
+            3 => {
+                let j = (i + 1 + rng.below(20) as usize).min(b.len());
+                let part = b[i..j].to_vec();
+                b.splice(j..j, part);
+            }
+            _ => b.truncate(i),
+        }
+    }
+    String::from_utf8_lossy(&b).into_owned()
+}
+
+#[test]
+fn mutated_pattern_requests_never_fail_the_server_and_change_nothing_when_rejected() {
+    let dir = tempdir();
+    let mut s = serve(dir.path(), "db", &roomy(), &["--max-body-bytes", "65536"]);
+    let codes: &[(u16, &str)] = &[
+        (400, "bad_request"),
+        (404, "not_found"),
+        (409, "late_event"),
+        (409, "watermark_regression"),
+        (413, "payload_too_large"),
+        (422, "invalid_checkpoint"),
+        (422, "invalid_request"),
+        (422, "limit_exceeded"),
+    ];
+    let cheap = |s: &Server| {
+        (
+            s.get("/patterns/status").body,
+            s.get("/patterns/output?after=0&limit=1").json()["head"].clone(),
+        )
+    };
+    let mut rng = Rng(0xfeed);
+    let mut envelope = s.envelope();
+    let (mut rejected, mut accepted) = (0u32, 0u32);
+    for step in 0..400u64 {
+        let w = s.pstatus()["watermark"].as_i64().unwrap();
+        let kind = ["a", "b", "v", "login", "logout"][rng.below(5) as usize];
+        let valid = pev(
+            &format!("e{step}"),
+            &format!("k{}", rng.below(3)),
+            kind,
+            w + 1 + rng.below(30) as i64,
+            &format!(r#""n":{},"d":{{"decimal":"1.5"}},"f":2.0"#, rng.below(5)),
+        );
+        if rng.below(4) == 0 {
+            let r = if rng.below(3) == 0 {
+                s.advance(w + rng.below(20) as i64)
+            } else {
+                s.push(&valid)
+            };
+            assert_eq!(r.status, 200, "{}", r.body);
+            accepted += 1;
+            if step % 50 == 0 {
+                envelope = s.envelope();
+            }
+            continue;
+        }
+        let before = cheap(&s);
+        let r = match rng.below(7) {
+            0 => s.push(&mutate(&mut rng, &valid)),
+            1 => s.push(&mutate(&mut rng, &format!("[{valid},{valid}]"))),
+            2 => s.push_nd(&mutate(&mut rng, &format!("{valid}\n{valid}\n"))),
+            3 => s.post(
+                "/patterns/advance",
+                &mutate(&mut rng, &format!(r#"{{"watermark":{}}}"#, w + 5)),
+            ),
+            4 => s.post("/patterns/restore", &mutate(&mut rng, &envelope)),
+            5 => s.get(&format!(
+                "/patterns/output?{}",
+                mutate(&mut rng, "after=1&limit=5&epoch=0")
+                    .replace(['#', ' ', '\n', '"', '\\', '{', '}', '[', ']'], "")
+            )),
+            _ => s.get(&format!(
+                "/patterns/checkpoints/{}",
+                mutate(&mut rng, "1").replace(['#', '?', '/', ' ', '\n', '"', '\\'], "")
+            )),
+        };
+        assert!(r.status < 500, "step {step}: {} {}", r.status, r.body);
+        if r.status >= 400 {
+            rejected += 1;
+            assert_eq!(r.content_type, "application/problem+json", "{}", r.body);
+            let v = r.json();
+            let code = v["code"].as_str().unwrap_or("");
+            assert!(
+                codes.contains(&(r.status, code)),
+                "step {step}: {} {code}: {}",
+                r.status,
+                r.body
+            );
+            assert_eq!(cheap(&s), before, "step {step}: {}", r.body);
+        } else {
+            accepted += 1;
+        }
+    }
+    assert!(rejected > 200 && accepted > 100, "{rejected} {accepted}");
+    assert!(s.pstatus()["sequence"].as_u64().unwrap() > 10);
+    let state = s.pstate();
+    s.kill();
+    let s = serve(dir.path(), "db", &roomy(), &[]);
+    assert_eq!(s.pstate(), state, "state after a replay");
+}
