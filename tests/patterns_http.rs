@@ -2515,3 +2515,52 @@ fn mutated_pattern_requests_never_fail_the_server_and_change_nothing_when_reject
     let s = serve(dir.path(), "db", &roomy(), &[]);
     assert_eq!(s.pstate(), state, "state after a replay");
 }
+
+#[test]
+fn recovery_starts_from_a_deleted_base_or_a_restored_body() {
+    let dir = tempdir();
+    let steps = workload(31, 90);
+    let args = ["--checkpoint-every", "0"];
+    // (no checkpoint taken to look: it would become the recovery base)
+    let served = |s: &Server| (s.get("/patterns/status").body, s.output(1000));
+    let mut s = serve(dir.path(), "db", &roomy(), &args);
+    for st in &steps[..30] {
+        st.apply(&s);
+    }
+    // A user checkpoint becomes the recovery base; deleting it keeps its
+    // envelope for recovery.
+    let id = s.post_empty("/patterns/checkpoints").json()["id"]
+        .as_i64()
+        .unwrap();
+    let env = s.get(&format!("/patterns/checkpoints/{id}")).body;
+    for st in &steps[30..60] {
+        st.apply(&s);
+    }
+    assert_eq!(s.delete(&format!("/patterns/checkpoints/{id}")).status, 204);
+    let state = served(&s);
+    s.kill();
+    let mut s = serve(dir.path(), "db", &roomy(), &args);
+    assert_eq!(s.metric("streamforge_logged_commands"), 30.0);
+    assert_eq!(served(&s), state);
+    // A restore by body is the recovery base too (the envelope kept inline).
+    let r = s.post("/patterns/restore", &env);
+    assert_eq!(r.status, 200, "{}", r.body);
+    for st in &steps[30..45] {
+        st.apply(&s);
+    }
+    let state = served(&s);
+    assert!(state.0.contains(r#""epoch":1"#), "{}", state.0);
+    s.kill();
+    let s = serve(dir.path(), "db", &roomy(), &args);
+    assert_eq!(s.metric("streamforge_logged_commands"), 15.0);
+    assert_eq!(served(&s), state);
+    for st in &steps[45..90] {
+        st.apply(&s);
+    }
+    let reference = serve(dir.path(), "ref", &roomy(), &args);
+    for st in &steps {
+        st.apply(&reference);
+    }
+    assert_eq!(s.output(1000), reference.output(1000));
+    assert_eq!(s.envelope(), reference.envelope());
+}
