@@ -190,6 +190,38 @@ impl Patterns for Server {
     }
 }
 
+/// A rejection, and the state it must have left alone.
+trait Refused {
+    /// Asserts the problem (as [`Resp::problem`]) and that `s` is still in
+    /// `before` (status, output pages, checkpoint bytes).
+    fn refused(
+        &self,
+        status: u16,
+        code: &str,
+        s: &Server,
+        before: &(String, Vec<String>, String),
+    ) -> Value;
+}
+
+impl Refused for Resp {
+    fn refused(
+        &self,
+        status: u16,
+        code: &str,
+        s: &Server,
+        before: &(String, Vec<String>, String),
+    ) -> Value {
+        let v = self.problem(status, code);
+        assert_eq!(
+            &s.pstate(),
+            before,
+            "state changed by a {code}: {}",
+            self.body
+        );
+        v
+    }
+}
+
 #[test]
 fn every_pattern_route_answers_in_its_shape() {
     let dir = tempdir();
@@ -497,18 +529,18 @@ fn every_problem_code_leaves_the_pattern_state_unchanged() {
     ];
     for (what, body) in &malformed {
         let r = s.push(body);
-        let v = r.problem(400, "bad_request");
+        let v = r.refused(400, "bad_request", &s, &before);
         assert!(v.get("index").is_none(), "{what}: {}", r.body);
         let r = s.push(&format!("[{good},{body}]"));
         assert_eq!(
-            r.problem(400, "bad_request")["index"],
+            r.refused(400, "bad_request", &s, &before)["index"],
             1,
             "{what}: {}",
             r.body
         );
         let r = s.push_nd(&format!("{good}\n{body}\n"));
         assert_eq!(
-            r.problem(400, "bad_request")["index"],
+            r.refused(400, "bad_request", &s, &before)["index"],
             1,
             "{what}: {}",
             r.body
@@ -516,7 +548,7 @@ fn every_problem_code_leaves_the_pattern_state_unchanged() {
     }
     // An array inside an array is a malformed item.
     let r = s.push(&format!("[[{good}]]"));
-    assert_eq!(r.problem(400, "bad_request")["index"], 0);
+    assert_eq!(r.refused(400, "bad_request", &s, &before)["index"], 0);
     for (what, body) in [
         ("empty body", String::new()),
         ("trailing garbage", format!("{good} x")),
@@ -525,7 +557,7 @@ fn every_problem_code_leaves_the_pattern_state_unchanged() {
         ("array then garbage", format!("[{good}] x")),
     ] {
         let r = s.push(&body);
-        r.problem(400, "bad_request");
+        r.refused(400, "bad_request", &s, &before);
         let _ = what;
     }
     check(&before, "malformed events");
@@ -533,24 +565,27 @@ fn every_problem_code_leaves_the_pattern_state_unchanged() {
     // 409 late_event: at or before the watermark (50).
     for t in [50, 0] {
         let r = s.push(&pev("l", "k", "a", t, ""));
-        assert!(r.problem(409, "late_event").get("index").is_none());
+        assert!(r
+            .refused(409, "late_event", &s, &before)
+            .get("index")
+            .is_none());
         let r = s.push(&array(&[good.clone(), pev("l", "k", "a", t, "")]));
-        assert_eq!(r.problem(409, "late_event")["index"], 1);
+        assert_eq!(r.refused(409, "late_event", &s, &before)["index"], 1);
         let r = s.push_nd(&format!("{good}\n{}", pev("l", "k", "a", t, "")));
-        assert_eq!(r.problem(409, "late_event")["index"], 1);
+        assert_eq!(r.refused(409, "late_event", &s, &before)["index"], 1);
     }
     check(&before, "late events");
 
     // 422 invalid_request: empty batches, a watermark beyond the final one,
     // page parameters out of range, an epoch ahead.
     for body in ["[]", " [ ] "] {
-        s.push(body).problem(422, "invalid_request");
+        s.push(body).refused(422, "invalid_request", &s, &before);
     }
     for body in ["", "\n\n", " \r\n"] {
-        s.push_nd(body).problem(422, "invalid_request");
+        s.push_nd(body).refused(422, "invalid_request", &s, &before);
     }
     for w in [9_007_230_790_740_992, i64::MAX] {
-        s.advance(w).problem(422, "invalid_request");
+        s.advance(w).refused(422, "invalid_request", &s, &before);
     }
     for q in [
         "limit=0",
@@ -560,7 +595,7 @@ fn every_problem_code_leaves_the_pattern_state_unchanged() {
         "after=-1",
     ] {
         s.get(&format!("/patterns/output?{q}"))
-            .problem(422, "invalid_request");
+            .refused(422, "invalid_request", &s, &before);
     }
     // 400 for advance bodies and query numbers that are not integers.
     for body in [
@@ -579,15 +614,17 @@ fn every_problem_code_leaves_the_pattern_state_unchanged() {
         r#"[60]"#,
     ] {
         s.post("/patterns/advance", body)
-            .problem(400, "bad_request");
+            .refused(400, "bad_request", &s, &before);
     }
     for q in ["limit=x", "after=1.5", "wait_ms=", "after=1&after=2"] {
         s.get(&format!("/patterns/output?{q}"))
-            .problem(400, "bad_request");
+            .refused(400, "bad_request", &s, &before);
     }
     // 409 watermark_regression.
     for w in [49, -1, -7] {
-        let v = s.advance(w).problem(409, "watermark_regression");
+        let v = s
+            .advance(w)
+            .refused(409, "watermark_regression", &s, &before);
         assert!(v.get("index").is_none());
     }
     check(&before, "advances and queries");
@@ -618,23 +655,24 @@ fn every_problem_code_leaves_the_pattern_state_unchanged() {
         "/patterns/checkpoints/abc",
         "/patterns/output/stream/x",
     ] {
-        s.get(path).problem(404, "not_found");
+        s.get(path).refused(404, "not_found", &s, &before);
     }
     let r = s.post_empty("/patterns/status");
-    r.problem(404, "not_found");
+    r.refused(404, "not_found", &s, &before);
     assert_eq!(r.headers["allow"], "GET,HEAD");
     let r = s.get("/patterns/advance");
-    r.problem(404, "not_found");
+    r.refused(404, "not_found", &s, &before);
     assert_eq!(r.headers["allow"], "POST");
-    s.post_empty("/patterns").problem(404, "not_found");
+    s.post_empty("/patterns")
+        .refused(404, "not_found", &s, &before);
     s.delete("/patterns/checkpoints/999")
-        .problem(404, "not_found");
+        .refused(404, "not_found", &s, &before);
     s.delete("/patterns/checkpoints/-1")
-        .problem(404, "not_found");
+        .refused(404, "not_found", &s, &before);
     s.post_empty("/patterns/checkpoints/999/restore")
-        .problem(404, "not_found");
+        .refused(404, "not_found", &s, &before);
     s.post_empty("/patterns/checkpoints/x/restore")
-        .problem(404, "not_found");
+        .refused(404, "not_found", &s, &before);
     check(&before, "not found");
 
     // 422 invalid_checkpoint.
@@ -681,7 +719,7 @@ fn every_problem_code_leaves_the_pattern_state_unchanged() {
         ),
     ] {
         let r = s.post("/patterns/restore", &body);
-        r.problem(422, "invalid_checkpoint");
+        r.refused(422, "invalid_checkpoint", &s, &before);
         let _ = what;
     }
     assert_eq!(
@@ -705,7 +743,7 @@ fn every_problem_code_leaves_the_pattern_state_unchanged() {
     s.pushed(&burst(70, 11));
     let before = s.pstate();
     for w in [75, 79, 1000] {
-        let v = s.advance(w).problem(422, "limit_exceeded");
+        let v = s.advance(w).refused(422, "limit_exceeded", &s, &before);
         let detail = v["detail"].as_str().unwrap();
         assert!(detail.contains("max_results_per_advance"), "{detail}");
         assert!(v.get("index").is_none());
@@ -720,7 +758,7 @@ fn every_problem_code_leaves_the_pattern_state_unchanged() {
         .collect();
     s.pushed(&array(&states));
     let before = s.pstate();
-    let v = s.advance(95).problem(422, "limit_exceeded");
+    let v = s.advance(95).refused(422, "limit_exceeded", &s, &before);
     let detail = v["detail"].as_str().unwrap();
     assert!(
         detail.contains("active_states") && detail.contains("pair") && detail.contains("big"),
@@ -795,12 +833,8 @@ fn a_batch_fails_with_its_first_failing_item_late_or_malformed() {
         } else {
             "bad_request"
         };
-        assert_eq!(
-            r.problem(*status, code)["index"],
-            *index,
-            "{what}: {}",
-            r.body
-        );
+        let v = r.refused(*status, code, &s, &before);
+        assert_eq!(v["index"], *index, "{what}: {}", r.body);
     }
     // NDJSON: the same rule; blank lines are no items.
     let nd: Vec<(&str, String, u16, usize)> = vec![
@@ -832,27 +866,27 @@ fn a_batch_fails_with_its_first_failing_item_late_or_malformed() {
         } else {
             "bad_request"
         };
-        let v = r.problem(*status, code);
+        let v = r.refused(*status, code, &s, &before);
         assert_eq!(v["index"], *index, "{what}: {}", r.body);
     }
     // The malformed line is named in the detail by its line in the body.
     let v = s
         .push_nd(&format!("\n{good}\n \n{bad}\n"))
-        .problem(400, "bad_request");
+        .refused(400, "bad_request", &s, &before);
     assert!(
         v["detail"].as_str().unwrap().contains("line 4"),
         "{}",
         v["detail"]
     );
     // A single object: its error, without an index.
-    let v = s.push(&late).problem(409, "late_event");
+    let v = s.push(&late).refused(409, "late_event", &s, &before);
     assert!(v.get("index").is_none());
     assert!(
         v["detail"].as_str().unwrap().contains("100"),
         "the detail names the time and the watermark: {}",
         v["detail"]
     );
-    let v = s.push(&bad).problem(400, "bad_request");
+    let v = s.push(&bad).refused(400, "bad_request", &s, &before);
     assert!(v.get("index").is_none());
     assert!(
         v["detail"]
@@ -1629,16 +1663,16 @@ fn pattern_routes_take_the_token_cors_and_body_limit() {
             .collect::<Vec<_>>(),
     );
     assert!(big.len() > 2000);
-    s.push(&big).problem(413, "payload_too_large");
+    s.push(&big).refused(413, "payload_too_large", &s, &before);
     s.push_nd(&big.replace("},{", "}\n{"))
-        .problem(413, "payload_too_large");
+        .refused(413, "payload_too_large", &s, &before);
     s.post(
         "/patterns/advance",
         &format!(r#"{{"watermark":{}}}"#, "9".repeat(2100)),
     )
-    .problem(413, "payload_too_large");
+    .refused(413, "payload_too_large", &s, &before);
     s.post("/patterns/restore", &"x".repeat(5000))
-        .problem(413, "payload_too_large");
+        .refused(413, "payload_too_large", &s, &before);
     assert_eq!(s.pstate(), before);
     assert_eq!(s.pushed(&pev("e2", "k", "v", 5, "")), (2, 2));
 }
