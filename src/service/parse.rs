@@ -205,9 +205,6 @@ pub struct PatternBatch {
     pub batch: bool,
 }
 
-/// What a pattern event must be, as error messages say it.
-const PATTERN_EVENT: &str = "a pattern event object";
-
 /// Parses a `POST /patterns/events` body (one event, a JSON array, or
 /// NDJSON). An empty batch is [`ParseError::Empty`]; a malformed item is
 /// reported in [`PatternBatch::malformed`].
@@ -241,7 +238,7 @@ pub fn pattern_events(body: &[u8], framing: Framing) -> Result<PatternBatch, Par
                     },
                     Err(e) => PatternBatch {
                         events: Vec::new(),
-                        malformed: Some((None, format!("invalid {PATTERN_EVENT}: {e}"))),
+                        malformed: Some((None, format!("invalid pattern event: {e}"))),
                         batch: false,
                     },
                 });
