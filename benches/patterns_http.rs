@@ -30,7 +30,7 @@ use std::io::{BufRead, BufReader, Write as _};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 #[path = "http_support.rs"]
@@ -203,7 +203,9 @@ fn run(batches: &Arc<Vec<Batch>>, clients: usize) -> RunResult {
     let addr = server.addr.clone();
     let n = batches.len();
     let next = Arc::new(AtomicUsize::new(0));
-    let done = Arc::new(Mutex::new(vec![false; n]));
+    // which batches are acknowledged, and a wakeup for the advancer (it
+    // must not spin: the client shares the server's two cores)
+    let done = Arc::new((Mutex::new(vec![false; n]), Condvar::new()));
     let started = Instant::now();
     let mut handles = Vec::new();
     for _ in 0..clients {
@@ -226,7 +228,8 @@ fn run(batches: &Arc<Vec<Batch>>, clients: usize) -> RunResult {
                 );
                 assert_eq!(st, 200, "push: {}", String::from_utf8_lossy(&c.body));
                 lat.push(t.elapsed().as_secs_f64() * 1e3);
-                done.lock().unwrap()[j] = true;
+                done.0.lock().unwrap()[j] = true;
+                done.1.notify_one();
             }
         }));
     }
@@ -237,17 +240,19 @@ fn run(batches: &Arc<Vec<Batch>>, clients: usize) -> RunResult {
     let mut outputs = 0u64;
     while prefix < n || advanced < max_time - 500 {
         {
-            let d = done.lock().unwrap();
-            while prefix < n && d[prefix] {
-                max_time = max_time.max(batches[prefix].max_time);
-                prefix += 1;
+            let mut d = done.0.lock().unwrap();
+            loop {
+                while prefix < n && d[prefix] {
+                    max_time = max_time.max(batches[prefix].max_time);
+                    prefix += 1;
+                }
+                if prefix > 0 && max_time.saturating_sub(500) > advanced {
+                    break;
+                }
+                d = done.1.wait(d).unwrap();
             }
         }
         let w = max_time.saturating_sub(500);
-        if prefix == 0 || w <= advanced {
-            std::thread::yield_now();
-            continue;
-        }
         let t = Instant::now();
         let body = format!(r#"{{"watermark":{w}}}"#);
         let st = c.call(
