@@ -3,12 +3,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 
-use common::{start, tempdir, wait_until, Server, DEADLINE};
+use common::client::{client, closed_port_url, run, sf, sha256_hex, Follower};
+use common::{start, tempdir, Server};
 
 const PIPELINE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -78,162 +76,8 @@ views_5min_every_1min bob [-180000,120000) count=3 sum=41 min=4 max=30
 views_per_minute alice [60000,120000) count=1 sum=5 min=5 max=5
 ";
 
-/// A finished client run.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn ok(self) -> Run {
-        assert_eq!(self.code, 0, "client failed: {self:?}");
-        self
-    }
-
-    fn failed(self) -> Run {
-        assert_eq!(self.code, 1, "client should fail with 1: {self:?}");
-        self
-    }
-}
-
-/// The client binary with no ambient configuration.
-fn client(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_streamforge"));
-    cmd.args(args)
-        .env_remove("STREAMFORGE_URL")
-        .env_remove("STREAMFORGE_TOKEN");
-    cmd
-}
-
-/// Runs the client against `s` (through `STREAMFORGE_URL`) to completion,
-/// within the deadline.
-fn sf(s: &Server, args: &[&str]) -> Run {
-    let mut cmd = client(args);
-    cmd.env("STREAMFORGE_URL", &s.base);
-    run(cmd, None)
-}
-
-fn run(mut cmd: Command, stdin: Option<&str>) -> Run {
-    let mut child = cmd
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn client");
-    if let Some(input) = stdin {
-        let mut w = child.stdin.take().expect("stdin");
-        w.write_all(input.as_bytes()).expect("write stdin");
-    }
-    let out = reader(child.stdout.take().expect("stdout"));
-    let err = reader(child.stderr.take().expect("stderr"));
-    let status = wait_until("client exit", DEADLINE, || child.try_wait().ok().flatten());
-    Run {
-        code: status.code().unwrap_or(-1),
-        stdout: out.recv_timeout(DEADLINE).expect("stdout"),
-        stderr: err.recv_timeout(DEADLINE).expect("stderr"),
-    }
-}
-
-fn reader(mut r: impl Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = r.read_to_string(&mut s);
-        let _ = tx.send(s);
-    });
-    rx
-}
-
 fn example_server(dir: &Path) -> Server {
     start(&dir.join("db"), &["--pipeline", PIPELINE])
-}
-
-/// A long-running `changes --follow`, its stdout and stderr lines on channels.
-struct Follower {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    notes: mpsc::Receiver<String>,
-}
-
-impl Follower {
-    fn start(s: &Server, args: &[&str]) -> Follower {
-        let mut cmd = client(&[&["changes", "--follow"], args].concat());
-        let mut child = cmd
-            .env("STREAMFORGE_URL", &s.base)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn follower");
-        let lines = line_reader(child.stdout.take().expect("stdout"));
-        let notes = line_reader(child.stderr.take().expect("stderr"));
-        Follower {
-            child,
-            lines,
-            notes,
-        }
-    }
-
-    /// Waits for the note that a restore rewound the stream to `after` in
-    /// `epoch` (the changes made from now on reach it).
-    fn rewound(&self, epoch: u64, after: u64) {
-        let note = self.notes.recv_timeout(DEADLINE).expect("a note on stderr");
-        assert_eq!(
-            note,
-            format!(
-                "streamforge: the service was restored to an earlier checkpoint (epoch {epoch}): \
-                 everything printed after sequence {after} is void; reading again from {after}"
-            )
-        );
-    }
-
-    /// The next `n` lines, within the deadline.
-    fn take(&self, n: usize) -> String {
-        let mut out = String::new();
-        for _ in 0..n {
-            let line = self
-                .lines
-                .recv_timeout(DEADLINE)
-                .unwrap_or_else(|_| panic!("follower printed only:\n{out}"));
-            out.push_str(&line);
-            out.push('\n');
-        }
-        out
-    }
-}
-
-impl Drop for Follower {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn line_reader(r: impl Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(r).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 #[test]
@@ -241,7 +85,7 @@ fn send_changes_checkpoint_verify_restore() {
     let dir = tempdir();
     let s = example_server(dir.path());
     // Started before anything is sent: it long-polls and prints as changes come.
-    let follower = Follower::start(&s, &[]);
+    let follower = Follower::start(&s, &["changes", "--follow"]);
 
     let sent = sf(&s, &["send", EVENTS]).ok();
     assert!(
@@ -620,14 +464,6 @@ fn token_and_health() {
         r.stderr.starts_with("streamforge: error: unhealthy: "),
         "{r:?}"
     );
-}
-
-/// A URL where nothing listens (a port bound and released).
-fn closed_port_url() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = l.local_addr().expect("addr").port();
-    drop(l);
-    format!("http://127.0.0.1:{port}")
 }
 
 #[test]

@@ -7,11 +7,17 @@
 //! `tumbling_10s sensor-a [30000,40000) c=3 s=15 revisable`, polled until a
 //! condition holds or the deadline passes (no fixed sleeps).
 //!
+//! The pattern part reads the same way: each match or timeout as one line
+//! such as `matched rising_payments key acct-1 09:00:01..09:00:03 by
+//! 09:10:01 | login: login@09:00:01 ok: true | pay: ...`, built from what
+//! the page shows (type in words, stage names, kinds, times, fields).
+//!
 //! The tests skip, saying so on stderr, only when `chromium` or
 //! `chromedriver` is not installed; `.ci/run` installs both. The screenshot,
 //! taken on the shipped `pipelines/default.json` with epoch-millisecond
 //! times, goes to `target/dashboard.png` (and to `docs/dashboard.png` with
-//! `STREAMFORGE_UPDATE_SCREENSHOT=1`).
+//! `STREAMFORGE_UPDATE_SCREENSHOT=1`); one of the pattern part with its
+//! output goes to `target/dashboard-patterns.png`.
 
 mod common;
 
@@ -45,6 +51,31 @@ return [...document.querySelectorAll('#results tbody tr[data-state]')].map(tr =>
   const c = (n) => tr.querySelector('[data-col=' + n + ']').textContent;
   return `${tr.dataset.window} ${tr.dataset.key} [${tr.dataset.start},${tr.dataset.end}) c=${c('count')} s=${c('sum')} ${tr.dataset.state}`;
 });"#;
+
+/// The pattern output as text lines, newest first, from what the page
+/// shows: type, pattern, key, times, then each stage with its events.
+const PATTERNS_JS: &str = r#"
+return [...document.querySelectorAll('#p-list article.pm')].map(a => {
+  const t = (n) => a.querySelector('.pm-times [data-col=' + n + ']').textContent;
+  const stages = [];
+  for (const tr of a.querySelectorAll('table.caps tr')) {
+    let ev = 'none';
+    if (!tr.classList.contains('none')) {
+      const c = (n) => tr.querySelector('[data-col=' + n + ']').textContent;
+      ev = c('kind') + '@' + c('time') + (c('fields') ? ' ' + c('fields') : '');
+    }
+    if (tr.classList.contains('first')) stages.push({ s: tr.querySelector('.stage').textContent, evs: [ev] });
+    else stages[stages.length - 1].evs.push(ev);
+  }
+  return `${a.querySelector('.tag').textContent} ${a.querySelector('.pm-pattern').textContent} ` +
+    `${a.querySelector('.pm-key').textContent} ${t('start')}..${t('end')} by ${t('deadline')}` +
+    stages.map(x => ` | ${x.s}: ${x.evs.join('; ')}`).join('');
+});"#;
+
+/// The pattern output as `seq type id` lines, newest first (data attributes).
+const PATTERN_IDS_JS: &str = r#"
+return [...document.querySelectorAll('#p-list article.pm')]
+  .map(a => `${a.dataset.seq} ${a.dataset.type} ${a.dataset.id}`);"#;
 
 fn find_program(name: &str, env: &str) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os(env) {
@@ -246,6 +277,15 @@ impl Browser {
         );
     }
 
+    /// Resizes the browser window (the viewport follows).
+    fn set_window_size(&self, width: u32, height: u32) {
+        self.cmd(
+            reqwest::Method::POST,
+            "/window/rect",
+            json!({ "width": width, "height": height }),
+        );
+    }
+
     fn screenshot(&self) -> Vec<u8> {
         let path = format!("/session/{}/screenshot", self.session);
         let v = self.send(reqwest::Method::GET, &path, None);
@@ -255,6 +295,21 @@ impl Browser {
     /// The result table, one text line per row.
     fn rows(&self) -> Vec<String> {
         serde_json::from_value(self.eval(ROWS_JS)).expect("rows")
+    }
+
+    /// The pattern output, one text line per match or timeout.
+    fn pattern_lines(&self) -> Vec<String> {
+        serde_json::from_value(self.eval(PATTERNS_JS)).expect("pattern lines")
+    }
+
+    /// The pattern output as `seq type id`, newest first.
+    fn pattern_ids(&self) -> Vec<String> {
+        serde_json::from_value(self.eval(PATTERN_IDS_JS)).expect("pattern ids")
+    }
+
+    /// Waits until the pattern output shows exactly `want` (newest first).
+    fn wait_patterns(&self, what: &str, want: &[&str]) {
+        self.wait(what, |b| b.pattern_lines() == want);
     }
 
     /// Polls `cond` over the page until it holds; on timeout saves a
@@ -270,8 +325,10 @@ impl Browser {
                 let _ = std::fs::write(&png, self.screenshot());
                 let conn = self.eval("return document.getElementById('conn').textContent");
                 panic!(
-                    "timed out waiting for {what}\nconnection: {conn}\nrows:\n{}\n(screenshot: {})",
+                    "timed out waiting for {what}\nconnection: {conn}\nrows:\n{}\npattern output:\n{}\n\
+                     (screenshot: {})",
                     self.rows().join("\n"),
+                    self.pattern_lines().join("\n"),
                     png.display()
                 );
             }
@@ -842,7 +899,13 @@ fn dashboard_shows_dates_on_the_shipped_pipeline() {
     browser.assert_no_jargon();
 
     // A sale within the grace period corrects Berlin's last window: the old
-    // row is struck through, the new one flashes. That is the screenshot.
+    // row is struck through, the new one flashes. That is the screenshot,
+    // tall enough for the pattern part's one line under the late events.
+    browser.set_window_size(1440, 1180);
+    browser.wait("the pattern part, quiet", |b| {
+        b.attr("#patterns-card", "data-state") == "quiet"
+            && b.text("#p-summary").starts_with("No pattern events yet")
+    });
     let old = fixed[&("berlin", T0 + 40_000)];
     deliver(&[("berlin", T0 + 49_700, 30)], &|_| {
         "sale-late-berlin".into()
@@ -1030,6 +1093,466 @@ fn dashboard_follows_a_restore() {
         want.iter().all(|w| rows.contains(w)) && b.text("#s-watermark") == "30000"
     });
     assert!(!voided(&browser.rows()), "{:?}", browser.rows());
+    assert_eq!(
+        browser.eval("return document.getElementById('notice').hidden"),
+        json!(true)
+    );
+}
+
+/// A pattern event at `T0 + secs` seconds, with its fields as JSON.
+fn pattern_event(id: &str, key: &str, kind: &str, secs: i64, fields: &str) -> String {
+    format!(
+        r#"{{"id":"{id}","key":"{key}","kind":"{kind}","time":{},"fields":{fields}}}"#,
+        T0 + secs * 1000
+    )
+}
+
+/// Pushes pattern events (one JSON array).
+fn push_patterns(s: &Server, events: &[String]) {
+    s.ok("/patterns/events", &format!("[{}]", events.join(",")));
+}
+
+/// Advances the pattern watermark to `T0 + secs` seconds.
+fn advance_patterns(s: &Server, secs: i64) -> Value {
+    let body = s.ok(
+        "/patterns/advance",
+        &format!(r#"{{"watermark":{}}}"#, T0 + secs * 1000),
+    );
+    serde_json::from_str(&body).unwrap()
+}
+
+/// `GET /patterns/output`, whole, as `seq type id` lines, newest first.
+fn pattern_output_ids(s: &Server) -> Vec<String> {
+    let v = s.get("/patterns/output?after=0&limit=10000").json();
+    let mut out: Vec<String> = v["output"]
+        .as_array()
+        .expect("output")
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {}",
+                r["seq"],
+                r["type"].as_str().unwrap(),
+                r["id"].as_str().unwrap()
+            )
+        })
+        .collect();
+    out.reverse();
+    out
+}
+
+/// Whether a cell's text is the number `v`.
+fn shows_number(text: &str, v: &Value) -> bool {
+    v.as_u64().is_some() && text.parse::<u64>().ok() == v.as_u64()
+}
+
+/// The page's per-pattern status agrees with `GET /patterns/status`.
+fn pattern_status_shown(b: &Browser, s: &Server) -> bool {
+    let st = s.get("/patterns/status").json();
+    let doc = s.get("/patterns").json();
+    let absence: Vec<&str> = doc["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p.get("absence").is_some())
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    st["patterns"].as_object().unwrap().iter().all(|(name, p)| {
+        let cell = |col: &str| {
+            b.text(&format!(
+                "#p-status tr[data-pattern={name}] [data-col={col}]"
+            ))
+        };
+        // A pattern without absence has no waits: a dash.
+        let waits = if absence.contains(&name.as_str()) {
+            shows_number(&cell("waits"), &p["waits"])
+        } else {
+            cell("waits") == "—"
+        };
+        shows_number(&cell("keys"), &p["keys"])
+            && shows_number(&cell("branches"), &p["branches"])
+            && waits
+    }) && shows_number(&b.text("#p-buffered"), &st["buffered"])
+        && shows_number(&b.text("#p-total"), &st["sequence"])
+}
+
+/// The pattern engine's output on the shipped demo document
+/// (`pipelines/default.patterns.json`, embedded): the part is one line
+/// until events come; then matches and timeouts show up as they are found,
+/// newest first and highlighted, each stage with its captured events; the
+/// engine's status in words; the pattern and key filters; dates and raw
+/// numbers; a reload shows the same, quietly.
+#[test]
+fn dashboard_shows_the_pattern_output() {
+    let Some(browser) = Browser::start() else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED dashboard_shows_the_pattern_output: `chromium` and `chromedriver` must be on \
+             PATH (Debian: apt-get install -y chromium chromium-driver)"
+        );
+        return;
+    };
+    let dir = tempdir();
+    let s = start(&dir.path().join("data.db"), &["--token", TOKEN]);
+    let url = format!("{}/", s.base);
+    browser.goto(&url);
+    browser.log_in();
+
+    // Nothing yet: one line naming the patterns watched.
+    browser.wait("the quiet pattern part", |b| {
+        b.attr("#patterns-card", "data-state") == "quiet"
+            && b.eval("return document.getElementById('patterns-card').hidden") == json!(false)
+    });
+    assert_eq!(
+        browser.text("#p-summary"),
+        "No pattern events yet: watching abandoned_cart, failed_logins_then_success and \
+         rising_payments."
+    );
+    let height = browser.eval("return document.getElementById('patterns-card').offsetHeight");
+    assert!(height.as_i64().unwrap() < 80, "not compact: {height}");
+
+    // Payments (acct-1 rises, acct-2 does not), failed logins then a
+    // success (acct-3), an abandoned cart and a bought one.
+    push_patterns(
+        &s,
+        &[
+            pattern_event("e1", "acct-1", "login", 1, r#"{"ok":true}"#),
+            pattern_event("e2", "acct-1", "pay", 2, r#"{"amount":12}"#),
+            pattern_event("e3", "acct-1", "pay", 3, r#"{"amount":40}"#),
+            pattern_event("e4", "acct-2", "login", 4, r#"{"ok":true}"#),
+            pattern_event("e5", "acct-2", "pay", 5, r#"{"amount":30}"#),
+            pattern_event("f1", "acct-3", "login", 6, r#"{"ok":false}"#),
+            pattern_event("f2", "acct-3", "login", 7, r#"{"ok":false}"#),
+            pattern_event("f3", "acct-3", "login", 8, r#"{"ok":false}"#),
+            pattern_event("f4", "acct-3", "login", 9, r#"{"ok":true}"#),
+            pattern_event(
+                "c1",
+                "shopper-9",
+                "add_to_cart",
+                10,
+                r#"{"item":"lamp","price":{"decimal":"49.90"}}"#,
+            ),
+            pattern_event("c2", "shopper-8", "add_to_cart", 11, r#"{"item":"mug"}"#),
+            pattern_event("c3", "shopper-8", "checkout", 12, "{}"),
+        ],
+    );
+    browser.wait("the waiting events", |b| {
+        b.attr("#patterns-card", "data-state") == "active"
+            && b.text("#p-buffered") == "12"
+            && b.text("#p-watermark") == "—"
+            && b.text("#p-list").contains("no matches or timeouts yet")
+    });
+    assert_eq!(browser.text("#p-watermark-sub"), "nothing processed yet");
+
+    // Two matches, newest first, highlighted as they come.
+    advance_patterns(&s, 20);
+    let rising = "matched rising_payments key acct-1 09:00:01..09:00:03 by 09:10:01 \
+        | login: login@09:00:01 ok: true | pay: pay@09:00:02 amount: 12 \
+        | bigger_pay: pay@09:00:03 amount: 40";
+    let failed = "matched failed_logins_then_success key acct-3 09:00:06..09:00:09 by 09:05:06 \
+        | failures: login@09:00:06 ok: false; login@09:00:07 ok: false; login@09:00:08 ok: false \
+        | success: login@09:00:09 ok: true";
+    browser.wait_patterns("the first matches", &[failed, rising]);
+    assert_eq!(
+        browser.eval("return document.querySelectorAll('#p-list article.pm.fresh').length"),
+        json!(2),
+        "new matches are highlighted"
+    );
+    browser.wait("the pattern status", |b| {
+        b.text("#p-watermark") == "09:00:20" && pattern_status_shown(b, &s)
+    });
+    assert_eq!(browser.text("#p-watermark-sub"), "2026-12-01 (UTC)");
+    assert_eq!(browser.text("#patterns-when"), "UTC, 2026-12-01");
+    assert_eq!(
+        browser.attr("#p-watermark", "title"),
+        format!("{} = 2026-12-01 09:00:20.000 UTC", T0 + 20_000)
+    );
+    // The status in words: what each pattern looks for, what is under way.
+    let rising_row = browser.text("#p-status tr[data-pattern=rising_payments]");
+    assert!(
+        rising_row.contains("login, then pay (1 to 3 times), then bigger_pay, within 10 min"),
+        "{rising_row}"
+    );
+    assert!(browser
+        .text("#p-status tr[data-pattern=abandoned_cart]")
+        .contains("cart, then no checkout, within 30 min"));
+    assert_eq!(
+        browser.text("#p-status tr[data-pattern=abandoned_cart] [data-col=waits]"),
+        "1"
+    );
+    assert_ne!(
+        browser.text("#p-status tr[data-pattern=rising_payments] [data-col=branches]"),
+        "0"
+    );
+    let start_cell = "#p-list article[data-id='rising_payments:1/2/3'] [data-col=start]";
+    assert_eq!(
+        browser.attr(start_cell, "title"),
+        format!(
+            "the first captured event's time: {} = 2026-12-01 09:00:01.000 UTC",
+            T0 + 1000
+        )
+    );
+    browser.assert_no_jargon();
+
+    // Past the deadlines of the unfinished ones: timeouts, in plain words.
+    advance_patterns(&s, 700);
+    let timeout_acct2 = "timed out rising_payments key acct-2 09:00:04..09:10:04 by 09:10:04 \
+        | login: login@09:00:04 ok: true | pay: pay@09:00:05 amount: 30 | bigger_pay: none";
+    let timeout_acct3 = "timed out failed_logins_then_success key acct-3 09:00:07..09:05:07 \
+        by 09:05:07 | failures: login@09:00:07 ok: false; login@09:00:08 ok: false | success: none";
+    browser.wait("the timeouts", |b| {
+        let lines = b.pattern_lines();
+        lines.len() == 10
+            && lines.iter().any(|l| l == timeout_acct2)
+            && lines.iter().any(|l| l == timeout_acct3)
+            && lines[8..] == [failed, rising]
+    });
+    assert_eq!(browser.pattern_ids(), pattern_output_ids(&s));
+    browser.wait("the status after the timeouts", |b| {
+        b.text("#p-watermark") == "09:11:40" && pattern_status_shown(b, &s)
+    });
+    assert_eq!(
+        browser.text("#p-count"),
+        "2 matched · 8 timed out · newest first"
+    );
+    assert!(browser
+        .text("#p-list article[data-type=timeout] .tag")
+        .contains("timed out"));
+
+    // Filters: by pattern, by key, both.
+    let set_pattern = |name: &str| {
+        browser.eval(&format!(
+            "const f = document.getElementById('p-pattern'); f.value = {};
+             f.dispatchEvent(new Event('change')); return null",
+            json!(name)
+        ));
+    };
+    let set_key = |key: &str| {
+        browser.eval(&format!(
+            "const f = document.getElementById('p-key'); f.value = {};
+             f.dispatchEvent(new Event('input')); return null",
+            json!(key)
+        ));
+    };
+    set_pattern("failed_logins_then_success");
+    browser.wait("the pattern filter", |b| {
+        let lines = b.pattern_lines();
+        lines.len() == 4
+            && lines
+                .iter()
+                .all(|l| l.contains(" failed_logins_then_success key acct-3 "))
+            && lines.last().map(String::as_str) == Some(failed)
+    });
+    assert_eq!(
+        browser.text("#p-count"),
+        "1 matched · 3 timed out · filtered from 10 · newest first"
+    );
+    set_pattern("");
+    browser.type_into("#p-key", "ACCT-2");
+    browser.wait_patterns("the key filter", &[timeout_acct2]);
+    set_pattern("rising_payments");
+    set_key("acct-3");
+    browser.wait("both filters", |b| {
+        let lines = b.pattern_lines();
+        lines.len() == 4
+            && lines
+                .iter()
+                .all(|l| l.starts_with("timed out rising_payments key acct-3 "))
+    });
+    set_pattern("abandoned_cart");
+    browser.wait("a filter that leaves nothing", |b| {
+        b.pattern_lines().is_empty()
+            && b.text("#p-list") == "no matches or timeouts for this filter"
+    });
+    set_key("");
+    set_pattern("");
+    browser.wait("no filter", |b| b.pattern_lines().len() == 10);
+
+    // The abandoned cart: a match at its deadline (nothing cancelled it).
+    advance_patterns(&s, 2000);
+    let abandoned = "matched abandoned_cart key shopper-9 09:00:10..09:30:10 by 09:30:10 \
+        | cart: add_to_cart@09:00:10 item: lamp · price: 49.90";
+    browser.wait("the abandoned cart", |b| {
+        b.pattern_lines().first().map(String::as_str) == Some(abandoned)
+            && pattern_status_shown(b, &s)
+    });
+    assert_eq!(
+        browser.attr("#p-list article[data-pattern=abandoned_cart] .tag", "title"),
+        "every stage was found, and no checkout came before the deadline"
+    );
+
+    // Raw numbers: times and durations as the numbers they are.
+    browser.click("#t-raw");
+    browser.wait("raw pattern times", |b| {
+        b.text(start_cell) == (T0 + 1000).to_string()
+            && b.text("#p-watermark") == (T0 + 2_000_000).to_string()
+    });
+    assert_eq!(browser.text("#patterns-when"), "");
+    assert!(browser
+        .text("#p-status tr[data-pattern=rising_payments]")
+        .contains("within 600000 ms"));
+    browser.click("#t-dates");
+    browser.wait("dates again", |b| b.text(start_cell) == "09:00:01");
+    browser.assert_no_jargon();
+    browser.eval("document.getElementById('patterns-card').scrollIntoView(); return null");
+    let png = browser.screenshot();
+    std::fs::write(target_dir().join("dashboard-patterns.png"), &png).unwrap();
+
+    // A reload reads the same output, without highlights or notice.
+    browser.goto(&url);
+    browser.wait("the live streams after a reload", |b| {
+        b.eval("return document.getElementById('conn').dataset.state") == json!("live")
+    });
+    browser.wait("the pattern output after a reload", |b| {
+        let lines = b.pattern_lines();
+        lines.len() == 11 && lines[0] == abandoned && lines[9..] == [failed, rising]
+    });
+    assert_eq!(
+        browser.eval("return document.querySelectorAll('#p-list article.pm.fresh').length"),
+        json!(0)
+    );
+    assert_eq!(browser.pattern_ids(), pattern_output_ids(&s));
+    assert_eq!(
+        browser.eval("return document.getElementById('notice').hidden"),
+        json!(true)
+    );
+}
+
+/// A pattern restore while the page is open: the stream rewinds, the page
+/// drops the records it held, shows exactly the restored output, says so
+/// plainly, and goes on with the output after it.
+#[test]
+fn dashboard_follows_a_pattern_restore() {
+    let Some(browser) = Browser::start() else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED dashboard_follows_a_pattern_restore: `chromium` and `chromedriver` must be \
+             on PATH (Debian: apt-get install -y chromium chromium-driver)"
+        );
+        return;
+    };
+    let dir = tempdir();
+    let s = start(&dir.path().join("data.db"), &["--token", TOKEN]);
+    browser.goto(&format!("{}/", s.base));
+    browser.log_in();
+
+    // Before the checkpoint: one match.
+    push_patterns(
+        &s,
+        &[
+            pattern_event("e1", "acct-1", "login", 1, r#"{"ok":true}"#),
+            pattern_event("e2", "acct-1", "pay", 2, r#"{"amount":12}"#),
+            pattern_event("e3", "acct-1", "pay", 3, r#"{"amount":40}"#),
+        ],
+    );
+    advance_patterns(&s, 10);
+    browser.wait("the first match", |b| {
+        b.pattern_ids() == ["1 match rising_payments:1/2/3"]
+    });
+    let r = s.post_empty("/patterns/checkpoints");
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.json()["id"].as_i64().expect("checkpoint id");
+
+    // After it: another rising account, an abandoned cart, a buffered event.
+    push_patterns(
+        &s,
+        &[
+            pattern_event("e4", "acct-5", "login", 11, r#"{"ok":true}"#),
+            pattern_event("e5", "acct-5", "pay", 12, r#"{"amount":5}"#),
+            pattern_event("e6", "acct-5", "pay", 13, r#"{"amount":9}"#),
+            pattern_event("c1", "shopper-1", "add_to_cart", 14, "{}"),
+        ],
+    );
+    advance_patterns(&s, 2000);
+    push_patterns(
+        &s,
+        &[pattern_event(
+            "x1",
+            "acct-9",
+            "login",
+            2001,
+            r#"{"ok":true}"#,
+        )],
+    );
+    browser.wait("the output after the checkpoint", |b| {
+        b.pattern_ids()
+            == [
+                "3 match abandoned_cart:7",
+                "2 match rising_payments:4/5/6",
+                "1 match rising_payments:1/2/3",
+            ]
+            && b.text("#p-buffered") == "1"
+    });
+    assert_eq!(
+        browser.eval("return document.getElementById('notice').hidden"),
+        json!(true)
+    );
+
+    // The restore: exactly the restored output, the restored status, a
+    // plain notice.
+    let r = s.post_empty(&format!("/patterns/checkpoints/{id}/restore"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let want = pattern_output_ids(&s);
+    assert_eq!(want, ["1 match rising_payments:1/2/3"]);
+    browser.wait("exactly the restored output", |b| {
+        b.pattern_ids() == want
+            && b.text("#p-watermark") == "09:00:10"
+            && b.text("#p-buffered") == "0"
+            && b.text("#p-total") == "1"
+            && b.eval("return document.getElementById('notice').hidden") == json!(false)
+    });
+    let notice = browser.text("#notice-text");
+    assert!(
+        notice.contains(
+            "The pattern engine was restored to an earlier checkpoint: its matches and timeouts \
+             were re-read (1 in all now)."
+        ),
+        "{notice}"
+    );
+    assert_eq!(
+        browser.pattern_lines(),
+        [
+            "matched rising_payments key acct-1 09:00:01..09:00:03 by 09:10:01 \
+          | login: login@09:00:01 ok: true | pay: pay@09:00:02 amount: 12 \
+          | bigger_pay: pay@09:00:03 amount: 40"
+        ]
+    );
+    browser.wait("the restored status", |b| pattern_status_shown(b, &s));
+    browser.assert_no_jargon();
+
+    // Output after the restore shows up as usual; the voided records stay
+    // gone.
+    push_patterns(
+        &s,
+        &[
+            pattern_event("e7", "acct-6", "login", 15, r#"{"ok":true}"#),
+            pattern_event("e8", "acct-6", "pay", 16, r#"{"amount":1}"#),
+            pattern_event("e9", "acct-6", "pay", 17, r#"{"amount":2}"#),
+        ],
+    );
+    advance_patterns(&s, 30);
+    browser.wait("the output after the restore", |b| {
+        b.pattern_ids()
+            == [
+                "2 match rising_payments:4/5/6",
+                "1 match rising_payments:1/2/3",
+            ]
+            && b.text("#p-list article[data-seq='2'] .pm-key") == "key acct-6"
+    });
+    assert_eq!(browser.pattern_ids(), pattern_output_ids(&s));
+    browser.wait("the status after the restore", |b| {
+        pattern_status_shown(b, &s)
+    });
+
+    // A page opened after the restore reads the same output, quietly.
+    browser.goto(&format!("{}/", s.base));
+    browser.wait("the live streams after a reload", |b| {
+        b.eval("return document.getElementById('conn').dataset.state") == json!("live")
+    });
+    browser.wait("the output after a reload", |b| {
+        b.pattern_ids() == pattern_output_ids(&s)
+    });
+    assert!(!browser.text("#p-list").contains("shopper-1"));
     assert_eq!(
         browser.eval("return document.getElementById('notice').hidden"),
         json!(true)

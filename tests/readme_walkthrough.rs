@@ -1,19 +1,27 @@
-//! The README's walkthrough, run as written.
+//! The README's walkthroughs, run as written.
 //!
-//! The section `### Walkthrough: page views` is a sequence of fenced blocks:
+//! The sections `### Walkthrough: page views` and `### Walkthrough:
+//! patterns` are each a sequence of fenced blocks:
 //! - a ```sh block with `cargo run ... -- serve ...` (re)starts the server
 //!   with those flags (after `kill %1`, the running one is stopped with
 //!   SIGTERM first); the test binds 127.0.0.1:0 instead of 8080;
-//! - every other ```sh block is a command, run by bash with `B` set to the
-//!   server's address, and must be followed by its claimed output: a ```json
-//!   block (compared byte for byte with what the command prints, after
-//!   removing the whitespace outside JSON strings that wraps it for reading)
-//!   or a ```text block (compared exactly).
+//! - every other ```sh block is a command, run by bash with `B` and
+//!   `STREAMFORGE_URL` set to the server's address and the tested
+//!   `streamforge` binary first on the `PATH`, and must be followed by its
+//!   claimed output (it runs in the repository's root, so `examples/...`
+//!   names the shipped files): a ```json block (compared byte for byte with what the
+//!   command prints, after removing the whitespace outside JSON strings that
+//!   wraps it for reading) or a ```text block (compared exactly, except the
+//!   timing of a `send` summary line, `; 0.01 s, 2000 events/s`, which is
+//!   only checked for its shape).
 //!
 //! Paths under `/tmp/` in the README are mapped into a fresh temporary
 //! directory, so runs never share files. The test also checks that the
-//! example files parse and that the walkthrough sends exactly the operations
-//! of `examples/pageviews.ndjson`, in its order. It needs `bash` and `curl`.
+//! example files parse, that the page-views walkthrough sends exactly the
+//! operations of `examples/pageviews.ndjson`, in its order, and that every
+//! pattern event the patterns walkthrough pushes successfully is a line of
+//! `examples/payments.ndjson`, in the file's order. It needs `bash` and
+//! `curl`.
 
 mod common;
 
@@ -33,11 +41,12 @@ struct Block {
     text: String,
 }
 
-fn walkthrough() -> Vec<Block> {
+fn walkthrough(title: &str) -> Vec<Block> {
     let readme = std::fs::read_to_string(format!("{ROOT}/README.md")).expect("README.md");
+    let heading = format!("\n### Walkthrough: {title}\n");
     let from = readme
-        .find("\n### Walkthrough: page views\n")
-        .expect("README has a '### Walkthrough: page views' section");
+        .find(&heading)
+        .unwrap_or_else(|| panic!("README has a '### Walkthrough: {title}' section"));
     let section = &readme[from + 1..];
     let section = match section[4..].find("\n#") {
         Some(end) => &section[..end + 4],
@@ -143,7 +152,7 @@ fn serve_flags(block: &str, tmp: &Path) -> (std::path::PathBuf, Vec<String>) {
             .unwrap_or_else(|| panic!("{w} needs a value: {line}"));
         match w {
             "--db" => db = Some(tmp.join(value.strip_prefix("/tmp/").expect("db under /tmp/"))),
-            "--pipeline" => {
+            "--pipeline" | "--patterns" => {
                 let path = format!("{ROOT}/{value}");
                 assert!(Path::new(&path).is_file(), "{path} exists");
                 flags.extend([w.to_string(), path]);
@@ -160,11 +169,23 @@ fn run(cmd: &str, s: &Server, tmp: &Path) -> String {
         "set -euo pipefail\n{}",
         cmd.replace("/tmp/", &format!("{}/", tmp.display()))
     );
+    let bin = Path::new(env!("CARGO_BIN_EXE_streamforge"))
+        .parent()
+        .expect("the binary's directory");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let child = Command::new("bash")
         .arg("-c")
         .arg(&script)
         .env("B", &s.base)
-        .current_dir(tmp)
+        .env("STREAMFORGE_URL", &s.base)
+        .env_remove("STREAMFORGE_TOKEN")
+        .env("PATH", path)
+        // relative paths (examples/...) are the repository's, as in the README
+        .current_dir(ROOT)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -221,8 +242,37 @@ fn example_operations() -> Vec<Value> {
         .collect()
 }
 
-#[test]
-fn walkthrough_outputs_are_what_the_server_returns() {
+/// A send summary's timing (`; 0.01 s, 2000 events/s` at the end of a
+/// line) replaced by `; T s, N events/s`; other text unchanged.
+fn without_timing(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            let Some(body) = l.strip_suffix(" events/s") else {
+                return l.to_string();
+            };
+            let Some(at) = body.rfind("; ") else {
+                return l.to_string();
+            };
+            let tail = &body[at + 2..];
+            let shaped = tail.split_once(" s, ").is_some_and(|(secs, rate)| {
+                secs.split_once('.').is_some_and(|(a, b)| {
+                    !a.is_empty()
+                        && b.len() == 2
+                        && (a.to_string() + b).bytes().all(|c| c.is_ascii_digit())
+                }) && !rate.is_empty()
+                    && rate.bytes().all(|c| c.is_ascii_digit())
+            });
+            if shaped {
+                format!("{}; T s, N events/s", &body[..at])
+            } else {
+                l.to_string()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect()
+}
+
+fn curl_available() {
     assert!(
         Command::new("curl")
             .arg("--version")
@@ -231,11 +281,17 @@ fn walkthrough_outputs_are_what_the_server_returns() {
             .is_ok_and(|s| s.success()),
         "the README walkthrough test needs curl (apt-get install curl)"
     );
-    let blocks = walkthrough();
+}
+
+/// Runs the walkthrough `title`; returns the number of claims checked and
+/// each command with its claimed output.
+fn run_walkthrough(title: &str) -> (usize, Vec<(String, String)>) {
+    curl_available();
+    let blocks = walkthrough(title);
     let dir = tempdir();
     let tmp = dir.path();
     let mut server: Option<Server> = None;
-    let mut sent = Vec::new();
+    let mut commands = Vec::new();
     let mut checked = 0;
     let mut i = 0;
     while i < blocks.len() {
@@ -268,17 +324,108 @@ fn walkthrough_outputs_are_what_the_server_returns() {
             assert_eq!(got, minify(&claim.text), "output of: {}", b.text);
         } else {
             let want = claim.text.replace("/tmp/", &format!("{}/", tmp.display()));
-            assert_eq!(got, want, "output of: {}", b.text);
+            assert_eq!(
+                without_timing(&got),
+                without_timing(&want),
+                "output of: {}",
+                b.text
+            );
         }
-        sent.extend(operations(&b.text));
+        commands.push((b.text.clone(), claim.text.clone()));
         checked += 1;
         i += 2;
     }
+    (checked, commands)
+}
+
+#[test]
+fn walkthrough_outputs_are_what_the_server_returns() {
+    let (checked, commands) = run_walkthrough("page views");
+    let sent: Vec<Value> = commands.iter().flat_map(|(c, _)| operations(c)).collect();
     assert!(checked >= 14, "only {checked} claims checked");
     assert_eq!(
         sent,
         example_operations(),
         "the walkthrough sends the operations of examples/pageviews.ndjson, in order"
+    );
+}
+
+/// The pattern events a README command pushes, as JSON values (none when
+/// its claimed output is an error).
+fn pattern_events(cmd: &str, claim: &str) -> Vec<Value> {
+    if !cmd.contains("$B/patterns/events") || claim.contains("\"code\"") {
+        return Vec::new();
+    }
+    let mut bodies: Vec<&str> = cmd.lines().filter(|l| l.starts_with('{')).collect();
+    bodies.extend(data_arg(cmd));
+    bodies
+        .iter()
+        .map(|b| {
+            serde_json::from_str(b)
+                .unwrap_or_else(|e| panic!("README event is not JSON ({e}): {b}"))
+        })
+        .collect()
+}
+
+/// The events of `examples/payments.ndjson` (bare or `"op":"push"`), in order.
+fn payment_events() -> Vec<Value> {
+    let text = std::fs::read_to_string(format!("{ROOT}/examples/payments.ndjson")).expect("events");
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            match v.get("op").and_then(Value::as_str) {
+                None => Some(v),
+                Some("push") => Some(v["event"].clone()),
+                Some("advance" | "finish") => None,
+                Some(other) => panic!("unknown op {other}: {l}"),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn patterns_walkthrough_outputs_are_what_the_server_returns() {
+    let (checked, commands) = run_walkthrough("patterns");
+    assert!(checked >= 12, "only {checked} claims checked");
+    let pushed: Vec<Value> = commands
+        .iter()
+        .flat_map(|(c, claim)| pattern_events(c, claim))
+        .collect();
+    assert!(
+        !pushed.is_empty(),
+        "the walkthrough pushes events with curl"
+    );
+    let file = payment_events();
+    let mut at = 0;
+    for e in &pushed {
+        at += file[at..]
+            .iter()
+            .position(|f| f == e)
+            .unwrap_or_else(|| panic!("{e} is not a later event of examples/payments.ndjson"))
+            + 1;
+    }
+}
+
+#[test]
+fn pattern_example_files_parse() {
+    let doc = std::fs::read(format!("{ROOT}/examples/payments.patterns.json")).expect("document");
+    let doc = streamforge::patterns::Document::from_json(&doc).expect("a valid document");
+    assert_eq!(
+        doc.pattern_names(),
+        ["abandoned_cart", "failed_logins", "rising_payments"]
+    );
+    for e in payment_events() {
+        streamforge::patterns::parse_event(e.to_string().as_bytes())
+            .unwrap_or_else(|err| panic!("{e}: {err}"));
+    }
+}
+
+#[test]
+fn send_timing_is_normalized_only_in_its_shape() {
+    assert_eq!(
+        without_timing("sent f: 3 events; 0.01 s, 250 events/s\nx; 1 s, 2 events/s\n"),
+        "sent f: 3 events; T s, N events/s\nx; 1 s, 2 events/s\n"
     );
 }
 

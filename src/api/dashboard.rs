@@ -4,8 +4,10 @@
 //!
 //! The page itself is public (it holds no data): it asks for the bearer
 //! token when a data route answers 401 and keeps it in `sessionStorage`.
-//! Every data route it reads (`/changes/stream`, `/status`, `/late`,
-//! `/pipeline`) still requires the token. With `?server=URL` it reads
+//! Every data route it reads (`/changes`, `/changes/stream`, `/results`,
+//! `/status`, `/late`, `/pipeline`, and the pattern engine's `/patterns`,
+//! `/patterns/output`, `/patterns/output/stream`, `/patterns/status`) still
+//! requires the token. With `?server=URL` it reads
 //! another origin's API, which that server must allow with `--cors-origin`.
 
 use axum::extract::Query;

@@ -1,9 +1,10 @@
-//! `changes --follow`: the changelog as server-sent events
-//! (`GET /changes/stream`), printed as they come, until Ctrl-C.
+//! `--follow` over server-sent events: `changes --follow`
+//! (`GET /changes/stream`) and `patterns output --follow`
+//! (`GET /patterns/output/stream`), printed as they come, until Ctrl-C.
 //!
 //! Each event's id is `<epoch>:<seq>`. When the service is restored to an
 //! earlier checkpoint, the stream sends `event: rewind` (`{"epoch": E,
-//! "after": R}`) and continues with the changes after `R` of the new epoch:
+//! "after": R}`) and continues with the records after `R` of the new epoch:
 //! the command says on stderr that what it printed after `R` is void, and
 //! prints the new history from there (with `--json`, a line
 //! `{"rewind":{"epoch":E,"after":R}}` on stdout marks the point too). When
@@ -28,8 +29,36 @@ struct Rewind {
     after: u64,
 }
 
+/// A stream to follow: where it is and how one record prints.
+pub struct Stream<'a> {
+    /// The route's path segments (`["changes", "stream"]`).
+    pub segments: &'a [&'a str],
+    /// What the reconnect note calls it (`change stream`).
+    pub name: &'a str,
+    /// One record's `data:` (its JSON) as the line to print.
+    pub render: &'a dyn Fn(&str) -> anyhow::Result<String>,
+}
+
 /// Follows the changelog from `after`; returns only on an error.
 pub fn changes(api: &Api, after: u64, json: bool) -> anyhow::Result<()> {
+    let render = |data: &str| -> anyhow::Result<String> {
+        let change: Change = parse(data)?;
+        item(&change, json, text::change)
+    };
+    follow(
+        api,
+        &Stream {
+            segments: &["changes", "stream"],
+            name: "change stream",
+            render: &render,
+        },
+        after,
+        json,
+    )
+}
+
+/// Follows `stream` from `after`; returns only on an error.
+pub fn follow(api: &Api, stream: &Stream<'_>, after: u64, json: bool) -> anyhow::Result<()> {
     let mut last: Option<String> = None;
     let mut reconnect = false;
     loop {
@@ -37,14 +66,11 @@ pub fn changes(api: &Api, after: u64, json: bool) -> anyhow::Result<()> {
             .iter()
             .map(|id| ("last-event-id", id.clone()))
             .collect();
-        let resp = api.get_response(
-            &["changes", "stream"],
-            &[("after", after.to_string())],
-            &headers,
-        )?;
+        let resp = api.get_response(stream.segments, &[("after", after.to_string())], &headers)?;
         if reconnect {
             eprintln!(
-                "streamforge: the change stream ended (a restart) and was resumed after {}",
+                "streamforge: the {} ended (a restart) and was resumed after {}",
+                stream.name,
                 last.as_deref().unwrap_or("0")
             );
         }
@@ -65,8 +91,8 @@ pub fn changes(api: &Api, after: u64, json: bool) -> anyhow::Result<()> {
                             print(&[serde_json::json!({ "rewind": r }).to_string()])?;
                         }
                     } else {
-                        let change: Change = parse(&data).context("a server-sent event")?;
-                        print(&[item(&change, json, text::change)?])?;
+                        let line = (stream.render)(&data).context("a server-sent event")?;
+                        print(&[line])?;
                     }
                     if let Some(i) = id.take() {
                         last = Some(i);

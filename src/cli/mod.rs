@@ -1,6 +1,7 @@
 //! The client subcommands of the `streamforge` binary: a terminal front end
 //! to the HTTP API of docs/api.md (`send`, `watermark`, `idle`, `changes`, `late`,
-//! `results`, `status`, `checkpoint`, `health`) and the offline `verify`.
+//! `results`, `status`, `checkpoint`, `health`), the offline `verify`, and
+//! `patterns ...`, the same for the pattern engine (src/cli/patterns.rs).
 //!
 //! Every networked command takes `--url` (`STREAMFORGE_URL`, default
 //! `http://127.0.0.1:8080`) and `--token` (`STREAMFORGE_TOKEN`, the same
@@ -14,6 +15,7 @@
 
 mod follow;
 mod http;
+mod patterns;
 mod send;
 pub mod text;
 mod verify;
@@ -29,6 +31,8 @@ use clap::{Args, Subcommand};
 use http::{parse, Api};
 use wire::{Advance, ChangesPage, Checkpoint, CheckpointList, LatePage, Restored, Results, Status};
 
+pub use patterns::PatternsCommand;
+
 /// Where the service is.
 #[derive(Debug, Clone, Args)]
 pub struct Conn {
@@ -40,7 +44,7 @@ pub struct Conn {
     pub token: Option<String>,
 }
 
-/// Paging of `changes` and `late`.
+/// Paging of `changes`, `late` and `patterns output`.
 #[derive(Debug, Clone, Args)]
 pub struct Paging {
     /// Start after this sequence.
@@ -49,8 +53,9 @@ pub struct Paging {
     /// Page size per request (1..=10000).
     #[arg(long, default_value_t = 1000)]
     pub limit: u32,
-    /// Keep printing new entries as they come, until Ctrl-C (changes:
-    /// server-sent events, resumed after a restore; late: long polls).
+    /// Keep printing new entries as they come, until Ctrl-C (changes and
+    /// patterns output: server-sent events, resumed after a restore; late:
+    /// long polls).
     #[arg(long, short)]
     pub follow: bool,
     /// Print each entry as one line of JSON (the API's object) instead.
@@ -64,6 +69,15 @@ pub struct Json {
     /// Print the server's JSON answer as it is.
     #[arg(long)]
     pub json: bool,
+}
+
+/// What `send` asks the server to answer with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReturnMode {
+    /// Counts, offsets and the watermark (`Prefer: return=minimal`).
+    Minimal,
+    /// Every change and late record.
+    Full,
 }
 
 /// The client subcommands.
@@ -94,6 +108,11 @@ pub enum ClientCommand {
         /// Deliveries per POST /events.
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
         batch: u32,
+        /// What the server answers each call with: `minimal` (counts only:
+        /// `Prefer: return=minimal`, less work on both sides) or `full`
+        /// (every change and late record).
+        #[arg(long = "return", value_enum, default_value_t = ReturnMode::Minimal)]
+        returns: ReturnMode,
     },
     /// Advance a partition's watermark (POST /watermarks); prints the changes.
     Watermark {
@@ -154,9 +173,13 @@ pub enum ClientCommand {
         #[command(flatten)]
         json: Json,
     },
-    /// Create, list, download and restore checkpoints.
+    /// Create, list, download, restore and delete checkpoints.
     #[command(subcommand)]
     Checkpoint(CheckpointCommand),
+    /// The pattern engine: check a document, send events, advance, read the
+    /// output, checkpoints, verify.
+    #[command(subcommand)]
+    Patterns(PatternsCommand),
     /// Validate a checkpoint file offline and print what it holds.
     ///
     /// Runs the engine's own restore on the checkpoint's embedded pipeline
@@ -173,10 +196,12 @@ pub enum ClientCommand {
     },
 }
 
-/// `streamforge checkpoint ...`
+/// `streamforge checkpoint ...` and `streamforge patterns checkpoint ...`
+/// (the same commands on `/patterns/checkpoints...`).
 #[derive(Debug, Subcommand)]
 pub enum CheckpointCommand {
-    /// Take and store a checkpoint of the current state (POST /checkpoints).
+    /// Take and store a checkpoint of the current state (POST /checkpoints;
+    /// /patterns/checkpoints under `patterns`).
     Create {
         #[command(flatten)]
         conn: Conn,
@@ -207,11 +232,20 @@ pub enum CheckpointCommand {
         /// Stored checkpoint id.
         #[arg(required_unless_present = "file", conflicts_with = "file")]
         id: Option<u64>,
-        /// Checkpoint envelope file to upload (POST /restore).
+        /// Checkpoint envelope file to upload (POST /restore; /patterns/restore
+        /// under `patterns`).
         #[arg(long)]
         file: Option<PathBuf>,
         #[command(flatten)]
         json: Json,
+    },
+    /// Delete a stored checkpoint (DELETE /checkpoints/{id};
+    /// /patterns/checkpoints/{id} under `patterns`).
+    Delete {
+        #[command(flatten)]
+        conn: Conn,
+        /// Checkpoint id.
+        id: u64,
     },
 }
 
@@ -232,8 +266,18 @@ pub fn run(cmd: ClientCommand) -> anyhow::Result<()> {
 
 fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
     match cmd {
-        ClientCommand::Send { conn, file, batch } => {
-            send::run(&Api::new(&conn, None)?, &file, batch as usize)
+        ClientCommand::Send {
+            conn,
+            file,
+            batch,
+            returns,
+        } => {
+            let api = Api::new(&conn, None)?;
+            let api = match returns {
+                ReturnMode::Minimal => api.minimal(),
+                ReturnMode::Full => api,
+            };
+            send::run(&api, &file, batch as usize)
         }
         ClientCommand::Watermark {
             conn,
@@ -356,7 +400,8 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
             out.push_str(&text::table(&rows));
             print(&[out.trim_end().to_string()])
         }
-        ClientCommand::Checkpoint(c) => checkpoint(c),
+        ClientCommand::Checkpoint(c) => checkpoint(c, &[]),
+        ClientCommand::Patterns(c) => patterns::run(c),
         ClientCommand::Verify { file } => print(&[verify::describe(&file)?.trim_end().to_string()]),
         ClientCommand::Health { conn } => {
             let api = Api::new(&conn, Some(Duration::from_secs(2)))?;
@@ -366,10 +411,20 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
     }
 }
 
-fn checkpoint(cmd: CheckpointCommand) -> anyhow::Result<()> {
+/// The checkpoint commands of the engine whose routes start with `prefix`
+/// (`[]`: the window engine; `["patterns"]`: the pattern engine).
+fn checkpoint(cmd: CheckpointCommand, prefix: &[&str]) -> anyhow::Result<()> {
+    let at = |rest: &[&'_ str]| -> Vec<String> {
+        prefix
+            .iter()
+            .chain(rest)
+            .map(|s| (*s).to_string())
+            .collect()
+    };
+    let checkpoints = at(&["checkpoints"]);
     match cmd {
         CheckpointCommand::Create { conn, json } => {
-            let body = Api::new(&conn, None)?.post_text(&["checkpoints"], "", None)?;
+            let body = Api::new(&conn, None)?.post_text(&segments(&checkpoints), "", None)?;
             if json.json {
                 return print(&[body]);
             }
@@ -380,7 +435,7 @@ fn checkpoint(cmd: CheckpointCommand) -> anyhow::Result<()> {
             )])
         }
         CheckpointCommand::List { conn, json } => {
-            let body = Api::new(&conn, None)?.get_text(&["checkpoints"], &[])?;
+            let body = Api::new(&conn, None)?.get_text(&segments(&checkpoints), &[])?;
             if json.json {
                 return print(&[body]);
             }
@@ -404,7 +459,8 @@ fn checkpoint(cmd: CheckpointCommand) -> anyhow::Result<()> {
             print(&[text::table(&rows).trim_end().to_string()])
         }
         CheckpointCommand::Get { conn, id, output } => {
-            let bytes = Api::new(&conn, None)?.get_bytes(&["checkpoints", &id.to_string()])?;
+            let one = at(&["checkpoints", &id.to_string()]);
+            let bytes = Api::new(&conn, None)?.get_bytes(&segments(&one))?;
             match output {
                 Some(path) => {
                     std::fs::write(&path, &bytes)
@@ -434,10 +490,15 @@ fn checkpoint(cmd: CheckpointCommand) -> anyhow::Result<()> {
                 (_, Some(path)) => {
                     let bytes = std::fs::read(&path)
                         .with_context(|| format!("cannot read {}", path.display()))?;
-                    api.post_text(&["restore"], "application/json", Some(bytes))?
+                    api.post_text(
+                        &segments(&at(&["restore"])),
+                        "application/json",
+                        Some(bytes),
+                    )?
                 }
                 (Some(id), None) => {
-                    api.post_text(&["checkpoints", &id.to_string(), "restore"], "", None)?
+                    let one = at(&["checkpoints", &id.to_string(), "restore"]);
+                    api.post_text(&segments(&one), "", None)?
                 }
                 (None, None) => anyhow::bail!("give a checkpoint id or --file FILE"),
             };
@@ -445,14 +506,24 @@ fn checkpoint(cmd: CheckpointCommand) -> anyhow::Result<()> {
                 return print(&[body]);
             }
             let r: Restored = parse(&body)?;
+            let late = r.late.map_or(String::new(), |l| format!(", late {l}"));
             print(&[format!(
-                "restored: sequence {}, late {}, watermark {}",
+                "restored: sequence {}{late}, watermark {}",
                 r.sequence,
-                r.late,
                 text::opt(r.watermark)
             )])
         }
+        CheckpointCommand::Delete { conn, id } => {
+            let one = at(&["checkpoints", &id.to_string()]);
+            Api::new(&conn, None)?.delete(&segments(&one))?;
+            print(&[format!("deleted checkpoint {id}")])
+        }
     }
+}
+
+/// A route's segments as [`Api`] takes them.
+fn segments(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
 }
 
 /// Prints the changes of a `/watermarks` or idle answer, then a summary line.

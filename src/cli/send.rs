@@ -13,6 +13,10 @@
 //! stops the run after everything before it was sent. A rejected batch is
 //! applied not at all (batches are atomic), and the error names the file line
 //! of the failing delivery.
+//!
+//! The file walk, the batches, the error wording and the progress bar are
+//! shared with `patterns send` (src/cli/patterns.rs) through [`Replay`] and
+//! [`replay`].
 
 use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::path::Path;
@@ -23,7 +27,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Deserializer};
 
 use super::http::{parse, Api, CallError};
-use super::wire::{Advance, Ingested, Ticked};
+use super::wire::{Advance, Ingested, TickCount};
 use crate::engine::{Delivery, Event};
 
 /// One input line as written by the workload generator.
@@ -113,11 +117,74 @@ struct Tally {
     late: u64,
 }
 
-/// The pending batch: NDJSON body and the file line of each delivery.
+/// The pending batch: NDJSON body and the file line of each item.
 #[derive(Default)]
-struct Batch {
+pub(super) struct Batch {
     body: Vec<u8>,
     lines: Vec<u64>,
+}
+
+impl Batch {
+    /// Appends one item (its JSON text, on one line) from file line `line_no`.
+    pub(super) fn add(&mut self, line_no: u64, json: &[u8]) {
+        if !self.lines.is_empty() {
+            self.body.push(b'\n');
+        }
+        self.body.extend_from_slice(json);
+        self.lines.push(line_no);
+    }
+
+    /// Items held.
+    pub(super) fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// POSTs the batch as NDJSON to `segments` (nothing when empty) and
+    /// empties it; the answer's text and the number of items sent. A
+    /// rejection names the file line of the failing item (see [`Wording`]).
+    pub(super) fn post(
+        &mut self,
+        api: &Api,
+        segments: &[&str],
+        wording: &Wording,
+    ) -> anyhow::Result<Option<(String, u64)>> {
+        if self.lines.is_empty() {
+            return Ok(None);
+        }
+        let Batch { body, lines } = std::mem::take(self);
+        let answer = api
+            .post_text(segments, "application/x-ndjson", Some(body))
+            .map_err(|e| batch_error(e, &lines, wording))?;
+        Ok(Some((answer, lines.len() as u64)))
+    }
+}
+
+/// How errors name a file's items and what to do after one.
+pub(super) struct Wording {
+    /// The item: `delivery`, `event`.
+    pub item: &'static str,
+    /// What to do after a rejected batch whose first item is on the line given.
+    pub advice: fn(u64) -> String,
+}
+
+/// What `send` says.
+const DELIVERIES: Wording = Wording {
+    item: "delivery",
+    advice: |_| "fix the cause and run send again".into(),
+};
+
+/// One file's operations as a [`replay`] sends them.
+pub(super) trait Replay {
+    /// Handles one non-blank line (its text trimmed): `Ok(Err(why))` for a
+    /// line that is no operation (nothing of it was sent).
+    fn line(
+        &mut self,
+        line_no: u64,
+        text: &str,
+        progress: &Progress,
+    ) -> anyhow::Result<Result<(), String>>;
+    /// Sends what is still pending.
+    fn flush(&mut self, progress: &Progress) -> anyhow::Result<()>;
 }
 
 struct Sender<'a> {
@@ -125,44 +192,47 @@ struct Sender<'a> {
     batch_size: usize,
     batch: Batch,
     tally: Tally,
-    progress: Progress,
+}
+
+impl Replay for Sender<'_> {
+    fn line(
+        &mut self,
+        line_no: u64,
+        text: &str,
+        progress: &Progress,
+    ) -> anyhow::Result<Result<(), String>> {
+        match parse_line(text) {
+            Ok(Operation::Deliver(d)) => {
+                self.batch.add(line_no, &serde_json::to_vec(&d)?);
+                if self.batch.len() >= self.batch_size {
+                    self.flush(progress)?;
+                }
+            }
+            Ok(op) => self.tick(line_no, &op, progress)?,
+            Err(e) => return Ok(Err(e)),
+        }
+        Ok(Ok(()))
+    }
+
+    fn flush(&mut self, progress: &Progress) -> anyhow::Result<()> {
+        let first = self.batch.lines.first().copied().unwrap_or_default();
+        let Some((answer, n)) = self.batch.post(self.api, &["events"], &DELIVERIES)? else {
+            return Ok(());
+        };
+        let ingested: Ingested =
+            parse(&answer).with_context(|| format!("line {first}: the answer to POST /events"))?;
+        self.tally.deliveries += n;
+        self.tally.batches += 1;
+        self.tally.changes += ingested.changes.0;
+        self.tally.late += ingested.late.0;
+        progress.update(self.tally.deliveries);
+        Ok(())
+    }
 }
 
 impl Sender<'_> {
-    fn push(&mut self, line_no: u64, d: &Delivery) -> anyhow::Result<()> {
-        if !self.batch.lines.is_empty() {
-            self.batch.body.push(b'\n');
-        }
-        serde_json::to_writer(&mut self.batch.body, d)?;
-        self.batch.lines.push(line_no);
-        if self.batch.lines.len() >= self.batch_size {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> anyhow::Result<()> {
-        if self.batch.lines.is_empty() {
-            return Ok(());
-        }
-        let Batch { body, lines } = std::mem::take(&mut self.batch);
-        let first = lines[0];
-        let answer = self
-            .api
-            .post_text(&["events"], "application/x-ndjson", Some(body))
-            .map_err(|e| batch_error(e, &lines))?;
-        let ingested: Ingested =
-            parse(&answer).with_context(|| format!("line {first}: the answer to POST /events"))?;
-        self.tally.deliveries += lines.len() as u64;
-        self.tally.batches += 1;
-        self.tally.changes += ingested.changes.len() as u64;
-        self.tally.late += ingested.late.len() as u64;
-        self.progress.update(self.tally.deliveries);
-        Ok(())
-    }
-
-    fn tick(&mut self, line_no: u64, op: &Operation) -> anyhow::Result<()> {
-        self.flush()?;
+    fn tick(&mut self, line_no: u64, op: &Operation, progress: &Progress) -> anyhow::Result<()> {
+        self.flush(progress)?;
         let (answer, what) = match op {
             Operation::Advance {
                 partition,
@@ -189,14 +259,15 @@ impl Sender<'_> {
             Operation::Deliver(_) => unreachable!("deliveries are batched"),
         };
         let answer = answer.with_context(|| format!("line {line_no} ({what})"))?;
-        let ticked: Ticked = parse(&answer).with_context(|| format!("line {line_no} ({what})"))?;
-        self.tally.changes += ticked.changes.len() as u64;
+        let ticked: TickCount =
+            parse(&answer).with_context(|| format!("line {line_no} ({what})"))?;
+        self.tally.changes += ticked.changes.0;
         Ok(())
     }
 }
 
-/// Names the file line of a rejected batch's failing delivery.
-fn batch_error(e: CallError, lines: &[u64]) -> anyhow::Error {
+/// Names the file line of a rejected batch's failing item.
+fn batch_error(e: CallError, lines: &[u64], wording: &Wording) -> anyhow::Error {
     let (first, last) = (lines[0], lines[lines.len() - 1]);
     let at = match &e {
         CallError::Problem(p) => p
@@ -206,7 +277,7 @@ fn batch_error(e: CallError, lines: &[u64]) -> anyhow::Error {
         _ => None,
     };
     let batch = if first == last {
-        format!("the delivery of line {first}")
+        format!("the {} of line {first}", wording.item)
     } else {
         format!("the batch of lines {first}-{last}")
     };
@@ -217,13 +288,14 @@ fn batch_error(e: CallError, lines: &[u64]) -> anyhow::Error {
         _ => "was not applied",
     };
     anyhow::anyhow!(
-        "{}{e}\n  {batch} {outcome}; everything before line {first} was; fix the cause and run send again",
-        at.unwrap_or_default()
+        "{}{e}\n  {batch} {outcome}; everything before line {first} was; {}",
+        at.unwrap_or_default(),
+        (wording.advice)(first)
     )
 }
 
 /// The progress bar on stderr (hidden when stderr is not a terminal).
-struct Progress {
+pub(super) struct Progress {
     bar: ProgressBar,
     started: Instant,
 }
@@ -265,7 +337,8 @@ impl Progress {
         self.bar.inc(bytes);
     }
 
-    fn update(&self, events: u64) {
+    /// Shows the events sent so far and their rate.
+    pub(super) fn update(&self, events: u64) {
         self.bar.set_message(format!(
             "{events} events, {} events/s",
             rate(events, self.started.elapsed())
@@ -273,7 +346,8 @@ impl Progress {
     }
 }
 
-fn rate(events: u64, elapsed: Duration) -> u64 {
+/// Events per second, rounded.
+pub(super) fn rate(events: u64, elapsed: Duration) -> u64 {
     let secs = elapsed.as_secs_f64();
     if secs > 0.0 {
         (events as f64 / secs).round() as u64
@@ -282,8 +356,11 @@ fn rate(events: u64, elapsed: Duration) -> u64 {
     }
 }
 
-/// Sends `path` (`-`: standard input) in order; prints the final line.
-pub fn run(api: &Api, path: &Path, batch_size: usize) -> anyhow::Result<()> {
+/// Reads `path` (`-`: standard input) line by line and hands each non-blank
+/// line to `r`, in order, then flushes it. A line that is no operation stops
+/// the run after everything before it was sent. Returns the file's name as
+/// printed (`stdin` for `-`) and the time it took.
+pub(super) fn replay(path: &Path, r: &mut impl Replay) -> anyhow::Result<(String, Duration)> {
     let stdin = path == Path::new("-");
     let (reader, total, shown): (Box<dyn Read>, Option<u64>, String) = if stdin {
         (Box::new(std::io::stdin().lock()), None, "stdin".into())
@@ -294,13 +371,7 @@ pub fn run(api: &Api, path: &Path, batch_size: usize) -> anyhow::Result<()> {
         (Box::new(f), len, path.display().to_string())
     };
     let mut reader = BufReader::with_capacity(1 << 20, reader);
-    let mut sender = Sender {
-        api,
-        batch_size: batch_size.max(1),
-        batch: Batch::default(),
-        tally: Tally::default(),
-        progress: Progress::new(total),
-    };
+    let progress = Progress::new(total);
     let mut buf = String::new();
     let mut line_no = 0u64;
     let outcome = (|| -> anyhow::Result<()> {
@@ -313,28 +384,35 @@ pub fn run(api: &Api, path: &Path, batch_size: usize) -> anyhow::Result<()> {
                 break;
             }
             line_no += 1;
-            sender.progress.read(n as u64);
+            progress.read(n as u64);
             let text = buf.trim();
             if text.is_empty() {
                 continue;
             }
-            match parse_line(text) {
-                Ok(Operation::Deliver(d)) => sender.push(line_no, &d)?,
-                Ok(op) => sender.tick(line_no, &op)?,
-                Err(e) => {
-                    sender.flush()?;
-                    anyhow::bail!(
-                        "{shown} line {line_no}: {e}\n  everything before line {line_no} was sent"
-                    );
-                }
+            if let Err(e) = r.line(line_no, text, &progress)? {
+                r.flush(&progress)?;
+                anyhow::bail!(
+                    "{shown} line {line_no}: {e}\n  everything before line {line_no} was sent"
+                );
             }
         }
-        sender.flush()
+        r.flush(&progress)
     })();
-    sender.progress.bar.finish_and_clear();
+    progress.bar.finish_and_clear();
     outcome?;
+    Ok((shown, progress.started.elapsed()))
+}
+
+/// Sends `path` (`-`: standard input) in order; prints the final line.
+pub fn run(api: &Api, path: &Path, batch_size: usize) -> anyhow::Result<()> {
+    let mut sender = Sender {
+        api,
+        batch_size: batch_size.max(1),
+        batch: Batch::default(),
+        tally: Tally::default(),
+    };
+    let (shown, elapsed) = replay(path, &mut sender)?;
     let t = &sender.tally;
-    let elapsed = sender.progress.started.elapsed();
     println!(
         "sent {shown}: {} deliveries in {} batches, {} advances, {} idles; {} changes, {} late; {:.2} s, {} events/s",
         t.deliveries,

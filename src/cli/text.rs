@@ -5,7 +5,13 @@
 //!   `12 + views_per_minute alice [0,60000) count=2 sum=20 min=8 max=12`;
 //! - result row: the same without `SEQ OP`;
 //! - late record: `SEQ ID KEY timestamp=T value=V watermark=W`;
-//! - address: `WINDOW KEY [START,END)`.
+//! - address: `WINDOW KEY [START,END)`;
+//! - pattern output record: `SEQ TYPE PATTERN KEY [START..END] STAGE=CAPTURES ...`
+//!   with `TYPE` `match` or `timeout`, `START` the first capture's time, `END`
+//!   the completing event's time (the deadline for an absence match or a
+//!   timeout), then every stage in pattern order with the ordinals it
+//!   captured (`#2,#3`), `-` for none, e.g.
+//!   `1 match rising_payments alice [1000..4000] login=#1 pay=#2,#3 bigger_pay=#5`.
 //!
 //! Names (window, key, event id) are printed bare when they are non-empty and
 //! hold no whitespace, control character, `"` or `\`; otherwise as JSON
@@ -13,7 +19,7 @@
 
 use std::fmt::Write as _;
 
-use super::wire::{Address, Change, Late, Op, Row};
+use super::wire::{Address, Change, Late, Op, PatternRecord, Row};
 
 /// A name, bare or JSON-quoted (see the module docs).
 pub fn name(s: &str) -> String {
@@ -76,6 +82,29 @@ pub fn late(l: &Late) -> String {
         l.event.value,
         l.watermark
     )
+}
+
+/// `SEQ TYPE PATTERN KEY [START..END] STAGE=#o,#o STAGE=- ...`.
+pub fn pattern_record(r: &PatternRecord) -> String {
+    let mut s = format!(
+        "{} {} {} {} [{}..{}]",
+        r.seq,
+        name(&r.kind),
+        name(&r.pattern),
+        name(&r.key),
+        r.start_time,
+        r.end_time
+    );
+    for (stage, events) in &r.captures.0 {
+        let _ = write!(s, " {}=", name(stage));
+        if events.is_empty() {
+            s.push('-');
+        }
+        for (i, e) in events.iter().enumerate() {
+            let _ = write!(s, "{}#{}", if i == 0 { "" } else { "," }, e.ordinal);
+        }
+    }
+    s
 }
 
 /// `W` or `none`.
@@ -144,6 +173,18 @@ mod tests {
             change(&c),
             "12 - w k [-10,9223372036854775812) count=3 sum=12 min=1 max=7"
         );
+    }
+
+    #[test]
+    fn pattern_record_line() {
+        let r: PatternRecord = serde_json::from_str(
+            r#"{"seq":7,"type":"timeout","id":"p:3/","pattern":"p","key":"a b",
+                "start_time":10,"end_time":110,"last_event_time":10,"deadline":110,
+                "captures":{"z":[{"ordinal":3,"id":"e","key":"a b","kind":"a","time":10,"fields":{}}],
+                            "a":[]}}"#,
+        )
+        .expect("a record");
+        assert_eq!(pattern_record(&r), "7 timeout p \"a b\" [10..110] z=#3 a=-");
     }
 
     #[test]

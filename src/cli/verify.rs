@@ -1,6 +1,9 @@
 //! `streamforge verify FILE`: validates a checkpoint envelope offline with the
 //! engine's own restore (every rule of docs/checkpoint.md, on the embedded
 //! pipeline) and prints what it holds, or exactly why it is invalid.
+//! `streamforge patterns verify FILE [--patterns DOC]`: the same for a pattern
+//! checkpoint, whose envelope holds its patterns but is restored only against
+//! the document of the service that took it (docs/patterns.md, "Checkpoints").
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -10,6 +13,68 @@ use sha2::{Digest, Sha256};
 
 use super::text::{name, opt, table};
 use crate::engine::{Processor, WindowDef};
+use crate::patterns::{Document, Engine};
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// What a valid pattern checkpoint holds, as printed by `patterns verify`;
+/// `doc` is the patterns document (default: the embedded demo document).
+pub fn describe_patterns(path: &Path, doc: Option<&Path>) -> anyhow::Result<String> {
+    let (document, from) = match doc {
+        Some(d) => (
+            super::patterns::load_document(d)?,
+            format!("--patterns {}", d.display()),
+        ),
+        None => (
+            Document::from_json(crate::config::DEFAULT_PATTERNS.as_bytes())
+                .map_err(|e| anyhow::anyhow!("the embedded patterns: {e}"))?,
+            "the embedded demo document; --patterns DOC for another".to_string(),
+        ),
+    };
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let engine = Engine::restore(&bytes, &document).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not a valid pattern checkpoint for these patterns ({from}): {e}",
+            path.display()
+        )
+    })?;
+    let status = engine.status();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "valid pattern checkpoint {} ({} bytes, sha256 {})",
+        path.display(),
+        bytes.len(),
+        sha256_hex(&bytes)
+    );
+    let names: Vec<String> = document.pattern_names().iter().map(|n| name(n)).collect();
+    let _ = writeln!(out, "patterns: {} ({from})", names.join(", "));
+    let _ = writeln!(out, "watermark: {}", status.watermark);
+    let _ = writeln!(out, "buffered: {}", status.buffered);
+    let _ = writeln!(out, "next ordinal: {}", status.next_ordinal);
+    let _ = writeln!(out, "sequence: {}", status.sequence);
+    let mut rows = vec![vec![
+        "  pattern".to_string(),
+        "keys".into(),
+        "branches".into(),
+        "waits".into(),
+    ]];
+    for (n, p) in &status.patterns {
+        rows.push(vec![
+            format!("  {}", name(n)),
+            p.keys.to_string(),
+            p.branches.to_string(),
+            p.waits.to_string(),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    Ok(out)
+}
 
 /// What a valid checkpoint holds, as printed by `verify`.
 pub fn describe(path: &Path) -> anyhow::Result<String> {
@@ -21,10 +86,7 @@ pub fn describe(path: &Path) -> anyhow::Result<String> {
             e.detail()
         )
     })?;
-    let digest: String = Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = sha256_hex(&bytes);
     let pipeline = p.pipeline();
     let mut out = String::new();
     let _ = writeln!(

@@ -7,8 +7,11 @@
 //! tolerated: a newer server may add some.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
 
 /// `POST /watermarks` body.
 #[derive(Debug, Serialize)]
@@ -62,10 +65,48 @@ pub struct LatePage {
 /// `POST /events` answer.
 #[derive(Debug, Deserialize)]
 pub struct Ingested {
-    /// Changes the batch produced.
-    pub changes: Vec<Change>,
-    /// Late records the batch produced.
-    pub late: Vec<Late>,
+    /// Changes the batch produced (records, or their count).
+    pub changes: Counted,
+    /// Late records the batch produced (records, or their count).
+    pub late: Counted,
+}
+
+/// The `changes` of a `POST /watermarks` or idle answer, for counting.
+#[derive(Debug, Deserialize)]
+pub struct TickCount {
+    /// Changes the call produced (records, or their count).
+    pub changes: Counted,
+}
+
+/// A list of records, or (in a `Prefer: return=minimal` answer) their
+/// count; read as the number of records either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted(pub u64);
+
+impl<'de> Deserialize<'de> for Counted {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Counted;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of records or a count")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Counted, E> {
+                Ok(Counted(n))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Counted, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Counted(n))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// `POST /watermarks` and `/partitions/{p}/idle` answer.
@@ -137,14 +178,16 @@ pub struct CheckpointList {
     pub checkpoints: Vec<Checkpoint>,
 }
 
-/// `POST /restore` answer.
+/// `POST /restore` and `POST /patterns/restore` answer.
 #[derive(Debug, Deserialize)]
 pub struct Restored {
-    /// The restored change sequence.
+    /// The restored change (or pattern output) sequence.
     pub sequence: u64,
-    /// The restored number of late records.
-    pub late: u64,
-    /// The restored global watermark.
+    /// The restored number of late records (the window engine only).
+    #[serde(default)]
+    pub late: Option<u64>,
+    /// The restored watermark (the window engine's global watermark may be
+    /// `null`; the pattern engine's is -1 before its first advance).
     pub watermark: Option<i64>,
 }
 
@@ -165,4 +208,132 @@ pub struct Problem {
     /// First failing delivery of a batch.
     #[serde(default)]
     pub index: Option<u64>,
+}
+
+/// `POST /patterns/advance` body.
+#[derive(Debug, Serialize)]
+pub struct PatternAdvance {
+    /// The new pattern watermark.
+    pub watermark: i64,
+}
+
+/// `POST /patterns/events` answer.
+#[derive(Debug, Deserialize)]
+pub struct PatternPushed {
+    /// Ordinal of the batch's first event.
+    pub first: u64,
+    /// Ordinal of the batch's last event.
+    pub last: u64,
+    /// Events buffered after the push, in all.
+    pub buffered: u64,
+}
+
+/// One pattern output record (docs/patterns.md, "Output") as the readable
+/// line needs it; `--json` prints the server's own text instead.
+#[derive(Debug, Deserialize)]
+pub struct PatternRecord {
+    /// Position in the output stream.
+    pub seq: u64,
+    /// `match` or `timeout`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The pattern's name.
+    pub pattern: String,
+    /// The key.
+    pub key: String,
+    /// Time of the first capture.
+    pub start_time: i64,
+    /// The completing event's time, or the deadline (absence, timeout).
+    pub end_time: i64,
+    /// Every stage in pattern order, with its captured events.
+    pub captures: Captures,
+}
+
+/// A record's `captures`: stage name and captured events, in the pattern's
+/// stage order (the order of the JSON object, which a map would lose).
+#[derive(Debug, Default)]
+pub struct Captures(pub Vec<(String, Vec<Captured>)>);
+
+/// A captured event (its other fields are not needed for the line).
+#[derive(Debug, Deserialize)]
+pub struct Captured {
+    /// Its ordinal.
+    pub ordinal: u64,
+}
+
+impl<'de> Deserialize<'de> for Captures {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Captures, D::Error> {
+        struct InOrder;
+        impl<'de> Visitor<'de> for InOrder {
+            type Value = Captures;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object of stage names to captured events")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Captures, A::Error> {
+                let mut out = Vec::new();
+                while let Some((stage, events)) = m.next_entry::<String, Vec<Captured>>()? {
+                    out.push((stage, events));
+                }
+                Ok(Captures(out))
+            }
+        }
+        d.deserialize_map(InOrder)
+    }
+}
+
+/// `POST /patterns/advance` and `/patterns/finish` answer.
+#[derive(Debug, Deserialize)]
+pub struct PatternTicked {
+    /// The output records of the call.
+    pub output: Vec<PatternRecord>,
+    /// The pattern watermark after the call.
+    pub watermark: i64,
+    /// Buffered events the call processed.
+    pub processed: u64,
+}
+
+/// `GET /patterns/output` page; records kept as the server wrote them.
+#[derive(Debug, Deserialize)]
+pub struct PatternOutputPage {
+    /// The records after `after`.
+    pub output: Vec<Box<RawValue>>,
+    /// The `after` of the next page.
+    pub next: u64,
+    /// The latest sequence.
+    pub head: u64,
+    /// The pattern output's epoch (pattern restores so far).
+    #[serde(default)]
+    pub epoch: u64,
+    /// As in [`ChangesPage`].
+    #[serde(default)]
+    pub rewound_to: Option<u64>,
+}
+
+/// One pattern in `GET /patterns/status`.
+#[derive(Debug, Deserialize)]
+pub struct PatternLive {
+    /// Keys holding at least one branch or wait.
+    pub keys: u64,
+    /// Live branches.
+    pub branches: u64,
+    /// Absence waits.
+    pub waits: u64,
+}
+
+/// `GET /patterns/status` answer.
+#[derive(Debug, Deserialize)]
+pub struct PatternStatus {
+    /// The pattern watermark (-1 before the first advance).
+    pub watermark: i64,
+    /// Buffered events.
+    pub buffered: u64,
+    /// The ordinal of the next pushed event.
+    pub next_ordinal: u64,
+    /// The last output seq.
+    pub sequence: u64,
+    /// Pattern restores so far.
+    #[serde(default)]
+    pub epoch: u64,
+    /// Per pattern, by name.
+    pub patterns: BTreeMap<String, PatternLive>,
 }

@@ -14,7 +14,7 @@ use super::keys::KeyTable;
 use super::late::LateOutput;
 use super::live::{BucketRef, LiveIndex, WinNo};
 use super::sources::{Resolved, Sources};
-use super::watermark::Clock;
+use super::watermark::WatermarkState;
 use super::window::{aligned_start, sliding_starts};
 use super::*;
 
@@ -26,7 +26,7 @@ pub struct Processor {
     pub(super) defs: Vec<WindowDef>,
     pub(super) keys: KeyTable,
     pub(super) sources: Sources,
-    pub(super) clock: Clock,
+    pub(super) clock: WatermarkState,
     pub(super) live: LiveIndex,
     pub(super) changelog: Changelog,
     pub(super) late: LateOutput,
@@ -48,7 +48,7 @@ impl Processor {
             defs,
             keys: KeyTable::default(),
             sources: Sources::new(parts),
-            clock: Clock::new(parts),
+            clock: WatermarkState::new(parts),
             changelog: Changelog::default(),
             late: LateOutput::default(),
             pipeline,

@@ -13,7 +13,7 @@
 /// The watermark state of all partitions (indexed like the pipeline's sorted
 /// partitions) plus the largest unique timestamp (stream time's other input).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Clock {
+pub struct WatermarkState {
     /// Reported progress per partition.
     pub progress: Vec<Option<i64>>,
     /// Idle flag per partition.
@@ -24,10 +24,10 @@ pub struct Clock {
     pub max_timestamp: Option<i64>,
 }
 
-impl Clock {
+impl WatermarkState {
     /// Nothing reported, nobody idle.
-    pub fn new(partitions: usize) -> Clock {
-        Clock {
+    pub fn new(partitions: usize) -> WatermarkState {
+        WatermarkState {
             progress: vec![None; partitions],
             idle: vec![false; partitions],
             global: None,
@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn global_watermark_waits_for_every_active_partition() {
-        let mut c = Clock::new(2);
+        let mut c = WatermarkState::new(2);
         assert_eq!(c.advance(0, 10), None);
         assert_eq!(c.advance(1, 5), Some(5));
         assert_eq!(c.advance(1, 3), Some(5), "progress is the max of reports");
@@ -110,7 +110,7 @@ mod tests {
 
     #[test]
     fn idle_partitions_are_skipped_and_reactivation_never_rewinds() {
-        let mut c = Clock::new(2);
+        let mut c = WatermarkState::new(2);
         c.advance(0, 100);
         assert_eq!(c.mark_idle(1), Some(100));
         assert_eq!(c.mark_idle(0), Some(100), "all idle: holds");
@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn lateness_boundary_is_accepted() {
-        let mut c = Clock::new(1);
+        let mut c = WatermarkState::new(1);
         c.advance(0, 10);
         assert!(!c.is_late(7, 3));
         assert!(c.is_late(6, 3));

@@ -50,8 +50,24 @@ fn invalid(n: u64, engine: EngineId, kind: &str, what: String) -> RecoverError {
     ))
 }
 
-/// The engines at their recovery bases.
-fn bases(writer: &Writer, setup: &Setup) -> Result<Engines, RecoverError> {
+/// The pattern document a replay runs with: the patterns in force without
+/// limits. A logged command was accepted under the limits in force when it
+/// ran; limits are policy, not state, and a restart may lower them, so a
+/// replay under the new ones could refuse an acknowledged advance. (A limit
+/// only ever refuses an advance whole, never changes what one outputs.)
+fn unlimited(doc: &patterns::Document) -> patterns::Document {
+    doc.with_limits(patterns::Limits {
+        max_results_per_advance: u64::MAX,
+        active_states: u64::MAX,
+    })
+}
+
+/// The engines at their recovery bases; the pattern engine with `doc`.
+fn bases(
+    writer: &Writer,
+    setup: &Setup,
+    doc: &patterns::Document,
+) -> Result<Engines, RecoverError> {
     let window = match writer.base(EngineId::Window)? {
         Some(base) => Processor::restore(&base.envelope, &setup.pipeline).map_err(|r| {
             RecoverError::Invalid(format!("the recovery base checkpoint is unusable: {r}"))
@@ -59,12 +75,12 @@ fn bases(writer: &Writer, setup: &Setup) -> Result<Engines, RecoverError> {
         None => Processor::new(setup.pipeline.clone()),
     };
     let patterns = match writer.base(EngineId::Patterns)? {
-        Some(base) => patterns::Engine::restore(&base.envelope, &setup.patterns).map_err(|r| {
+        Some(base) => patterns::Engine::restore(&base.envelope, doc).map_err(|r| {
             RecoverError::Invalid(format!(
                 "the pattern engine's recovery base checkpoint is unusable: {r}"
             ))
         })?,
-        None => patterns::Engine::new(setup.patterns.clone()),
+        None => patterns::Engine::new(doc.clone()),
     };
     Ok(Engines { window, patterns })
 }
@@ -80,7 +96,15 @@ pub(super) fn replay(
     db: &Path,
     setup: &Setup,
 ) -> Result<(Engines, Logged), RecoverError> {
-    let mut engines = bases(writer, setup)?;
+    // Pattern commands replay without limits (see `unlimited`); the engine
+    // takes the limits in force afterwards.
+    let relaxed = writer.last_command_id(EngineId::Patterns)? > 0;
+    let doc = if relaxed {
+        unlimited(&setup.patterns)
+    } else {
+        setup.patterns.clone()
+    };
+    let mut engines = bases(writer, setup, &doc)?;
     type Decoded = (u64, EngineId, &'static str, Command<'static>);
     type Output = (u64, EngineId, &'static str, Applied);
     let mut logged = Logged::default();
@@ -138,6 +162,18 @@ pub(super) fn replay(
         verified.and(engine_err.map_or(Ok(()), Err)).and(read)
     });
     result?;
+    if relaxed {
+        // The same state under the limits in force (the engine's way to
+        // change its limits).
+        engines.patterns =
+            patterns::Engine::restore(&engines.patterns.checkpoint(), &setup.patterns).map_err(
+                |e| {
+                    RecoverError::Invalid(format!(
+                        "the replayed pattern engine cannot take the limits in force: {e}"
+                    ))
+                },
+            )?;
+    }
     let window = &engines.window;
     let max_change = writer.max_seq(Stream::Changes)?;
     if max_change > window.sequence() {

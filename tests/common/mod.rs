@@ -3,6 +3,8 @@
 //! wait on conditions with deadlines (never fixed sleeps), kill it.
 #![allow(dead_code)]
 
+pub mod client;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -37,7 +37,7 @@ use crate::engine::live::{BucketRef, LiveIndex, WinNo};
 use crate::engine::num::is_multiple;
 use crate::engine::processor::Processor;
 use crate::engine::sources::Sources;
-use crate::engine::watermark::Clock;
+use crate::engine::watermark::WatermarkState;
 use crate::engine::{Pipeline, WindowDef};
 
 /// Restores an envelope; with `target`, its pipeline must be equivalent.
@@ -88,8 +88,8 @@ fn build(state: StateDoc<'_>, target: Option<&Pipeline>) -> Result<Processor, St
     let mut p = Processor::new(pipeline);
     let parts = p.pipeline.partitions().to_vec();
 
-    // Clock: exactly the pipeline's partitions.
-    let mut clock = Clock::new(parts.len());
+    // The watermark state (`clock` in the checkpoint): exactly the pipeline's partitions.
+    let mut clock = WatermarkState::new(parts.len());
     same_names(
         "clock.partitions",
         &parts,
@@ -204,7 +204,7 @@ fn same_names<'a>(
 }
 
 /// The clock bounds of docs/checkpoint.md.
-fn check_clock(clock: &Clock) -> Result<(), String> {
+fn check_clock(clock: &WatermarkState) -> Result<(), String> {
     if let Some(c) = clock.candidate() {
         match clock.global {
             Some(w) if w >= c => {}
