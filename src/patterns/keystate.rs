@@ -302,6 +302,6 @@ mod tests {
     #[test]
     fn a_key_state_is_small() {
         assert!(std::mem::size_of::<super::Branch>() <= 40);
-        assert!(std::mem::size_of::<super::KeyState>() <= 72);
+        assert!(std::mem::size_of::<super::KeyState>() <= 80);
     }
 }
