@@ -59,7 +59,7 @@ fn workload(events: usize, keys: usize, seed: u64) -> Vec<(Vec<Event>, i64)> {
     let mut max_seen = i64::MIN;
     for (_, i) in order {
         let time = base + i as i64;
-        let key = names[(rng.next() % keys as u64) as usize].clone();
+        let key = &names[(rng.next() % keys as u64) as usize];
         let kind = match rng.next() % 100 {
             0..=14 => "login",
             15..=49 => "pay",
@@ -67,13 +67,13 @@ fn workload(events: usize, keys: usize, seed: u64) -> Vec<(Vec<Event>, i64)> {
             _ => "browse",
         };
         let amount = (rng.next() % 1000 + 1) as i64;
-        batch.push(Event {
-            id: format!("e{i}"),
+        batch.push(Event::new(
+            &format!("e{i}"),
             key,
-            kind: kind.into(),
+            kind,
             time,
-            fields: vec![("amount".into(), Value::Integer(amount))],
-        });
+            &[("amount", Value::Integer(amount))],
+        ));
         max_seen = max_seen.max(time);
         if batch.len() == 1000 {
             out.push((std::mem::take(&mut batch), max_seen - 500));

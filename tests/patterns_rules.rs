@@ -1859,13 +1859,12 @@ fn the_state_limit_is_checked_after_selection() {
 /// is checked after every observation, so the next observation of a key that
 /// holds more states than the new limit fails, even one that adds nothing.
 ///
-/// Engine bug (minimal repro): one stage `{"min":3,"max":3,"where":{"kind":"A"}}`,
+/// Minimal repro of a former engine bug (an observation that changed
+/// nothing skipped the check): one stage `{"min":3,"max":3,"where":{"kind":"A"}}`,
 /// within 13; push A@72, A@73 (key k), advance 75: two branches for k;
 /// checkpoint; restore with `"limits":{"active_states":1}`; push C@80 (key
-/// k); advance 80 answers Ok with no output instead of `limit_exceeded`
-/// (with A@80 instead of C@80 it does fail).
+/// k); advance 80 must be `limit_exceeded` (as with A@80 instead of C@80).
 #[test]
-#[ignore = "engine bug: after a restore that lowers active_states, an observation adding no state is not checked"]
 fn a_lowered_state_limit_applies_to_the_next_observation_of_the_key() {
     let pattern =
         r#"{"name":"p","within":13,"stages":[{"name":"s0","min":3,"max":3,"where":{"kind":"A"}}]}"#;

@@ -24,7 +24,7 @@ pub(crate) struct Node {
     /// Its time.
     pub time: i64,
     /// The event.
-    pub event: Arc<Event>,
+    pub event: Event,
     /// The stage it was captured into.
     pub stage: u8,
     /// The previous capture.
@@ -185,31 +185,6 @@ impl Caps {
         (self.start, self.first)
             .cmp(&(other.start, other.first))
             .then_with(|| self.sort_key(stages).cmp(&other.sort_key(stages)))
-    }
-
-    /// The output id: `pattern:` then each stage's ordinals joined by `.`,
-    /// stages separated by `/`.
-    pub fn id(&self, pattern: &str, stages: usize) -> String {
-        let nodes = self.in_order();
-        let mut id = String::with_capacity(pattern.len() + 1 + nodes.len() * 8 + stages);
-        id.push_str(pattern);
-        id.push(':');
-        let mut at = 0usize;
-        for stage in 0..stages {
-            if stage > 0 {
-                id.push('/');
-            }
-            let mut first = true;
-            while let Some(n) = nodes.get(at).filter(|n| usize::from(n.stage) == stage) {
-                if !first {
-                    id.push('.');
-                }
-                first = false;
-                push_decimal(&mut id, n.ordinal);
-                at += 1;
-            }
-        }
-        id
     }
 }
 

@@ -12,7 +12,7 @@
 use crate::patterns::document::DocumentError;
 use crate::patterns::event::Event;
 use crate::patterns::json::{kind_name, Json, Path};
-use crate::patterns::value::{self, compare, Syntax, Value};
+use crate::patterns::value::{self, compare_ref, Syntax, Value};
 
 /// Deepest condition: nodes on the longest path from the root.
 pub const MAX_DEPTH: usize = 32;
@@ -101,12 +101,6 @@ pub enum Condition {
     },
 }
 
-/// Looks a field up by name.
-#[inline]
-pub fn field<'e>(event: &'e Event, name: &str) -> Option<&'e Value> {
-    event.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v)
-}
-
 impl Condition {
     /// Evaluates the condition for `event`; `last` gives the last event
     /// captured by a stage (by index), `None` for an empty stage.
@@ -118,21 +112,21 @@ impl Condition {
             Condition::All(items) => items.iter().all(|c| c.eval(event, last)),
             Condition::Any(items) => items.iter().any(|c| c.eval(event, last)),
             Condition::Not(c) => !c.eval(event, last),
-            Condition::Kind(k) => event.kind == *k,
+            Condition::Kind(k) => event.kind_bytes() == k.as_bytes(),
             Condition::Field {
                 field: name,
                 op,
                 operand,
             } => {
-                let Some(left) = field(event, name) else {
+                let Some(left) = event.field_ref(name.as_bytes()) else {
                     return false;
                 };
                 match operand {
-                    Operand::Value(v) => compare(left, *op, v),
+                    Operand::Value(v) => compare_ref(left, *op, v.as_ref()),
                     Operand::Capture {
                         index, field: f, ..
-                    } => match last(*index).and_then(|c| field(c, f)) {
-                        Some(right) => compare(left, *op, right),
+                    } => match last(*index).and_then(|c| c.field_ref(f.as_bytes())) {
+                        Some(right) => compare_ref(left, *op, right),
                         None => false,
                     },
                 }

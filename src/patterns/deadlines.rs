@@ -80,9 +80,11 @@ impl Deadlines {
         }
     }
 
-    /// Removes and returns every entry of the earliest deadline if it is
-    /// `<= through`, as `(deadline, [(pattern, key)])`, patterns ascending.
-    pub fn pop_due(&mut self, through: i64) -> Option<(i64, Vec<(u32, KeyId)>)> {
+    /// Removes every entry of the earliest deadline if it is `<= through`,
+    /// returning that deadline and leaving its `(pattern, key)` entries in
+    /// `due` (cleared first), patterns ascending.
+    pub fn pop_due(&mut self, through: i64, due: &mut Vec<(u32, KeyId)>) -> Option<i64> {
+        due.clear();
         let d = self
             .queues
             .iter()
@@ -91,7 +93,6 @@ impl Deadlines {
         if d > through {
             return None;
         }
-        let mut due = Vec::new();
         for (p, q) in self.queues.iter_mut().enumerate() {
             while let Some(&(d2, k)) = q.front() {
                 if d2 != d {
@@ -101,7 +102,7 @@ impl Deadlines {
                 due.push((p as u32, k));
             }
         }
-        Some((d, due))
+        Some(d)
     }
 
     /// Entries in the index.
@@ -114,6 +115,12 @@ impl Deadlines {
 mod tests {
     use super::*;
 
+    /// `pop_due` as a value.
+    fn pop(d: &mut Deadlines, through: i64) -> Option<(i64, Vec<(u32, KeyId)>)> {
+        let mut due = Vec::new();
+        d.pop_due(through, &mut due).map(|x| (x, due))
+    }
+
     #[test]
     fn pops_in_deadline_order_whatever_the_insertion_order() {
         let mut d = Deadlines::new(2);
@@ -125,12 +132,12 @@ mod tests {
         assert!(d.insert(10, 1, 4));
         assert!(d.insert(20, 1, 5));
         d.remove(20, 1, 5);
-        assert_eq!(d.pop_due(5), None);
-        assert_eq!(d.pop_due(100), Some((10, vec![(0, 1), (1, 4)])));
-        assert_eq!(d.pop_due(100), Some((20, vec![(0, 3)])));
-        assert_eq!(d.pop_due(29), None);
-        assert_eq!(d.pop_due(30), Some((30, vec![(0, 2)])));
-        assert_eq!(d.pop_due(i64::MAX), None);
+        assert_eq!(pop(&mut d, 5), None);
+        assert_eq!(pop(&mut d, 100), Some((10, vec![(0, 1), (1, 4)])));
+        assert_eq!(pop(&mut d, 100), Some((20, vec![(0, 3)])));
+        assert_eq!(pop(&mut d, 29), None);
+        assert_eq!(pop(&mut d, 30), Some((30, vec![(0, 2)])));
+        assert_eq!(pop(&mut d, i64::MAX), None);
         assert_eq!(d.len(), 0);
         assert!(!d.insert(1, 7, 1), "unknown pattern");
         let mut d = Deadlines::from_entries(
@@ -138,7 +145,7 @@ mod tests {
             vec![(30, 0, 2), (10, 1, 4), (10, 0, 1), (30, 0, 2), (5, 9, 9)],
         );
         assert_eq!(d.len(), 3);
-        assert_eq!(d.pop_due(100), Some((10, vec![(0, 1), (1, 4)])));
-        assert_eq!(d.pop_due(100), Some((30, vec![(0, 2)])));
+        assert_eq!(pop(&mut d, 100), Some((10, vec![(0, 1), (1, 4)])));
+        assert_eq!(pop(&mut d, 100), Some((30, vec![(0, 2)])));
     }
 }

@@ -28,7 +28,7 @@ use crate::patterns::error::{PushRejection, Rejection};
 use crate::patterns::event::Event;
 use crate::patterns::expiry::expire;
 use crate::patterns::keys::{KeyId, Keys};
-use crate::patterns::keystate::{observe, KeyState, Scratch};
+use crate::patterns::keystate::{observe, KeyState, Scratch, Waits};
 use crate::patterns::output::Output;
 use crate::patterns::selection::{select, Emitter, Group};
 use crate::patterns::{FINAL_WATERMARK, MAX_EVENT_TIME};
@@ -88,7 +88,7 @@ pub struct Status {
 #[derive(Debug, Clone)]
 pub(crate) struct Compiled {
     pub name: Arc<str>,
-    pub stage_names: Vec<Arc<str>>,
+    pub stage_names: Arc<[Arc<str>]>,
     pub shape: Shape,
 }
 
@@ -107,6 +107,25 @@ impl Compiled {
             })
             .collect()
     }
+}
+
+/// The `active_states` limit after an observation of (pattern, key).
+#[inline]
+fn check_active(
+    live: u64,
+    limit: u64,
+    c: &Compiled,
+    keys: &Keys,
+    key: KeyId,
+) -> Result<(), Rejection> {
+    if live > limit {
+        return Err(Rejection::LimitExceeded(format!(
+            "limit active_states exceeded: {live} branches and waits for pattern {:?}, key {:?} (at most {limit})",
+            c.name,
+            keys.name(key)
+        )));
+    }
+    Ok(())
 }
 
 impl Undo {
@@ -149,6 +168,10 @@ pub struct Engine {
     taken: Vec<Pending>,
     undo: Undo,
     key_scratch: Vec<KeyId>,
+    /// The entries of the deadline being expired (reused).
+    due: Vec<(u32, KeyId)>,
+    /// The previous advance's output count (the next one's first capacity).
+    out_hint: usize,
 }
 
 impl std::fmt::Debug for Engine {
@@ -184,6 +207,8 @@ impl Engine {
             taken: Vec::new(),
             undo: Undo::default(),
             key_scratch: Vec::new(),
+            due: Vec::new(),
+            out_hint: 0,
         }
     }
 
@@ -199,7 +224,13 @@ impl Engine {
 
     /// Interns a key and makes room for its states.
     pub(crate) fn intern(&mut self, key: &str) -> Option<KeyId> {
-        let id = self.keys.intern(key)?;
+        self.intern_bytes(key.as_bytes())
+    }
+
+    /// [`Engine::intern`] by the key's bytes.
+    #[inline]
+    fn intern_bytes(&mut self, key: &[u8]) -> Option<KeyId> {
+        let id = self.keys.intern_bytes(key)?;
         let n = self.keys.len();
         for per_pattern in &mut self.states {
             if per_pattern.len() < n {
@@ -254,13 +285,17 @@ impl Engine {
         let mut keys = std::mem::take(&mut self.key_scratch);
         keys.clear();
         // the room was checked above: interning cannot fail
-        keys.extend(events.iter().map(|e| self.intern(&e.key).unwrap_or(0)));
+        keys.extend(
+            events
+                .iter()
+                .map(|e| self.intern_bytes(e.key_bytes()).unwrap_or(0)),
+        );
         for (i, (e, &key)) in events.into_iter().zip(keys.iter()).enumerate() {
             self.buffer.push(Pending {
                 time: e.time,
                 ordinal: first + i as u64,
                 key,
-                event: Arc::new(e),
+                event: e,
             });
         }
         self.key_scratch = keys;
@@ -303,7 +338,7 @@ impl Engine {
         let mut undo = std::mem::take(&mut self.undo);
         self.buffer.take_through(watermark, &mut taken);
         let mut em = Emitter {
-            out: Vec::new(),
+            out: Vec::with_capacity(self.out_hint),
             sequence: self.sequence,
             matches: 0,
             max_matches: self.doc.limits.max_results_per_advance,
@@ -312,6 +347,7 @@ impl Engine {
             Ok(()) => {
                 self.watermark = watermark;
                 self.sequence = em.sequence;
+                self.out_hint = em.out.len().min(4096);
                 let processed = taken.len() as u64;
                 taken.clear();
                 undo.clear();
@@ -414,14 +450,17 @@ impl Engine {
         let c = &self.compiled[p];
         let st = &mut self.states[p][e.key as usize];
         let Some(obs) = observe(pattern, &c.shape, st, e, &mut self.scratch) else {
-            return Ok(());
+            // the limit holds after every observation, also one that changes
+            // nothing (a restore may have lowered it below what the key holds)
+            let live = (st.branches.len() + st.waits.len()) as u64;
+            return check_active(live, self.doc.limits.active_states, c, &self.keys, e.key);
         };
         // install, keeping the old state for undo on the first change
         let old_branches = std::mem::replace(&mut st.branches, obs.branches);
         let old_waits = match obs.waits {
-            Some(w) => std::mem::replace(&mut st.waits, w),
+            Some(w) => std::mem::replace(&mut st.waits, w.into()),
             None if st.saved_in != self.epoch => st.waits.clone(),
-            None => Vec::new(),
+            None => Waits::default(),
         };
         if st.saved_in != self.epoch {
             undo.states.push((
@@ -459,15 +498,7 @@ impl Engine {
             }
         }
         let live = (st.branches.len() + st.waits.len()) as u64;
-        let limit = self.doc.limits.active_states;
-        if live > limit {
-            return Err(Rejection::LimitExceeded(format!(
-                "limit active_states exceeded: {live} branches and waits for pattern {:?}, key {:?} (at most {limit})",
-                c.name,
-                self.keys.name(e.key)
-            )));
-        }
-        Ok(())
+        check_active(live, self.doc.limits.active_states, c, &self.keys, e.key)
     }
 
     /// Expires every deadline `<= through`, ascending; within a deadline,
@@ -478,14 +509,27 @@ impl Engine {
         undo: &mut Undo,
         em: &mut Emitter,
     ) -> Result<(), Rejection> {
-        while let Some((d, mut due)) = self.deadlines.pop_due(through) {
+        let mut due = std::mem::take(&mut self.due);
+        let r = self.expire_due(through, undo, em, &mut due);
+        self.due = due;
+        r
+    }
+
+    fn expire_due(
+        &mut self,
+        through: i64,
+        undo: &mut Undo,
+        em: &mut Emitter,
+        due: &mut Vec<(u32, KeyId)>,
+    ) -> Result<(), Rejection> {
+        while let Some(d) = self.deadlines.pop_due(through, due) {
             undo.expired.extend(due.iter().map(|&(p, k)| (d, p, k)));
             let keys = &self.keys;
             due.sort_by(|a, b| {
                 a.0.cmp(&b.0)
                     .then_with(|| keys.name(a.1).cmp(keys.name(b.1)))
             });
-            for (p, k) in due {
+            for &(p, k) in due.iter() {
                 let pu = p as usize;
                 let start = d - self.doc.patterns[pu].within;
                 let st = &self.states[pu][k as usize];
@@ -503,7 +547,13 @@ impl Engine {
                     shape: &c.shape,
                     key: self.keys.name(k),
                 };
-                expire(&g, &mut self.states[pu][k as usize], d, em)?;
+                expire(
+                    &g,
+                    &mut self.states[pu][k as usize],
+                    d,
+                    em,
+                    &mut self.scratch.candidates,
+                )?;
             }
         }
         Ok(())
@@ -564,24 +614,13 @@ impl Engine {
         use std::collections::BTreeSet;
         use std::mem::size_of;
         fn event_bytes(e: &Event) -> usize {
-            let mut n =
-                16 + size_of::<Event>() + e.id.capacity() + e.key.capacity() + e.kind.capacity();
-            n += e.fields.capacity() * size_of::<(String, crate::patterns::Value)>();
-            for (name, v) in &e.fields {
-                n += name.capacity();
-                match v {
-                    crate::patterns::Value::String(s) => n += s.capacity(),
-                    crate::patterns::Value::Decimal(d) => n += d.as_str().len(),
-                    _ => {}
-                }
-            }
-            n
+            e.heap_bytes()
         }
         let mut total = 0usize;
         let mut nodes = BTreeSet::new();
         let mut events = BTreeSet::new();
         for p in self.buffer.by_ordinal() {
-            if events.insert(Arc::as_ptr(&p.event) as usize) {
+            if events.insert(p.event.ptr()) {
                 total += event_bytes(&p.event);
             }
         }
@@ -589,8 +628,8 @@ impl Engine {
         for states in &self.states {
             total += states.capacity() * size_of::<KeyState>();
             for st in states {
-                total += st.branches.capacity() * size_of::<crate::patterns::branch::Branch>();
-                total += st.waits.capacity() * size_of::<crate::patterns::branch::Caps>();
+                total += st.branches.heap_bytes();
+                total += st.waits.heap_bytes();
                 let all = st.branches.iter().map(|b| &b.caps).chain(st.waits.iter());
                 for caps in all {
                     let mut at = Some(&caps.last);
@@ -599,7 +638,7 @@ impl Engine {
                             break;
                         }
                         total += 16 + size_of::<crate::patterns::branch::Node>();
-                        if events.insert(Arc::as_ptr(&n.event) as usize) {
+                        if events.insert(n.event.ptr()) {
                             total += event_bytes(&n.event);
                         }
                         at = n.prev.as_ref();
@@ -635,13 +674,7 @@ mod tests {
 
     fn ev(id: &str, key: &str, kind: &str, time: i64) -> Event {
         // (every event carries an Integer amount equal to its time)
-        Event {
-            id: id.into(),
-            key: key.into(),
-            kind: kind.into(),
-            time,
-            fields: vec![("amount".into(), Value::Integer(time))],
-        }
+        Event::new(id, key, kind, time, &[("amount", Value::Integer(time))])
     }
 
     fn ids(out: &[Output]) -> Vec<String> {

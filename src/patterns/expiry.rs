@@ -25,16 +25,16 @@ pub(crate) fn expire(
     st: &mut KeyState,
     deadline: i64,
     em: &mut Emitter,
+    timeouts: &mut Vec<Caps>,
 ) -> Result<(), Rejection> {
     let start = deadline - g.pattern.within;
     if st.waits.iter().any(|w| w.start == start) {
-        let (mut due, waits): (Vec<Caps>, Vec<Caps>) = std::mem::take(&mut st.waits)
-            .into_iter()
-            .partition(|w| w.start == start);
-        st.waits = waits;
+        let (mut due, waits): (Vec<Caps>, Vec<Caps>) =
+            st.waits.take().into_iter().partition(|w| w.start == start);
+        st.waits = waits.into();
         select(g, st, &mut due, deadline, em)?;
     }
-    let mut timeouts = Vec::new();
+    timeouts.clear();
     st.branches.retain(|b| {
         if b.caps.start != start {
             return true;
@@ -44,9 +44,10 @@ pub(crate) fn expire(
         }
         false
     });
-    order(&mut timeouts, g.shape.len());
-    for caps in &timeouts {
+    order(timeouts, g.shape.len());
+    for caps in timeouts.iter() {
         em.emit(OutputKind::Timeout, g, caps, deadline)?;
     }
+    timeouts.clear();
     Ok(())
 }

@@ -114,10 +114,22 @@ pub(crate) struct Keys {
 impl Keys {
     /// The id of `key`, interning it if new. `None` when 2^32 keys exist.
     #[inline]
+    #[cfg(test)]
     pub fn intern(&mut self, key: &str) -> Option<KeyId> {
-        if let Some(&id) = self.ids.get(key.as_bytes()) {
+        self.intern_bytes(key.as_bytes())
+    }
+
+    /// [`Keys::intern`] by the key's bytes (UTF-8: an event's key).
+    #[inline]
+    pub fn intern_bytes(&mut self, bytes: &[u8]) -> Option<KeyId> {
+        if let Some(&id) = self.ids.get(bytes) {
             return Some(id);
         }
+        self.insert(&String::from_utf8_lossy(bytes))
+    }
+
+    #[cold]
+    fn insert(&mut self, key: &str) -> Option<KeyId> {
         let id = KeyId::try_from(self.names.len()).ok()?;
         let name: Arc<str> = Arc::from(key);
         self.ids.insert(Name::new(key, &name), id);

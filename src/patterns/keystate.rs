@@ -11,13 +11,156 @@ use crate::patterns::branch::{successors, Branch, Caps, Shape};
 use crate::patterns::buffer::Pending;
 use crate::patterns::document::{Contiguity, Pattern};
 
+/// The live branches of one (pattern, key): the first held inline (most
+/// keys hold one or none, so reaching it reads the state and nothing else,
+/// and replacing it allocates nothing), the others in a vector.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Branches {
+    /// The first branch; `None` only when there is none at all.
+    head: Option<Branch>,
+    /// The others, in order.
+    rest: Vec<Branch>,
+}
+
+impl Branches {
+    /// How many.
+    #[inline]
+    pub fn len(&self) -> usize {
+        usize::from(self.head.is_some()) + self.rest.len()
+    }
+
+    /// None at all.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.head.is_none()
+    }
+
+    /// In order.
+    #[inline]
+    pub fn iter(&self) -> impl Iterator<Item = &Branch> + '_ {
+        self.head.iter().chain(self.rest.iter())
+    }
+
+    /// The first.
+    #[inline]
+    pub fn first(&self) -> Option<&Branch> {
+        self.head.as_ref()
+    }
+
+    /// Appends one.
+    #[inline]
+    pub fn push(&mut self, b: Branch) {
+        if self.head.is_none() {
+            self.head = Some(b);
+        } else {
+            self.rest.push(b);
+        }
+    }
+
+    /// Room for `n` branches in all.
+    #[inline]
+    pub fn reserve(&mut self, n: usize) {
+        if n > 1 {
+            self.rest.reserve(n - 1 - self.rest.len().min(n - 1));
+        }
+    }
+
+    /// Keeps, in order, the branches for which `keep` holds.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Branch) -> bool) {
+        if let Some(h) = self.head.take() {
+            if keep(&h) {
+                self.head = Some(h);
+            }
+        }
+        self.rest.retain(|b| keep(b));
+        if self.head.is_none() && !self.rest.is_empty() {
+            self.head = Some(self.rest.remove(0));
+        }
+    }
+
+    /// Heap bytes of the vector (the first branch is inline).
+    pub fn heap_bytes(&self) -> usize {
+        self.rest.capacity() * std::mem::size_of::<Branch>()
+    }
+}
+
+impl From<Vec<Branch>> for Branches {
+    fn from(v: Vec<Branch>) -> Branches {
+        let mut out = Branches::default();
+        out.reserve(v.len());
+        for b in v {
+            out.push(b);
+        }
+        out
+    }
+}
+
+/// The absence waits of one (pattern, key): nothing but a null pointer
+/// when there are none (the common case; only patterns with `absence` have
+/// any), so a key's state stays small.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Waits(Option<Box<Vec<Caps>>>);
+
+impl std::ops::Deref for Waits {
+    type Target = [Caps];
+    #[inline]
+    fn deref(&self) -> &[Caps] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+}
+
+impl From<Vec<Caps>> for Waits {
+    fn from(v: Vec<Caps>) -> Waits {
+        Waits(if v.is_empty() {
+            None
+        } else {
+            Some(Box::new(v))
+        })
+    }
+}
+
+impl Waits {
+    /// Moves `more` to the end.
+    pub fn append(&mut self, more: &mut Vec<Caps>) {
+        if more.is_empty() {
+            return;
+        }
+        match &mut self.0 {
+            Some(v) => v.append(more),
+            None => self.0 = Some(Box::new(std::mem::take(more))),
+        }
+    }
+
+    /// Keeps, in order, the waits for which `keep` holds.
+    pub fn retain(&mut self, keep: impl FnMut(&Caps) -> bool) {
+        if let Some(v) = &mut self.0 {
+            v.retain(keep);
+            if v.is_empty() {
+                self.0 = None;
+            }
+        }
+    }
+
+    /// The waits as a vector, leaving none.
+    pub fn take(&mut self) -> Vec<Caps> {
+        self.0.take().map(|b| *b).unwrap_or_default()
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.0
+            .as_ref()
+            .map_or(0, |v| 24 + v.capacity() * std::mem::size_of::<Caps>())
+    }
+}
+
 /// Branches and absence waits of one (pattern, key).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KeyState {
     /// Live branches (no two with the same stage and captures).
-    pub branches: Vec<Branch>,
+    pub branches: Branches,
     /// Absence waits (complete captures waiting for their deadline).
-    pub waits: Vec<Caps>,
+    pub waits: Waits,
     /// The advance that last saved this state for undo.
     pub saved_in: u64,
 }
@@ -46,7 +189,7 @@ pub(crate) enum Decision {
 /// in [`Scratch::candidates`]).
 pub(crate) struct Observed {
     /// The new branch set.
-    pub branches: Vec<Branch>,
+    pub branches: Branches,
     /// The new wait set, when step 1 cancelled some.
     pub waits: Option<Vec<Caps>>,
     /// Whether the event started a branch or a candidate (a new deadline).
@@ -72,7 +215,7 @@ pub(crate) fn observe(
     e: &Pending,
     scratch: &mut Scratch,
 ) -> Option<Observed> {
-    let ev = &*e.event;
+    let ev = &e.event;
     // 1. absence waits that existed before e: cancelled when absence holds
     let mut waits = None;
     if let Some(absence) = &pattern.absence {
@@ -93,7 +236,7 @@ pub(crate) fn observe(
     born.clear();
     candidates.clear();
     let mut changed = waits.is_some();
-    for b in &st.branches {
+    for b in st.branches.iter() {
         let stage = &pattern.stages[usize::from(b.wait)];
         let caps = |r: usize| b.caps.last_of(r);
         let d = if stage.forbidden.as_ref().is_some_and(|f| f.eval(ev, &caps)) {
@@ -135,16 +278,30 @@ pub(crate) fn observe(
     }
     // 4. the new branches join (each holds e, the kept ones do not, and two
     // successors of different branches differ: no duplicates can arise)
-    let mut branches = Vec::with_capacity(kept + born.len());
+    let mut branches = Branches::default();
+    branches.reserve(kept + born.len());
     for (b, d) in st.branches.iter().zip(decisions.iter()) {
         if matches!(d, Decision::Keep | Decision::Fork) {
             branches.push(b.clone());
         }
     }
-    branches.append(born);
+    for b in born.drain(..) {
+        branches.push(b);
+    }
     Some(Observed {
         branches,
         waits,
         started: start,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// A key's state stays small: the first branch inline, the rest and
+    /// the waits behind one pointer each.
+    #[test]
+    fn a_key_state_is_small() {
+        assert!(std::mem::size_of::<super::Branch>() <= 40);
+        assert!(std::mem::size_of::<super::KeyState>() <= 80);
+    }
 }

@@ -52,7 +52,7 @@ pub use condition::{Condition, Op, Operand};
 pub use document::{Contiguity, Document, DocumentError, Limits, Pattern, Skip, Stage};
 pub use engine::{AdvanceOutcome, Engine, PatternStatus, PushOutcome, Status};
 pub use error::{PushRejection, Rejection};
-pub use event::{parse_event, Event};
+pub use event::{parse_event, Event, EventParser};
 pub use output::{CapturedEvent, Output, OutputKind};
 pub use value::{Decimal, Value};
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use crate::patterns::branch::Caps;
+use crate::patterns::branch::{push_decimal, Caps};
 use crate::patterns::event::Event;
-use crate::patterns::value::Value;
+use crate::patterns::value::{Value, ValueRef};
 
 /// `match` or `timeout`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,8 +24,10 @@ pub enum OutputKind {
 pub struct CapturedEvent {
     /// Its ordinal.
     pub ordinal: u64,
+    /// The stage that captured it (an index into [`Output::stages`]).
+    pub stage: u8,
     /// The event (shared with the engine, never copied).
-    pub event: Arc<Event>,
+    pub event: Event,
 }
 
 /// One output record.
@@ -49,8 +51,26 @@ pub struct Output {
     pub last_event_time: i64,
     /// `start_time + within`.
     pub deadline: i64,
+    /// The pattern's stage names, in order (shared).
+    pub stages: Arc<[Arc<str>]>,
+    /// The captured events in stage order, then capture order.
+    pub captures: Vec<CapturedEvent>,
+}
+
+impl Output {
     /// Every stage in pattern order with its captures.
-    pub captures: Vec<(Arc<str>, Vec<CapturedEvent>)>,
+    pub fn stage_captures(&self) -> impl Iterator<Item = (&str, &[CapturedEvent])> + '_ {
+        let mut at = 0;
+        self.stages.iter().enumerate().map(move |(i, name)| {
+            let rest = self.captures.get(at..).unwrap_or_default();
+            let n = rest
+                .iter()
+                .take_while(|c| usize::from(c.stage) == i)
+                .count();
+            at += n;
+            (&**name, &rest[..n])
+        })
+    }
 }
 
 impl OutputKind {
@@ -81,13 +101,32 @@ impl Serialize for Value {
     }
 }
 
-struct Fields<'a>(&'a [(String, Value)]);
+/// A borrowed field value, written as [`Value`] is.
+struct FieldValue<'a>(ValueRef<'a>);
+
+impl Serialize for FieldValue<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            ValueRef::Integer(i) => s.serialize_i64(i),
+            ValueRef::Double(d) => s.serialize_f64(d),
+            ValueRef::Decimal(_, text) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("decimal", &*String::from_utf8_lossy(text))?;
+                m.end()
+            }
+            ValueRef::String(t) => s.serialize_str(&String::from_utf8_lossy(t)),
+            ValueRef::Bool(b) => s.serialize_bool(b),
+        }
+    }
+}
+
+struct Fields<'a>(&'a Event);
 
 impl Serialize for Fields<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (name, value) in self.0 {
-            m.serialize_entry(name, value)?;
+        let mut m = s.serialize_map(Some(self.0.field_count()))?;
+        for (name, value) in self.0.fields_ref() {
+            m.serialize_entry(&*String::from_utf8_lossy(name), &FieldValue(value))?;
         }
         m.end()
     }
@@ -98,22 +137,22 @@ impl Serialize for CapturedEvent {
         let e = &self.event;
         let mut m = s.serialize_map(Some(6))?;
         m.serialize_entry("ordinal", &self.ordinal)?;
-        m.serialize_entry("id", &e.id)?;
-        m.serialize_entry("key", &e.key)?;
-        m.serialize_entry("kind", &e.kind)?;
+        m.serialize_entry("id", e.id())?;
+        m.serialize_entry("key", e.key())?;
+        m.serialize_entry("kind", e.kind())?;
         m.serialize_entry("time", &e.time)?;
-        m.serialize_entry("fields", &Fields(&e.fields))?;
+        m.serialize_entry("fields", &Fields(e))?;
         m.end()
     }
 }
 
-struct Captures<'a>(&'a [(Arc<str>, Vec<CapturedEvent>)]);
+struct Captures<'a>(&'a Output);
 
 impl Serialize for Captures<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (stage, events) in self.0 {
-            m.serialize_entry(&**stage, events)?;
+        let mut m = s.serialize_map(Some(self.0.stages.len()))?;
+        for (stage, events) in self.0.stage_captures() {
+            m.serialize_entry(stage, events)?;
         }
         m.end()
     }
@@ -131,7 +170,7 @@ impl Serialize for Output {
         m.serialize_entry("end_time", &self.end_time)?;
         m.serialize_entry("last_event_time", &self.last_event_time)?;
         m.serialize_entry("deadline", &self.deadline)?;
-        m.serialize_entry("captures", &Captures(&self.captures))?;
+        m.serialize_entry("captures", &Captures(self))?;
         m.end()
     }
 }
@@ -142,40 +181,54 @@ pub(crate) fn build(
     seq: u64,
     kind: OutputKind,
     pattern: &Arc<str>,
-    stage_names: &[Arc<str>],
+    stage_names: &Arc<[Arc<str>]>,
     key: &Arc<str>,
     caps: &Caps,
     end_time: i64,
     within: i64,
 ) -> Output {
-    let nodes = caps.in_order();
-    let mut captures: Vec<(Arc<str>, Vec<CapturedEvent>)> = Vec::with_capacity(stage_names.len());
-    let mut at = 0;
-    for (stage, name) in stage_names.iter().enumerate() {
-        let n = nodes[at..]
-            .iter()
-            .take_while(|n| usize::from(n.stage) == stage)
-            .count();
-        let list = nodes[at..at + n]
-            .iter()
-            .map(|n| CapturedEvent {
-                ordinal: n.ordinal,
-                event: n.event.clone(),
-            })
-            .collect();
-        at += n;
-        captures.push((name.clone(), list));
-    }
+    let mut captures: Vec<CapturedEvent> = Vec::with_capacity(usize::from(caps.len));
+    captures.extend(caps.nodes().map(|n| CapturedEvent {
+        ordinal: n.ordinal,
+        stage: n.stage,
+        event: n.event.clone(),
+    }));
+    captures.reverse();
     Output {
         seq,
         kind,
-        id: caps.id(pattern, stage_names.len()),
+        id: id_of(pattern, stage_names.len(), &captures),
         pattern: pattern.clone(),
         key: key.clone(),
         start_time: caps.start,
         end_time,
         last_event_time: caps.last.time,
         deadline: caps.start + within,
+        stages: stage_names.clone(),
         captures,
     }
+}
+
+/// The output id: `pattern:` then each stage's ordinals joined by `.`,
+/// stages separated by `/`.
+fn id_of(pattern: &str, stages: usize, captures: &[CapturedEvent]) -> String {
+    let mut id = String::with_capacity(pattern.len() + 1 + captures.len() * 8 + stages);
+    id.push_str(pattern);
+    id.push(':');
+    let mut at = 0usize;
+    for stage in 0..stages {
+        if stage > 0 {
+            id.push('/');
+        }
+        let mut first = true;
+        while let Some(c) = captures.get(at).filter(|c| usize::from(c.stage) == stage) {
+            if !first {
+                id.push('.');
+            }
+            first = false;
+            push_decimal(&mut id, c.ordinal);
+            at += 1;
+        }
+    }
+    id
 }

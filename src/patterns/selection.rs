@@ -32,7 +32,7 @@ pub(crate) struct Group<'a> {
     /// Its name, shared by output records.
     pub name: &'a Arc<str>,
     /// Its stage names, shared by output records.
-    pub stage_names: &'a [Arc<str>],
+    pub stage_names: &'a Arc<[Arc<str>]>,
     /// Its stage bounds.
     pub shape: &'a Shape,
     /// The key.

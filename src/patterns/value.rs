@@ -62,6 +62,48 @@ pub struct Decimal {
 impl Decimal {
     /// Parses `-?[0-9]+(\.[0-9]+)?` with at most 38 digits in all.
     pub fn parse(text: &str) -> Result<Decimal, String> {
+        let n = DecNum::parse(text)?;
+        Ok(Decimal {
+            text: text.into(),
+            negative: n.negative,
+            mantissa: n.mantissa,
+            scale: n.scale,
+        })
+    }
+
+    /// The text as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Exact numeric order (`-0` equals `0`, `1.50` equals `1.5`).
+    pub fn cmp_value(&self, other: &Decimal) -> Ordering {
+        self.num().cmp_value(&other.num())
+    }
+
+    /// Its numeric value.
+    pub(crate) fn num(&self) -> DecNum {
+        DecNum {
+            negative: self.negative,
+            mantissa: self.mantissa,
+            scale: self.scale,
+        }
+    }
+}
+
+/// A Decimal's numeric value (without its text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DecNum {
+    pub negative: bool,
+    /// The digits without the point, as an integer (< 10^38).
+    pub mantissa: u128,
+    /// Digits after the point.
+    pub scale: u8,
+}
+
+impl DecNum {
+    /// Parses `-?[0-9]+(\.[0-9]+)?` with at most 38 digits in all.
+    pub fn parse(text: &str) -> Result<DecNum, String> {
         let bad = || {
             format!("decimal {text:?} must match -?[0-9]+(.[0-9]+)? with at most {MAX_DECIMAL_DIGITS} digits")
         };
@@ -86,22 +128,16 @@ impl Decimal {
             // at most 38 digits: < 10^38 < u128::MAX, no overflow
             mantissa = mantissa * 10 + u128::from(b - b'0');
         }
-        Ok(Decimal {
-            text: text.into(),
+        Ok(DecNum {
             negative,
             mantissa,
             scale: frac.len() as u8,
         })
     }
 
-    /// The text as written.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// Exact numeric order (`-0` equals `0`, `1.50` equals `1.5`).
-    pub fn cmp_value(&self, other: &Decimal) -> Ordering {
-        let sign = |d: &Decimal| {
+    /// Exact numeric order.
+    pub fn cmp_value(&self, other: &DecNum) -> Ordering {
+        let sign = |d: &DecNum| {
             if d.mantissa == 0 {
                 0
             } else if d.negative {
@@ -124,30 +160,83 @@ impl Decimal {
 }
 
 fn pow10(n: u8) -> u128 {
-    10u128.pow(u32::from(n))
+    10u128.checked_pow(u32::from(n)).unwrap_or(u128::MAX)
 }
 
 /// Compares |a| and |b|: integer parts, then fractions brought to one scale
 /// (each fraction is < 10^scale <= 10^38, so the scaled values fit a u128).
-fn cmp_magnitude(a: &Decimal, b: &Decimal) -> Ordering {
+fn cmp_magnitude(a: &DecNum, b: &DecNum) -> Ordering {
     let (ia, fa) = (a.mantissa / pow10(a.scale), a.mantissa % pow10(a.scale));
     let (ib, fb) = (b.mantissa / pow10(b.scale), b.mantissa % pow10(b.scale));
     let scale = a.scale.max(b.scale);
-    ia.cmp(&ib)
-        .then_with(|| (fa * pow10(scale - a.scale)).cmp(&(fb * pow10(scale - b.scale))))
+    ia.cmp(&ib).then_with(|| {
+        fa.saturating_mul(pow10(scale - a.scale))
+            .cmp(&fb.saturating_mul(pow10(scale - b.scale)))
+    })
+}
+
+/// A field value as an event holds it: borrowed from the event's bytes
+/// (strings as UTF-8 bytes: their byte order is code point order).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ValueRef<'a> {
+    Integer(i64),
+    Double(f64),
+    /// The numeric value and the text as written.
+    Decimal(DecNum, &'a [u8]),
+    String(&'a [u8]),
+    Bool(bool),
+}
+
+impl Value {
+    /// The borrowed view.
+    #[inline]
+    pub(crate) fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            Value::Integer(i) => ValueRef::Integer(*i),
+            Value::Double(d) => ValueRef::Double(*d),
+            Value::Decimal(d) => ValueRef::Decimal(d.num(), d.as_str().as_bytes()),
+            Value::String(s) => ValueRef::String(s.as_bytes()),
+            Value::Bool(b) => ValueRef::Bool(*b),
+        }
+    }
+}
+
+impl ValueRef<'_> {
+    /// An owned value (the text of a Decimal or String read back as UTF-8;
+    /// an event only holds valid UTF-8).
+    pub(crate) fn to_value(self) -> Value {
+        match self {
+            ValueRef::Integer(i) => Value::Integer(i),
+            ValueRef::Double(d) => Value::Double(d),
+            ValueRef::Decimal(n, text) => Value::Decimal(Decimal {
+                text: String::from_utf8_lossy(text).into(),
+                negative: n.negative,
+                mantissa: n.mantissa,
+                scale: n.scale,
+            }),
+            ValueRef::String(s) => Value::String(String::from_utf8_lossy(s).into_owned()),
+            ValueRef::Bool(b) => Value::Bool(b),
+        }
+    }
 }
 
 /// `left OP right` under the rules of the module docs.
 pub fn compare(left: &Value, op: Op, right: &Value) -> bool {
+    compare_ref(left.as_ref(), op, right.as_ref())
+}
+
+/// [`compare`] on borrowed values.
+#[inline]
+pub(crate) fn compare_ref(left: ValueRef<'_>, op: Op, right: ValueRef<'_>) -> bool {
     let ord = match (left, right) {
-        (Value::Integer(a), Value::Integer(b)) => a.cmp(b),
-        (Value::Double(a), Value::Double(b)) => match a.partial_cmp(b) {
+        (ValueRef::Integer(a), ValueRef::Integer(b)) => a.cmp(&b),
+        (ValueRef::Double(a), ValueRef::Double(b)) => match a.partial_cmp(&b) {
             Some(o) => o,
             None => return false,
         },
-        (Value::Decimal(a), Value::Decimal(b)) => a.cmp_value(b),
-        (Value::String(a), Value::String(b)) => a.as_str().cmp(b.as_str()),
-        (Value::Bool(a), Value::Bool(b)) => {
+        (ValueRef::Decimal(a, _), ValueRef::Decimal(b, _)) => a.cmp_value(&b),
+        (ValueRef::String(a), ValueRef::String(b)) => a.cmp(b),
+        (ValueRef::Bool(a), ValueRef::Bool(b)) => {
             return match op {
                 Op::Eq => a == b,
                 Op::Ne => a != b,
@@ -295,28 +384,33 @@ pub(crate) fn double_from_hex(s: &str) -> Result<f64, String> {
 /// Writes a scalar: documents as events spell it, states with Doubles as
 /// hex bits.
 pub(crate) fn write(buf: &mut Vec<u8>, v: &Value, syntax: Syntax) {
+    write_ref(buf, v.as_ref(), syntax)
+}
+
+/// [`write`] for a borrowed value.
+pub(crate) fn write_ref(buf: &mut Vec<u8>, v: ValueRef<'_>, syntax: Syntax) {
     use crate::canonical::writer::{int, string};
     match v {
-        Value::Integer(i) => int(buf, *i),
-        Value::Double(d) => match syntax {
+        ValueRef::Integer(i) => int(buf, i),
+        ValueRef::Double(d) => match syntax {
             Syntax::Document => {
                 // serde_json's writer: shortest round trip, with a fraction or
                 // an exponent (2.0, -0.0, 1e300); a finite f64 never fails
-                let _ = serde_json::to_writer(&mut *buf, d);
+                let _ = serde_json::to_writer(&mut *buf, &d);
             }
             Syntax::State => {
                 buf.extend_from_slice(b"{\"double\":");
-                string(buf, &double_hex(*d));
+                string(buf, &double_hex(d));
                 buf.push(b'}');
             }
         },
-        Value::Decimal(d) => {
+        ValueRef::Decimal(_, text) => {
             buf.extend_from_slice(b"{\"decimal\":");
-            string(buf, d.as_str());
+            string(buf, &String::from_utf8_lossy(text));
             buf.push(b'}');
         }
-        Value::String(s) => string(buf, s),
-        Value::Bool(true) => buf.extend_from_slice(b"true"),
-        Value::Bool(false) => buf.extend_from_slice(b"false"),
+        ValueRef::String(s) => string(buf, &String::from_utf8_lossy(s)),
+        ValueRef::Bool(true) => buf.extend_from_slice(b"true"),
+        ValueRef::Bool(false) => buf.extend_from_slice(b"false"),
     }
 }

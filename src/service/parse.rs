@@ -206,16 +206,18 @@ pub struct PatternBatch {
 /// NDJSON). An empty batch is [`ParseError::Empty`]; a malformed item is
 /// reported in [`PatternBatch::malformed`].
 pub fn pattern_events(body: &[u8], framing: Framing) -> Result<PatternBatch, ParseError> {
-    use crate::patterns::parse_event;
+    // one parser for the batch: each event is one allocation, its own
+    let mut parser = crate::patterns::EventParser::default();
     let mut events = Vec::new();
     let mut malformed = None;
     match framing {
         Framing::Ndjson => {
+            events.reserve(body.len() / 96 + 1);
             for (n, line) in body.split(|b| *b == b'\n').enumerate() {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                match parse_event(line) {
+                match parser.parse(line) {
                     Ok(e) => events.push(e),
                     Err(e) => {
                         malformed = Some((Some(events.len()), format!("line {}: {e}", n + 1)));
@@ -227,7 +229,7 @@ pub fn pattern_events(body: &[u8], framing: Framing) -> Result<PatternBatch, Par
         Framing::Json => {
             let first = body.iter().find(|b| !b.is_ascii_whitespace());
             if first != Some(&b'[') {
-                return Ok(match parse_event(body) {
+                return Ok(match parser.parse(body) {
                     Ok(e) => PatternBatch {
                         events: vec![e],
                         malformed: None,
@@ -250,7 +252,7 @@ pub fn pattern_events(body: &[u8], framing: Framing) -> Result<PatternBatch, Par
                 .err();
             let items = read.into_inner();
             for (i, raw) in items.iter().enumerate() {
-                match parse_event(raw.get().as_bytes()) {
+                match parser.parse(raw.get().as_bytes()) {
                     Ok(e) => events.push(e),
                     Err(e) => {
                         malformed = Some((Some(i), format!("event {i}: {e}")));

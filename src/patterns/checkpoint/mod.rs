@@ -49,22 +49,22 @@ pub const FORMAT: &str = "streamforge-patterns-checkpoint";
 /// Writes an event of the state.
 pub(crate) fn write_event(buf: &mut Vec<u8>, ordinal: u64, e: &Event) {
     buf.extend_from_slice(b"{\"fields\":[");
-    for (i, (name, v)) in e.fields.iter().enumerate() {
+    for (i, (name, v)) in e.fields_ref().enumerate() {
         if i > 0 {
             buf.push(b',');
         }
         buf.push(b'[');
-        string(buf, name);
+        string(buf, &String::from_utf8_lossy(name));
         buf.push(b',');
-        value::write(buf, v, Syntax::State);
+        value::write_ref(buf, v, Syntax::State);
         buf.push(b']');
     }
     buf.extend_from_slice(b"],\"id\":");
-    string(buf, &e.id);
+    string(buf, e.id());
     buf.extend_from_slice(b",\"key\":");
-    string(buf, &e.key);
+    string(buf, e.key());
     buf.extend_from_slice(b",\"kind\":");
-    string(buf, &e.kind);
+    string(buf, e.kind());
     buf.extend_from_slice(b",\"ordinal\":");
     int(buf, ordinal);
     buf.extend_from_slice(b",\"time\":");
@@ -169,7 +169,7 @@ pub(crate) fn take(e: &Engine) -> Vec<u8> {
         s.extend_from_slice(b",\"pattern\":");
         string(&mut s, &pattern.name);
         s.extend_from_slice(b",\"waits\":[");
-        let mut waits = st.waits.clone();
+        let mut waits = st.waits.to_vec();
         order(&mut waits, stages);
         for (j, caps) in waits.iter().enumerate() {
             if j > 0 {

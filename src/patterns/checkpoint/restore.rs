@@ -25,7 +25,6 @@
 //! - every captured event is held by some branch or wait.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use super::tree::{array, at, canonical, integer, no_floats, object, text};
 use super::FORMAT;
@@ -96,13 +95,11 @@ fn read_event(j: &Json<'_>, path: &Path<'_>) -> Result<(u64, Event), String> {
             _ => return Err(format!("{}: a field is [name, value]", at(&ip))),
         }
     }
-    let event = Event {
-        id: text(id, &path.key("id"))?.to_string(),
-        key: text(key, &path.key("key"))?.to_string(),
-        kind: text(kind, &path.key("kind"))?.to_string(),
-        time: integer(time, &path.key("time"), i64::MIN, i64::MAX)?,
-        fields: out,
-    };
+    let id = text(id, &path.key("id"))?;
+    let key = text(key, &path.key("key"))?;
+    let kind = text(kind, &path.key("kind"))?;
+    let time = integer(time, &path.key("time"), i64::MIN, i64::MAX)?;
+    let event = Event::new(id, key, kind, time, &out);
     event
         .validate()
         .map_err(|m| format!("{}: invalid event: {m}", at(path)))?;
@@ -158,11 +155,11 @@ fn read_captures(
             };
             c.held = true;
             let e = &c.pending;
-            if e.event.key != ctx.key {
+            if e.event.key() != ctx.key {
                 return Err(format!(
                     "{}: captured event {ordinal} is of key {:?}, not the state's key {:?}",
                     at(&op),
-                    e.event.key,
+                    e.event.key(),
                     ctx.key
                 ));
             }
@@ -360,13 +357,13 @@ fn build(state: &Json<'_>, sp: &Path<'_>, doc: &Document) -> Result<Engine, Stri
     let buffered_ordinals: Vec<u64> = buffered.iter().map(|(o, _)| *o).collect();
     for (ordinal, event) in buffered {
         let key = engine
-            .intern(&event.key)
+            .intern(event.key())
             .ok_or_else(|| "too many keys".to_string())?;
         engine.buffer.push(Pending {
             time: event.time,
             ordinal,
             key,
-            event: Arc::new(event),
+            event,
         });
     }
 
@@ -405,7 +402,7 @@ fn build(state: &Json<'_>, sp: &Path<'_>, doc: &Document) -> Result<Engine, Stri
                     time: event.time,
                     ordinal,
                     key: 0,
-                    event: Arc::new(event),
+                    event,
                 },
                 held: false,
             },
@@ -507,8 +504,8 @@ fn build(state: &Json<'_>, sp: &Path<'_>, doc: &Document) -> Result<Engine, Stri
             ));
         }
         let st = &mut engine.states[p][kid as usize];
-        st.branches = list;
-        st.waits = wlist;
+        st.branches = list.into();
+        st.waits = wlist.into();
     }
     engine.deadlines = Deadlines::from_entries(doc.patterns.len(), deadlines);
     if let Some((o, _)) = pool.iter().find(|(_, c)| !c.held) {
