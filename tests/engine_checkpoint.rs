@@ -141,6 +141,31 @@ fn restore_accepts_whitespace_and_reordered_pipelines() {
     );
 }
 
+/// Parsing forgets how a string was spelled: `\u001F` and `\u001f` hash
+/// alike. Flipping the case of such a hex digit is still one flipped byte,
+/// and restore refuses it.
+#[test]
+fn a_flipped_case_in_a_strings_escape_is_rejected() {
+    let mut p = Processor::new(pipeline(CHECKPOINT_PIPELINE));
+    p.ingest(vec![d("p0", 0, "i\u{1f}", "k\u{1f}", 1, 5)])
+        .unwrap();
+    let cp = p.checkpoint();
+    Processor::restore(&cp, &pipeline(CHECKPOINT_PIPELINE)).unwrap();
+    let escapes: Vec<usize> = cp
+        .windows(6)
+        .enumerate()
+        .filter(|(_, w)| *w == br"\u001f")
+        .map(|(i, _)| i + 5)
+        .collect();
+    assert!(escapes.len() >= 2, "{}", String::from_utf8_lossy(&cp));
+    for at in escapes {
+        let mut flipped = cp.clone();
+        flipped[at] ^= 0x20;
+        let m = rejected(&flipped);
+        assert!(m.contains("not canonical"), "{m}");
+    }
+}
+
 #[test]
 fn broken_envelopes_are_rejected() {
     let p = checkpoint_scenario();

@@ -5,6 +5,7 @@
 //! Like the engines, this module imports nothing but `std`, `serde`,
 //! `serde_json` and `sha2` (`tests/purity.rs` checks it).
 
+pub mod escape;
 mod sha;
 mod unique_map;
 pub mod writer;

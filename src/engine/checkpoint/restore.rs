@@ -53,6 +53,9 @@ pub fn restore(envelope: &[u8], target: Option<&Pipeline>) -> Result<Processor, 
             doc.version
         ));
     }
+    if let Some(at) = crate::canonical::escape::uppercase_escape(envelope) {
+        return Err(crate::canonical::escape::uppercase_escape_error(at));
+    }
     // The pipeline's partition list may be in any order. The checksum
     // is accepted over the canonical bytes with that list sorted (as this
     // engine writes it) or in the document's own order.

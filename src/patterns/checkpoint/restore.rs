@@ -64,6 +64,9 @@ pub(crate) fn restore(envelope: &[u8], doc: &Document) -> Result<Engine, String>
         ));
     }
     let sha = text(sha, &p.key("sha256"))?;
+    if let Some(at) = crate::canonical::escape::uppercase_escape(envelope) {
+        return Err(crate::canonical::escape::uppercase_escape_error(at));
+    }
     let mut bytes = Vec::with_capacity(envelope.len());
     canonical(state, &mut bytes);
     let actual = sha256_hex(&bytes);
