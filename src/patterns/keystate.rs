@@ -98,6 +98,9 @@ impl From<Vec<Branch>> for Branches {
 /// The absence waits of one (pattern, key): nothing but a null pointer
 /// when there are none (the common case; only patterns with `absence` have
 /// any), so a key's state stays small.
+// One pointer (8 bytes) instead of a Vec's 24 in every key's state: the
+// extra allocation is paid only by keys that hold absence waits.
+#[allow(clippy::box_collection)]
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Waits(Option<Box<Vec<Caps>>>);
 
