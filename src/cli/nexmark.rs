@@ -36,6 +36,13 @@ pub struct NexmarkArgs {
     /// this far behind the latest time it delivered.
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(i64).range(0..=1_000_000_000))]
     pub disorder_ms: i64,
+    /// Let each partition's watermark run this many milliseconds ahead of
+    /// the safe bound: events then arrive up to this far behind the
+    /// watermark and correct published windows; none is late for a
+    /// pipeline whose lateness is at least this (the pipelines in
+    /// pipelines/ have 1000).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..=1_000_000_000))]
+    pub lead_ms: i64,
     /// Source events between two rounds of watermark advances.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     pub watermark_every: u64,
@@ -63,6 +70,7 @@ pub fn run(a: &NexmarkArgs) -> anyhow::Result<()> {
         interval: a.interval_ms,
         disorder: a.disorder_ms,
         watermark_every: a.watermark_every,
+        lead: a.lead_ms,
         late_every: a.late_every,
         late_by: a.late_by_ms,
     });

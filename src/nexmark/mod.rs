@@ -28,7 +28,12 @@
 //!   the lateness and however the partitions interleave. A partition that
 //!   delivers little (a skewed hash) reports little and holds the global
 //!   watermark back. After the last event every partition advances to
-//!   [`Stream::end`], `T0 + events * interval`, above every event time.
+//!   [`Stream::end`], `T0 + events * interval (+ lead)`, above every event
+//!   time and every earlier report.
+//! - `lead = d > 0` lets each partition report `d` more than that: events
+//!   then arrive up to `d` behind the watermark (they correct windows that
+//!   were already published, and merge sessions that were), and none is
+//!   late for a pipeline whose lateness is at least `d`.
 //! - `late_every = k > 0` asks for late data: every `k`-th kept event is
 //!   moved `late_by` earlier, behind what its partition already reported.
 
@@ -141,7 +146,7 @@ fn auctions_before(n: u64) -> u64 {
 /// of the time); `count >= 1`.
 fn recent(seed: u64, n: u64, salt: u64, count: u64, window: u64) -> u64 {
     let last = count - 1;
-    if draw(seed, n, salt) % 2 == 0 {
+    if draw(seed, n, salt).is_multiple_of(2) {
         last / HOT_RATIO * HOT_RATIO
     } else {
         last - draw(seed, n, salt + 1) % window.min(count)
@@ -274,6 +279,9 @@ pub struct Config {
     pub disorder: i64,
     /// Source events between two rounds of watermark advances (at least 1).
     pub watermark_every: u64,
+    /// How far each partition's watermark runs ahead of the bound that
+    /// keeps every later event at or after it.
+    pub lead: i64,
     /// Every this-many-th kept event is late (0: none).
     pub late_every: u64,
     /// How far a late event is moved back.
@@ -290,6 +298,7 @@ impl Default for Config {
             interval: 10,
             disorder: 500,
             watermark_every: 100,
+            lead: 0,
             late_every: 0,
             late_by: 60_000,
         }
@@ -439,7 +448,7 @@ impl Stream {
     /// The watermark every partition reports after the last event: above
     /// every event time of the stream.
     pub fn end(&self) -> i64 {
-        T0 + self.config.events as i64 * self.config.interval
+        T0 + self.config.events as i64 * self.config.interval + self.config.lead.max(0)
     }
 
     /// The partition of a source event.
@@ -456,7 +465,7 @@ impl Stream {
         let (late_every, late_by, query) = (c.late_every, c.late_by, c.query);
         for (id, key, value) in query.deliveries(&e) {
             self.kept += 1;
-            let late = late_every > 0 && self.kept % late_every == 0;
+            let late = late_every > 0 && self.kept.is_multiple_of(late_every);
             let timestamp = if late { e.time - late_by } else { e.time };
             let pi = p as usize;
             if !late {
@@ -473,12 +482,12 @@ impl Stream {
             });
             self.offsets[pi] += 1;
         }
-        if (n + 1) % self.config.watermark_every == 0 {
+        if (n + 1).is_multiple_of(self.config.watermark_every) {
             for p in 0..self.config.partitions as usize {
                 let Some(max) = self.max_time[p] else {
                     continue;
                 };
-                let w = max - self.config.disorder;
+                let w = max - self.config.disorder + self.config.lead;
                 if self.reported[p].is_none_or(|r| w > r) {
                     self.reported[p] = Some(w);
                     self.pending.push_back(Op::Advance {
@@ -553,6 +562,7 @@ mod tests {
         assert_eq!(event(7, 123, 10, 500), event(7, 123, 10, 500));
         assert_ne!(event(7, 123, 10, 500), event(8, 123, 10, 500));
         let a: Vec<Op> = Stream::new(Config::default()).collect();
+        assert!(a.len() > 900);
         let b: Vec<Op> = Stream::new(Config::default()).collect();
         assert_eq!(a, b);
     }
@@ -599,6 +609,38 @@ mod tests {
             assert_eq!(progress, [end; 4]);
             assert!(offsets.iter().all(|&o| o > 0), "{query:?}: {offsets:?}");
         }
+    }
+
+    #[test]
+    fn a_lead_puts_events_behind_the_watermark_by_at_most_the_lead() {
+        let s = Stream::new(Config {
+            seed: 5,
+            events: 5000,
+            lead: 300,
+            ..Config::default()
+        });
+        let mut progress = [i64::MIN; 4];
+        let mut behind = 0;
+        for op in s {
+            match op {
+                Op::Deliver {
+                    partition,
+                    timestamp,
+                    ..
+                } => {
+                    let p = progress[partition as usize];
+                    assert!(timestamp + 300 >= p);
+                    if timestamp < p {
+                        behind += 1;
+                    }
+                }
+                Op::Advance {
+                    partition,
+                    watermark,
+                } => progress[partition as usize] = watermark,
+            }
+        }
+        assert!(behind > 20, "{behind}");
     }
 
     #[test]
