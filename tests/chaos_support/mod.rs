@@ -244,8 +244,10 @@ impl Plan {
                     step.end = End::AfterAcks(n + rng.range(3, 20));
                 }
                 _ => {
-                    let c = rng.range(2, 15);
-                    let r = c + rng.range(3, 25);
+                    // far enough apart that windows were published in
+                    // between: the restore takes them back
+                    let c = rng.range(2, 20);
+                    let r = c + rng.range(20, 70);
                     step.restore = Some((c, r));
                     step.end = End::AfterAcks(r + rng.range(2, 15));
                 }
@@ -526,6 +528,10 @@ impl Ctl {
         make: &dyn Fn(&Client, &str) -> RequestBuilder,
     ) -> Result<String, String> {
         let end = Instant::now() + DEADLINE;
+        // 503s in a row: after a storage failure the service rebuilds its
+        // state before it answers, so the retry succeeds; many in a row
+        // mean storage keeps failing
+        let mut unavailable = 0;
         loop {
             let (generation, base) = self.current(consumer)?;
             match make(&self.client, &base).send() {
@@ -534,11 +540,19 @@ impl Ctl {
                     let body = r.text().unwrap_or_default();
                     match status {
                         200..=299 => return Ok(body),
-                        503 => {}
+                        503 => {
+                            unavailable += 1;
+                            if unavailable >= 50 {
+                                return Err(format!(
+                                    "{what}: 503 {unavailable} times in a row: {body}"
+                                ));
+                            }
+                        }
                         _ => return Err(format!("{what}: {status} {body}")),
                     }
                 }
                 Err(_) => {
+                    unavailable = 0;
                     // the server is gone (or going): wait for the next one
                     let _ = self.wait("the next server", |s| {
                         (s.generation != generation || s.base.is_none()).then_some(())
