@@ -1139,6 +1139,10 @@ impl Run {
                     })?;
                     if !fired {
                         notes.push(format!("process {i}: the workload ended before {k} acks"));
+                        if !step.faults.is_empty() {
+                            // (its faults must not fire during the checks)
+                            self.clean_restart(ctl, db, log, plain, proc)?;
+                        }
                         return Ok(());
                     }
                     let mut p = proc.take().unwrap();
@@ -1177,6 +1181,7 @@ impl Run {
                             "process {i}: the workload ended before {} fired",
                             step.faults
                         ));
+                        self.clean_restart(ctl, db, log, plain, proc)?;
                         return Ok(());
                     }
                     s.base = None;
@@ -1188,6 +1193,32 @@ impl Run {
                 notes.push(format!("process {i}: {}", tear_wal(db)?));
             }
         }
+        Ok(())
+    }
+
+    /// SIGKILL, then a process without faults for the end of the run.
+    fn clean_restart(
+        &self,
+        ctl: &Ctl,
+        db: &Path,
+        log: &Path,
+        plain: &Path,
+        proc: &mut Option<Proc>,
+    ) -> Result<(), String> {
+        if let Some(mut p) = proc.take() {
+            ctl.lock().base = None;
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+        let p = spawn(db, plain, "", log)?;
+        let mut s = ctl.lock();
+        s.generation += 1;
+        s.base = Some(p.base.clone());
+        s.acks = 0;
+        s.consumer_paused = false;
+        ctl.cv.notify_all();
+        drop(s);
+        *proc = Some(p);
         Ok(())
     }
 
