@@ -34,27 +34,27 @@ fn suite(query: Query, seeds: &[u64]) {
 
 #[test]
 fn q5_hot_items_survive_the_faults() {
-    suite(Query::Q5, &[1, 2]);
+    suite(Query::Q5, &[1, 2, 3]);
 }
 
 #[test]
 fn q7_highest_bid_survives_the_faults() {
-    suite(Query::Q7, &[1, 2]);
+    suite(Query::Q7, &[1, 2, 3]);
 }
 
 #[test]
 fn q8_new_people_per_city_survive_the_faults() {
-    suite(Query::Q8, &[1, 2]);
+    suite(Query::Q8, &[1, 2, 3]);
 }
 
 #[test]
 fn q11_user_sessions_survive_the_faults() {
-    suite(Query::Q11, &[1, 2]);
+    suite(Query::Q11, &[1, 2, 3]);
 }
 
 #[test]
 fn q12_stream_time_windows_survive_the_faults() {
-    suite(Query::Q12, &[1, 2]);
+    suite(Query::Q12, &[1, 2, 3]);
 }
 
 /// The schedule is a function of the seed: the same seed, the same faults.

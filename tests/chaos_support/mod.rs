@@ -330,10 +330,23 @@ pub fn reordered(text: &str) -> String {
     )
 }
 
-/// A running server process.
+/// A running server process, killed (SIGKILL) when dropped.
 struct Proc {
     child: Child,
     base: String,
+}
+
+impl Proc {
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 fn spawn(db: &Path, pipeline: &Path, faults: &str, log: &Path) -> Result<Proc, String> {
@@ -1023,14 +1036,13 @@ impl Run {
             Ok(c) => c,
             Err(e) => {
                 if let Some(mut p) = proc {
-                    let _ = p.child.kill();
-                    let _ = p.child.wait();
+                    p.kill();
                 }
                 return Err(e);
             }
         };
         let proc = proc.ok_or("no server at the end")?;
-        let mut guard = Killer(Some(proc.child));
+        let mut guard = proc;
         let r = self.check(
             &ctl,
             &mut consumer,
@@ -1147,8 +1159,7 @@ impl Run {
                     }
                     let mut p = proc.take().unwrap();
                     ctl.lock().base = None;
-                    let _ = p.child.kill();
-                    let _ = p.child.wait();
+                    p.kill();
                 }
                 End::SelfKill => {
                     let p = proc.as_mut().unwrap();
@@ -1207,8 +1218,7 @@ impl Run {
     ) -> Result<(), String> {
         if let Some(mut p) = proc.take() {
             ctl.lock().base = None;
-            let _ = p.child.kill();
-            let _ = p.child.wait();
+            p.kill();
         }
         let p = spawn(db, plain, "", log)?;
         let mut s = ctl.lock();
@@ -1320,6 +1330,12 @@ impl Run {
         )?;
         // every acknowledged delivery is in the offsets
         let status = ctl.get("/status")?;
+        if status["late"] != 0 {
+            return Err(format!(
+                "{} late records, but the workload makes no event late",
+                status["late"]
+            ));
+        }
         let acked = ctl.lock().acked.clone();
         for pp in &self.plan.producers {
             for p in &pp.partitions {
@@ -1357,7 +1373,7 @@ impl Run {
             .map_err(|e| format!("GET /checkpoints/{id}: {e}"))?;
         let fresh_db = self.dir.join("fresh.db");
         let fresh = spawn(&fresh_db, pipeline, "", &self.dir.join("fresh.log"))?;
-        let mut fresh_guard = Killer(Some(fresh.child));
+        let mut fresh = fresh;
         let post = |base: &str, path: &str, body: Vec<u8>| -> Result<String, String> {
             let r = ctl
                 .client
@@ -1405,7 +1421,7 @@ impl Run {
                 ));
             }
         }
-        fresh_guard.kill();
+        fresh.kill();
         // after the continuation every window is ready: all of the oracle
         consumer.catch_up(ctl)?;
         let applied = apply_changelog(&consumer.held)?;
@@ -1425,24 +1441,6 @@ impl Run {
         }
         notes.push(format!("{} rows", rows));
         Ok(rows)
-    }
-}
-
-/// Kills a child when dropped.
-struct Killer(Option<Child>);
-
-impl Killer {
-    fn kill(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Killer {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
