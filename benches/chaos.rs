@@ -20,6 +20,7 @@
 #[path = "../tests/chaos_support/mod.rs"]
 mod chaos;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -63,6 +64,7 @@ fn main() {
     for query in queries {
         let next = AtomicUsize::new(0);
         let outcome = Mutex::new((0usize, 0usize));
+        let fired = Mutex::new(BTreeMap::<&str, u64>::new());
         let t = Instant::now();
         std::thread::scope(|s| {
             for _ in 0..jobs {
@@ -72,7 +74,13 @@ fn main() {
                     let r = chaos::run_seed(query, seed, faults, scale);
                     let mut o = outcome.lock().unwrap();
                     match r {
-                        Ok(_) => o.0 += 1,
+                        Ok(r) => {
+                            o.0 += 1;
+                            let mut f = fired.lock().unwrap();
+                            for (k, n) in r.fired {
+                                *f.entry(k).or_insert(0) += n;
+                            }
+                        }
                         Err(e) => {
                             o.1 += 1;
                             println!("{e}");
@@ -87,6 +95,15 @@ fn main() {
             query.name(),
             seeds.len(),
             t.elapsed().as_secs_f64()
+        );
+        let fired = fired.into_inner().unwrap();
+        println!(
+            "  fired over the passed runs: {}",
+            chaos::EXERCISED
+                .iter()
+                .map(|k| format!("{k} {}", fired.get(k).copied().unwrap_or(0)))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         total.0 += passed;
         total.1 += failed;

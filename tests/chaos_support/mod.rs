@@ -33,7 +33,15 @@
 //!   c acknowledged calls restored after r (producers pause, then resend
 //!   from the restored offsets) and then SIGKILL. A step may restart with
 //!   the pipeline file's partitions, windows and fields reordered. The last
-//!   step runs to the end.
+//!   step runs to the end. The first six faults of a plan are each kind
+//!   once (in a seeded order), every run that restarts has a reordered
+//!   restart, and every run has a producer in each mode.
+//! - What fired is counted ([`Report::fired`], names in [`EXERCISED`]): a
+//!   hook's fault from the line the hook logs (a process that dies without
+//!   it fails the run), a torn tail only when a commit frame was cut, and
+//!   the retries the faults caused (an append-mode call resent after a lost
+//!   answer, a producer resending from restored offsets). The CI test
+//!   requires each to have fired in at least one of its seeds.
 //! - At the end ([`Run::check`]): the changelog applied equals the oracle's
 //!   rows at the final watermark; `GET /results` equals the changelog
 //!   applied less the finalized rows; every acknowledged delivery is in the
@@ -75,6 +83,22 @@ const CHECKPOINT_EVERY: &str = "8";
 /// The watermark of the continuation: past every window of every query.
 const FLUSH_MARGIN: i64 = 1_000_000;
 const PARTITIONS: u32 = 4;
+/// The kinds of fault a step ends by (see [`Plan::new`]).
+const KINDS: u64 = 6;
+
+/// What a run can exercise, as counted in [`Report::fired`]: the faults
+/// that fired (not merely planned) and the producers' retries they caused.
+pub const EXERCISED: [&str; 9] = [
+    "SIGKILL after the k-th ack",
+    "SIGKILL after a commit, before its answer",
+    "torn WAL tail",
+    "SIGKILL in an automatic checkpoint",
+    "storage failure on a commit (503)",
+    "restore mid-stream",
+    "resend from the restored offsets",
+    "restart with the reordered pipeline",
+    "append-mode retry (a possible duplicate)",
+];
 
 /// Deterministic pseudo-random numbers (SplitMix64).
 #[derive(Debug, Clone)]
@@ -192,17 +216,27 @@ impl Plan {
     /// The plan of `seed` for `query`, with `faults` faults (processes
     /// that end by one) and workloads scaled by `scale`.
     pub fn new(query: Query, seed: u64, faults: usize, scale: u64) -> Plan {
-        let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ query.name().len() as u64);
+        // (the whole name: q5, q7 and q8 must not share their plans)
+        let name = query
+            .name()
+            .bytes()
+            .fold(0u64, |h, b| nexmark::mix(h ^ u64::from(b)));
+        let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ name);
         let (events, watermark_every) = match query {
             // people are 1 event in 50: more source events, rarer advances
             Query::Q8 => (12_000 * scale, 400),
             _ => (1_600 * scale, 80),
         };
         let groups = rng.range(2, 4) as usize;
+        // one producer in each mode at least, the others seeded
         let mut producers: Vec<ProducerPlan> = (0..groups)
-            .map(|_| ProducerPlan {
+            .map(|g| ProducerPlan {
                 partitions: Vec::new(),
-                append: rng.next().is_multiple_of(2),
+                append: match g {
+                    0 => false,
+                    1 => true,
+                    _ => rng.next().is_multiple_of(2),
+                },
             })
             .collect();
         for p in 0..PARTITIONS {
@@ -212,6 +246,12 @@ impl Plan {
                 (rng.next() % groups as u64) as usize
             };
             producers[g].partitions.push(p);
+        }
+        // the first KINDS faults are every kind once, in a seeded order;
+        // any further ones are drawn
+        let mut kinds: Vec<u64> = (0..KINDS).collect();
+        for i in (1..kinds.len()).rev() {
+            kinds.swap(i, rng.range(0, i as u64) as usize);
         }
         let mut steps = Vec::new();
         for i in 0..faults {
@@ -223,7 +263,8 @@ impl Plan {
                 tear: false,
                 restore: None,
             };
-            match rng.next() % 6 {
+            let kind = kinds.get(i).copied().unwrap_or_else(|| rng.next() % KINDS);
+            match kind {
                 0 => {}
                 1 => {
                     step.faults = format!("kill_after_commit={}", rng.range(2, 25));
@@ -261,6 +302,11 @@ impl Plan {
             tear: false,
             restore: None,
         });
+        // a restart with the reordered pipeline in every run that restarts
+        if steps.len() > 1 && !steps.iter().any(|s| s.reordered) {
+            let i = rng.range(1, steps.len() as u64 - 1) as usize;
+            steps[i].reordered = true;
+        }
         Plan {
             query,
             seed,
@@ -430,6 +476,17 @@ fn spawn(db: &Path, pipeline: &Path, faults: &str, log: &Path) -> Result<Proc, S
     }
 }
 
+/// How many times `needle` occurs in a log file (0 for an empty needle).
+fn log_count(log: &Path, needle: &str) -> usize {
+    if needle.is_empty() {
+        return 0;
+    }
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .matches(needle)
+        .count()
+}
+
 /// The last lines of a log file.
 fn tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -462,6 +519,8 @@ struct Shared {
     consumer_parked: bool,
     /// The largest acknowledged offset per partition (since the last restore).
     acked: BTreeMap<u32, i64>,
+    /// What fired so far (names from [`EXERCISED`]).
+    fired: BTreeMap<&'static str, u64>,
     failure: Option<String>,
 }
 
@@ -474,6 +533,12 @@ struct Ctl {
 impl Ctl {
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
         self.m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts one occurrence of `what` (one of [`EXERCISED`]).
+    fn fired(&self, what: &'static str) {
+        debug_assert!(EXERCISED.contains(&what));
+        *self.lock().fired.entry(what).or_insert(0) += 1;
     }
 
     fn fail(&self, msg: String) {
@@ -531,14 +596,17 @@ impl Ctl {
         what: &str,
         make: &dyn Fn(&Client, &str) -> RequestBuilder,
     ) -> Result<String, String> {
-        self.call_as(false, what, make)
+        self.call_as(false, what, make, &mut 0)
     }
 
+    /// [`Ctl::call`]; `retries` counts the attempts that were not answered
+    /// 2xx.
     fn call_as(
         &self,
         consumer: bool,
         what: &str,
         make: &dyn Fn(&Client, &str) -> RequestBuilder,
+        retries: &mut u64,
     ) -> Result<String, String> {
         let end = Instant::now() + DEADLINE;
         // 503s in a row: after a storage failure the service rebuilds its
@@ -554,6 +622,7 @@ impl Ctl {
                     match status {
                         200..=299 => return Ok(body),
                         503 => {
+                            *retries += 1;
                             unavailable += 1;
                             if unavailable >= 50 {
                                 return Err(format!(
@@ -565,6 +634,7 @@ impl Ctl {
                     }
                 }
                 Err(_) => {
+                    *retries += 1;
                     unavailable = 0;
                     // the server is gone (or going): wait for the next one
                     let _ = self.wait("the next server", |s| {
@@ -583,9 +653,12 @@ impl Ctl {
     }
 
     fn get_as(&self, consumer: bool, path: &str) -> Result<Value, String> {
-        let body = self.call_as(consumer, &format!("GET {path}"), &|c, b| {
-            c.get(format!("{b}{path}"))
-        })?;
+        let body = self.call_as(
+            consumer,
+            &format!("GET {path}"),
+            &|c, b| c.get(format!("{b}{path}")),
+            &mut 0,
+        )?;
         serde_json::from_str(&body).map_err(|e| format!("GET {path}: {e}: {body}"))
     }
 }
@@ -660,6 +733,7 @@ fn producer(
                     .as_i64()
                     .unwrap_or(-1)
             };
+            let before = pos;
             pos = if plan.append {
                 let keep = entries
                     .iter()
@@ -681,6 +755,9 @@ fn producer(
                     .min()
                     .unwrap_or(0)
             };
+            if pos < before {
+                ctl.fired("resend from the restored offsets");
+            }
             continue;
         }
         let (n, body, path, ndjson) = match &work.ops[pos] {
@@ -711,16 +788,25 @@ fn producer(
                 (n, lines, "/events", true)
             }
         };
-        let answer = ctl.call(&format!("POST {path}"), &|c, b| {
-            let ct = if ndjson {
-                "application/x-ndjson"
-            } else {
-                "application/json"
-            };
-            c.post(format!("{b}{path}"))
-                .header("content-type", ct)
-                .body(body.clone())
-        })?;
+        let mut retries = 0;
+        let answer = ctl.call_as(
+            false,
+            &format!("POST {path}"),
+            &|c, b| {
+                let ct = if ndjson {
+                    "application/x-ndjson"
+                } else {
+                    "application/json"
+                };
+                c.post(format!("{b}{path}"))
+                    .header("content-type", ct)
+                    .body(body.clone())
+            },
+            &mut retries,
+        )?;
+        if plan.append && ndjson && retries > 0 {
+            ctl.fired("append-mode retry (a possible duplicate)");
+        }
         let v: Value = serde_json::from_str(&answer).map_err(|e| format!("{e}: {answer}"))?;
         let mut ends = Vec::new();
         if let Some(offs) = v["offsets"].as_object() {
@@ -888,6 +974,8 @@ pub struct Report {
     pub changes: usize,
     pub rows: usize,
     pub notes: Vec<String>,
+    /// What fired, by name (from [`EXERCISED`]).
+    pub fired: BTreeMap<&'static str, u64>,
 }
 
 /// One run: the plan, its workload and its oracle.
@@ -979,6 +1067,7 @@ impl Run {
                 consumer_paused: false,
                 consumer_parked: false,
                 acked: BTreeMap::new(),
+                fired: BTreeMap::new(),
                 failure: None,
             }),
             cv: Condvar::new(),
@@ -1062,6 +1151,7 @@ impl Run {
             changes,
             rows,
             notes,
+            fired: s.fired.clone(),
         })
     }
 
@@ -1089,6 +1179,17 @@ impl Run {
                 ctl.wait("the consumer to park", |s| s.consumer_parked.then_some(()))?;
             }
             let acked_before = ctl.lock().acked.clone();
+            // (the hooks log a line when they fire: what fired is counted
+            // from the log, so a process that dies otherwise is a failure)
+            let hook = step
+                .faults
+                .split_once('=')
+                .map(|(name, _)| match name {
+                    "fail_commit" => "injected failure".to_string(),
+                    other => format!("fault=\"{other}\""),
+                })
+                .unwrap_or_default();
+            let hooks_before = log_count(log, &hook);
             let pipeline = if step.reordered { turned } else { plain };
             let p =
                 spawn(db, pipeline, &step.faults, log).map_err(|e| format!("process {i}: {e}"))?;
@@ -1121,6 +1222,9 @@ impl Run {
                 ctl.cv.notify_all();
             }
             *proc = Some(p);
+            if step.reordered {
+                ctl.fired("restart with the reordered pipeline");
+            }
             if let Some((c, r)) = step.restore {
                 let reached = ctl.wait("acks before the checkpoint", |s| {
                     (s.acks >= c || done(s)).then_some(!done(s))
@@ -1160,6 +1264,14 @@ impl Run {
                     let mut p = proc.take().unwrap();
                     ctl.lock().base = None;
                     p.kill();
+                    ctl.fired("SIGKILL after the k-th ack");
+                    if step.faults.starts_with("fail_commit") {
+                        if log_count(log, &hook) > hooks_before {
+                            ctl.fired("storage failure on a commit (503)");
+                        } else {
+                            notes.push(format!("process {i}: {} did not fire", step.faults));
+                        }
+                    }
                 }
                 End::SelfKill => {
                     let p = proc.as_mut().unwrap();
@@ -1197,11 +1309,29 @@ impl Run {
                     }
                     s.base = None;
                     drop(s);
-                    proc.take();
+                    let status = proc
+                        .take()
+                        .and_then(|mut p| p.child.try_wait().ok().flatten());
+                    if log_count(log, &hook) <= hooks_before {
+                        return Err(format!(
+                            "process {i} exited ({status:?}) but its fault {} did not fire: {}",
+                            step.faults,
+                            tail(log)
+                        ));
+                    }
+                    ctl.fired(if step.faults.starts_with("kill_in_checkpoint") {
+                        "SIGKILL in an automatic checkpoint"
+                    } else {
+                        "SIGKILL after a commit, before its answer"
+                    });
                 }
             }
             if step.tear {
-                notes.push(format!("process {i}: {}", tear_wal(db)?));
+                let torn = tear_wal(db)?;
+                if torn.starts_with("torn") {
+                    ctl.fired("torn WAL tail");
+                }
+                notes.push(format!("process {i}: {torn}"));
             }
         }
         Ok(())
@@ -1246,6 +1376,9 @@ impl Run {
             c.post(format!("{b}/checkpoints/{id}/restore"))
         });
         let status = r.and_then(|_| ctl.get("/status"));
+        if status.is_ok() {
+            ctl.fired("restore mid-stream");
+        }
         let mut s = ctl.lock();
         s.restores += 1;
         s.paused = false;
