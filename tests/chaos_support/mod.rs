@@ -519,6 +519,11 @@ struct Shared {
     consumer_parked: bool,
     /// The largest acknowledged offset per partition (since the last restore).
     acked: BTreeMap<u32, i64>,
+    /// Producer calls between taking a server and recording its answer
+    /// (a 2xx answer counts until the producer has recorded it in
+    /// `acked`): after a kill, the control waits for none, so the offsets
+    /// it checks the next process against hold every acknowledgment.
+    in_call: usize,
     /// What fired so far (names from [`EXERCISED`]).
     fired: BTreeMap<&'static str, u64>,
     failure: Option<String>,
@@ -599,11 +604,37 @@ impl Ctl {
         self.call_as(false, what, make, &mut 0)
     }
 
-    /// [`Ctl::call`]; `retries` counts the attempts that were not answered
-    /// 2xx.
+    /// A producer's [`Ctl::call`]: counted in `in_call` until the producer
+    /// has recorded the answer ([`Ctl::answered`]); `retries` counts the
+    /// attempts that were not answered 2xx.
+    fn produce(
+        &self,
+        what: &str,
+        make: &dyn Fn(&Client, &str) -> RequestBuilder,
+        retries: &mut u64,
+    ) -> Result<String, String> {
+        self.call_with(false, true, what, make, retries)
+    }
+
+    /// A producer recorded the answer of its call.
+    fn answered(s: &mut Shared) {
+        s.in_call -= 1;
+    }
+
     fn call_as(
         &self,
         consumer: bool,
+        what: &str,
+        make: &dyn Fn(&Client, &str) -> RequestBuilder,
+        retries: &mut u64,
+    ) -> Result<String, String> {
+        self.call_with(consumer, false, what, make, retries)
+    }
+
+    fn call_with(
+        &self,
+        consumer: bool,
+        producer: bool,
         what: &str,
         make: &dyn Fn(&Client, &str) -> RequestBuilder,
         retries: &mut u64,
@@ -615,24 +646,29 @@ impl Ctl {
         let mut unavailable = 0;
         loop {
             let (generation, base) = self.current(consumer)?;
-            match make(&self.client, &base).send() {
-                Ok(r) => {
-                    let status = r.status().as_u16();
-                    let body = r.text().unwrap_or_default();
-                    match status {
-                        200..=299 => return Ok(body),
-                        503 => {
-                            *retries += 1;
-                            unavailable += 1;
-                            if unavailable >= 50 {
-                                return Err(format!(
-                                    "{what}: 503 {unavailable} times in a row: {body}"
-                                ));
-                            }
+            if producer {
+                self.lock().in_call += 1;
+            }
+            let sent = make(&self.client, &base).send();
+            let answer = sent.map(|r| (r.status().as_u16(), r.text().unwrap_or_default()));
+            if producer && !matches!(answer, Ok((200..=299, _))) {
+                self.lock().in_call -= 1;
+                self.cv.notify_all();
+            }
+            match answer {
+                Ok((status, body)) => match status {
+                    200..=299 => return Ok(body),
+                    503 => {
+                        *retries += 1;
+                        unavailable += 1;
+                        if unavailable >= 50 {
+                            return Err(format!(
+                                "{what}: 503 {unavailable} times in a row: {body}"
+                            ));
                         }
-                        _ => return Err(format!("{what}: {status} {body}")),
                     }
-                }
+                    _ => return Err(format!("{what}: {status} {body}")),
+                },
                 Err(_) => {
                     *retries += 1;
                     unavailable = 0;
@@ -789,8 +825,7 @@ fn producer(
             }
         };
         let mut retries = 0;
-        let answer = ctl.call_as(
-            false,
+        let answer = ctl.produce(
             &format!("POST {path}"),
             &|c, b| {
                 let ct = if ndjson {
@@ -821,6 +856,7 @@ fn producer(
         // void: the resync after the pause decides what to resend
         s.acks += 1;
         s.total_acks += 1;
+        Ctl::answered(&mut s);
         for (p, o) in &ends {
             let e = s.acked.entry(*p).or_insert(-1);
             *e = (*e).max(*o);
@@ -1068,6 +1104,7 @@ impl Run {
                 consumer_parked: false,
                 acked: BTreeMap::new(),
                 fired: BTreeMap::new(),
+                in_call: 0,
                 failure: None,
             }),
             cv: Condvar::new(),
@@ -1178,7 +1215,11 @@ impl Run {
                 drop(s);
                 ctl.wait("the consumer to park", |s| s.consumer_parked.then_some(()))?;
             }
-            let acked_before = ctl.lock().acked.clone();
+            // (every answer of the previous process recorded: no server is
+            // up, so the producers' calls in flight end)
+            let acked_before = ctl.wait("the answers of the previous process", |s| {
+                (s.in_call == 0).then(|| s.acked.clone())
+            })?;
             // (the hooks log a line when they fire: what fired is counted
             // from the log, so a process that dies otherwise is a failure)
             let hook = step
