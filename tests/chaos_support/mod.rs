@@ -29,9 +29,9 @@
 //!   from the `-wal` file, when SQLite had not copied it yet);
 //!   `kill_in_checkpoint=j` (SIGKILL inside the j-th automatic checkpoint);
 //!   `fail_commit=n` (503 to every caller of the n-th group commit, nothing
-//!   applied) and then SIGKILL after k acknowledged calls; a checkpoint after
-//!   c acknowledged calls restored after r (producers pause, then resend
-//!   from the restored offsets) and then SIGKILL. A step may restart with
+//!   applied) and then SIGKILL k acknowledged calls after the first 503; a
+//!   checkpoint after c acknowledged calls restored after r (producers
+//!   pause, then resend from the restored offsets) and then SIGKILL. A step may restart with
 //!   the pipeline file's partitions, windows and fields reordered. The last
 //!   step runs to the end. The first six faults of a plan are each kind
 //!   once (in a seeded order), every run that restarts has a reordered
@@ -156,6 +156,9 @@ impl fmt::Display for Step {
             ));
         }
         parts.push(match self.end {
+            End::AfterAcks(k) if self.faults.starts_with("fail_commit") => {
+                format!("SIGKILL {k} acks after the first 503")
+            }
             End::AfterAcks(k) => format!("SIGKILL after {k} acks"),
             End::SelfKill => "until the hook kills it".to_string(),
             End::Never => "to the end".to_string(),
@@ -280,9 +283,9 @@ impl Plan {
                     step.end = End::SelfKill;
                 }
                 4 => {
-                    let n = rng.range(1, 15);
-                    step.faults = format!("fail_commit={n}");
-                    step.end = End::AfterAcks(n + rng.range(3, 20));
+                    // (the kill counts its acks from the first 503)
+                    step.faults = format!("fail_commit={}", rng.range(1, 15));
+                    step.end = End::AfterAcks(rng.range(3, 20));
                 }
                 _ => {
                     // far enough apart that windows were published in
@@ -524,6 +527,8 @@ struct Shared {
     /// `acked`): after a kill, the control waits for none, so the offsets
     /// it checks the next process against hold every acknowledgment.
     in_call: usize,
+    /// 503 answers from the current process.
+    unavailable: u64,
     /// What fired so far (names from [`EXERCISED`]).
     fired: BTreeMap<&'static str, u64>,
     failure: Option<String>,
@@ -660,6 +665,7 @@ impl Ctl {
                     200..=299 => return Ok(body),
                     503 => {
                         *retries += 1;
+                        self.lock().unavailable += 1;
                         unavailable += 1;
                         if unavailable >= 50 {
                             return Err(format!(
@@ -1105,6 +1111,7 @@ impl Run {
                 acked: BTreeMap::new(),
                 fired: BTreeMap::new(),
                 in_call: 0,
+                unavailable: 0,
                 failure: None,
             }),
             cv: Condvar::new(),
@@ -1259,6 +1266,7 @@ impl Run {
                 s.generation += 1;
                 s.base = Some(p.base.clone());
                 s.acks = 0;
+                s.unavailable = 0;
                 s.consumer_paused = step.tear;
                 ctl.cv.notify_all();
             }
@@ -1283,6 +1291,15 @@ impl Run {
                     if reached {
                         self.restore(ctl, id, notes)?;
                     }
+                }
+            }
+            if step.faults.starts_with("fail_commit") {
+                // the kill's acks count from the storage failure
+                let failed = ctl.wait("the storage failure", |s| {
+                    (s.unavailable > 0 || done(s)).then_some(s.unavailable > 0)
+                })?;
+                if failed {
+                    ctl.lock().acks = 0;
                 }
             }
             match step.end {
@@ -1396,6 +1413,7 @@ impl Run {
         s.generation += 1;
         s.base = Some(p.base.clone());
         s.acks = 0;
+        s.unavailable = 0;
         s.consumer_paused = false;
         ctl.cv.notify_all();
         drop(s);
