@@ -844,7 +844,16 @@ fn producer(
                     .body(body.clone())
             },
             &mut retries,
-        )?;
+        )
+        .map_err(|e| {
+            // an offset-mode producer sends offset c + 1 only once c was
+            // acknowledged (or read back from /status after a restore)
+            if !plan.append && e.contains("leaves a gap") {
+                format!("acknowledged deliveries were lost (the service's next offset is behind what it acknowledged): {e}")
+            } else {
+                e
+            }
+        })?;
         if plan.append && ndjson && retries > 0 {
             ctl.fired("append-mode retry (a possible duplicate)");
         }
