@@ -14,6 +14,10 @@
 //!   processing) over its own typed events, watermark, output stream and
 //!   checkpoints (`docs/patterns.md`); same dependency rule as [`engine`],
 //!   and it shares nothing with it but [`canonical`].
+//! - [`nexmark`]: the Nexmark workload generator (people, auctions, bids as
+//!   operation-file lines, a pure function of a seed and a position); pure
+//!   like the engines (std only), used by `streamforge nexmark`, the chaos
+//!   suite and its benches.
 //! - [`canonical`]: pure helpers both engines share: the canonical JSON
 //!   writer of checkpoints, their SHA-256, a duplicate-rejecting JSON map.
 //! - [`store`]: the only module that imports `rusqlite`: migrations, the
@@ -38,6 +42,7 @@ pub mod canonical;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod nexmark;
 pub mod patterns;
 pub mod server;
 pub mod service;

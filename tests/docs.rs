@@ -338,6 +338,7 @@ fn help_texts_point_inside_the_repository() {
         &["serve", "--help"],
         &["send", "--help"],
         &["verify", "--help"],
+        &["nexmark", "--help"],
     ] {
         let out = Command::new(bin).args(args).output().expect("runs");
         assert!(out.status.success(), "streamforge {args:?}");
@@ -349,6 +350,26 @@ fn help_texts_point_inside_the_repository() {
                 "streamforge {args:?} names {needle}:\n{text}"
             );
         }
+    }
+    // every flag of `nexmark` is in the README's table
+    let nexmark = Command::new(bin)
+        .args(["nexmark", "--help"])
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&nexmark.stdout);
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let flags: Vec<&str> = text
+        .split_whitespace()
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(|w| w.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()))
+        .filter(|w| *w != "--help")
+        .collect();
+    assert!(flags.len() >= 10, "{flags:?}");
+    for f in flags {
+        assert!(
+            readme.contains(&format!("`{f}`")),
+            "README does not document `nexmark {f}`"
+        );
     }
     let send = Command::new(bin)
         .args(["send", "--help"])

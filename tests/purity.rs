@@ -1,5 +1,5 @@
-//! The pure modules (the window engine, the pattern engine and the shared
-//! canonical helpers) import nothing but std, serde, serde_json, sha2 and
+//! The pure modules (the window engine, the pattern engine, the shared
+//! canonical helpers and the Nexmark generator, which uses std alone) import nothing but std, serde, serde_json, sha2 and
 //! each other as allowed below, and touch no clock, file, network, thread or
 //! randomness.
 //!
@@ -150,6 +150,19 @@ fn engine_imports_only_std_serde_serde_json_sha2_and_canonical() {
 fn patterns_import_only_std_serde_serde_json_sha2_and_canonical() {
     let n = check_module("patterns", &["patterns", "canonical"]);
     assert!(n >= 10, "expected the pattern engine's files, found {n}");
+}
+
+#[test]
+fn nexmark_imports_only_std() {
+    let n = check_module("nexmark", &["nexmark"]);
+    assert!(n >= 1, "expected the generator's files, found {n}");
+    // std only: not even serde
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/nexmark/mod.rs"))
+            .unwrap();
+    for word in ["serde", "serde_json", "sha2"] {
+        assert!(!has_word(&text, word), "src/nexmark uses {word}");
+    }
 }
 
 #[test]

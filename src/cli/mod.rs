@@ -1,7 +1,8 @@
 //! The client subcommands of the `streamforge` binary: a terminal front end
 //! to the HTTP API of docs/api.md (`send`, `watermark`, `idle`, `changes`, `late`,
 //! `results`, `status`, `checkpoint`, `health`), the offline `verify`, and
-//! `patterns ...`, the same for the pattern engine (src/cli/patterns.rs).
+//! `patterns ...`, the same for the pattern engine (src/cli/patterns.rs),
+//! and `nexmark`, which writes a demo stream (src/cli/nexmark.rs).
 //!
 //! Every networked command takes `--url` (`STREAMFORGE_URL`, default
 //! `http://127.0.0.1:8080`) and `--token` (`STREAMFORGE_TOKEN`, the same
@@ -15,6 +16,7 @@
 
 mod follow;
 mod http;
+mod nexmark;
 mod patterns;
 mod send;
 pub mod text;
@@ -31,6 +33,7 @@ use clap::{Args, Subcommand};
 use http::{parse, Api};
 use wire::{Advance, ChangesPage, Checkpoint, CheckpointList, LatePage, Restored, Results, Status};
 
+pub use nexmark::NexmarkArgs;
 pub use patterns::PatternsCommand;
 
 /// Where the service is.
@@ -189,6 +192,18 @@ pub enum ClientCommand {
         /// Checkpoint envelope file (as `checkpoint get -o` writes it).
         file: PathBuf,
     },
+    /// Write a Nexmark demo stream (people, auctions, bids) as an operation
+    /// file on standard output.
+    ///
+    /// The lines are those `send` reads: deliveries with consecutive offsets
+    /// per partition, and per-partition watermark advances that never make
+    /// an event late (each partition reports the latest time it delivered
+    /// minus --disorder-ms; after the last event every partition reports a
+    /// time above every event). The same flags always give the same file.
+    /// Example: `streamforge nexmark --seed 7 --events 1000000 --partitions 4
+    /// > bids.ndjson`, then `streamforge serve --pipeline pipelines/q5.json`
+    /// and `streamforge send bids.ndjson`.
+    Nexmark(NexmarkArgs),
     /// Exit 0 if GET /healthz answers 200 within 2 s, else 1 (container HEALTHCHECK).
     Health {
         #[command(flatten)]
@@ -402,6 +417,7 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
         }
         ClientCommand::Checkpoint(c) => checkpoint(c, &[]),
         ClientCommand::Patterns(c) => patterns::run(c),
+        ClientCommand::Nexmark(args) => nexmark::run(&args),
         ClientCommand::Verify { file } => print(&[verify::describe(&file)?.trim_end().to_string()]),
         ClientCommand::Health { conn } => {
             let api = Api::new(&conn, Some(Duration::from_secs(2)))?;

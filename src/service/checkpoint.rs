@@ -241,6 +241,7 @@ impl Service {
         let Some(staging) = staging else {
             return Ok(None);
         };
+        self.faults.checkpoint_pieces_written();
         let sha256 = crate::store::sha256_hex(envelope);
         let mut w = self.writer();
         if self.base_version.load(Ordering::SeqCst) != version {

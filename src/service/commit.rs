@@ -269,7 +269,13 @@ impl Service {
                     }
                 })
                 .collect();
-            self.writer().append(&rows)
+            let (n, fail) = self.faults.commit_begins();
+            let res = self.writer().append_or_fail(&rows, fail);
+            if res.is_ok() {
+                // durable, and nobody answered yet
+                self.faults.committed(n);
+            }
+            res
         };
         let mut q = self.queue();
         q.leader = false;

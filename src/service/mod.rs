@@ -19,6 +19,9 @@
 //!   command log), at start and after a storage failure.
 //! - [`metrics`]: counters and histograms.
 //! - [`error`]: [`ServiceError`] and [`StartError`].
+//! - [`faults`]: the chaos suite's fault hooks (`STREAMFORGE_FAULTS`, never
+//!   set in production): a crash after a commit or inside an automatic
+//!   checkpoint, a failing commit.
 //!
 //! This module knows no HTTP: it uses the engines, the store, `std::sync` and
 //! `tokio::sync::watch` only.
@@ -28,6 +31,7 @@ mod checkpoint;
 mod command;
 mod commit;
 pub mod error;
+pub mod faults;
 pub mod metrics;
 pub mod parse;
 mod patterns;
@@ -250,6 +254,8 @@ pub struct Service {
     recovery: Recovery,
     checkpoint_due: SyncSender<()>,
     healthy: AtomicBool,
+    /// The fault hooks (none unless `STREAMFORGE_FAULTS` is set).
+    faults: faults::Faults,
     /// The service's metrics (shared with the api's request observer).
     pub metrics: Arc<Metrics>,
 }
@@ -352,6 +358,13 @@ impl Service {
         // The service's one monotonic clock read: how long recovery took.
         #[allow(clippy::disallowed_methods)]
         let started = std::time::Instant::now();
+        let faults = faults::Faults::from_env().map_err(StartError)?;
+        if faults.any() {
+            tracing::warn!(
+                "{} is set: faults will be injected (the chaos suite's hooks)",
+                faults::VAR
+            );
+        }
         let mut writer = Writer::open(&opts.db).map_err(|e| fail("cannot open", &e))?;
         let setup = Self::resolve(&mut writer, &opts)?;
         let (engines, logged) =
@@ -392,6 +405,7 @@ impl Service {
             recovery,
             checkpoint_due: tx,
             healthy: AtomicBool::new(true),
+            faults,
             metrics: opts.metrics.clone(),
         });
         let weak: Weak<Service> = Arc::downgrade(&service);

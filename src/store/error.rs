@@ -22,6 +22,9 @@ pub enum Error {
     },
     /// Stored data is not what this binary wrote (corrupt or foreign).
     Corrupt(String),
+    /// A failure injected by the chaos suite's fault hook (`STREAMFORGE_FAULTS`,
+    /// see `service::faults`); never happens otherwise.
+    Injected(&'static str),
 }
 
 impl fmt::Display for Error {
@@ -34,6 +37,7 @@ impl fmt::Display for Error {
                  it was written by a newer streamforge and is left untouched: run that version"
             ),
             Error::Corrupt(msg) => write!(f, "stored data is corrupt: {msg}"),
+            Error::Injected(what) => write!(f, "injected failure: {what}"),
         }
     }
 }

@@ -147,6 +147,14 @@ impl Writer {
     /// Appends acknowledged commands (a group commit: several requests) with
     /// their changes and late records, in ONE transaction.
     pub fn append(&mut self, rows: &[CommandRow<'_>]) -> Result<()> {
+        self.append_or_fail(rows, false)
+    }
+
+    /// [`Writer::append`], or with `fail` every row is written and the
+    /// transaction is then rolled back instead of committed, as a storage
+    /// failure at COMMIT would (the chaos suite's injected failure, see
+    /// `service::faults`).
+    pub fn append_or_fail(&mut self, rows: &[CommandRow<'_>], fail: bool) -> Result<()> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -177,6 +185,10 @@ impl Writer {
                         .op("INSERT records")?;
                 }
             }
+        }
+        if fail {
+            drop(tx);
+            return Err(Error::Injected("the commit of a group of calls"));
         }
         tx.commit().op("COMMIT (append)")
     }
