@@ -178,7 +178,10 @@ impl Writer {
                 }
             }
         }
-        tx.commit().op("COMMIT (append)")
+        tx.commit().op("COMMIT (append)")?;
+        self.appends
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 
     /// Number of logged commands since the recovery base.
@@ -251,6 +254,8 @@ impl Writer {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (restore)")?;
         let seq = seq_i64(r.sequence)?;
+        // Batches formed for sinks keep the records they will send again.
+        super::sinks::freeze(&tx, r.engine)?;
         let main = r.engine.stream();
         let epoch = epoch_of(&tx, main)? + 1;
         let mut cuts = vec![(main, seq)];
@@ -321,6 +326,9 @@ impl Writer {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (prune)")?;
+        // Never a record a sink has still to read (docs/sinks.md).
+        let changes_through = changes_through.min(super::sinks::hold(&tx, Stream::Changes)?);
+        let late_through = late_through.min(super::sinks::hold(&tx, Stream::Late)?);
         let c: Option<i64> = tx
             .query_row(
                 "SELECT max(coalesce(last_seq, seq)) FROM changes WHERE coalesce(last_seq, seq) <= ?1",
