@@ -770,3 +770,112 @@ fn filters_skip_records_and_unreachable_sinks_block_nothing() {
     assert_eq!(s.delete("/sinks/down").status, 204);
     assert!(!s.get("/metrics").body.contains("sink=\"down\""));
 }
+
+/// The receiver of docs/sinks.md, as printed there.
+fn documented_receiver() -> String {
+    let doc = include_str!("../docs/sinks.md");
+    let start = doc
+        .find("```python\n#!/usr/bin/env python3")
+        .expect("the receiver example in docs/sinks.md")
+        + "```python\n".len();
+    let len = doc[start..].find("```").expect("its end");
+    doc[start..start + len].to_string()
+}
+
+/// Runs the documented receiver (python3) on a free port; `None` without
+/// python3.
+fn python_receiver(
+    dir: &std::path::Path,
+    name: &str,
+    secret: &str,
+) -> Option<(std::process::Child, String, std::path::PathBuf)> {
+    use std::io::BufRead as _;
+    let script = dir.join("receiver.py");
+    std::fs::write(&script, documented_receiver()).unwrap();
+    let state = dir.join(format!("{name}.json"));
+    let mut child = std::process::Command::new("python3")
+        .arg(&script)
+        .arg("0")
+        .arg(&state)
+        .env("SECRET", secret)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line.trim().strip_prefix("listening on ")?.to_string();
+    Some((child, format!("http://127.0.0.1:{port}/"), state))
+}
+
+#[test]
+fn the_documented_python_receiver_ends_exact() {
+    let dir = tempdir();
+    let secret = "doc-secret";
+    let Some((mut rows_rx, rows_url, rows_state)) = python_receiver(dir.path(), "rows", secret)
+    else {
+        eprintln!(
+            "skipped: python3 is not installed (the receiver example of docs/sinks.md is Python)"
+        );
+        return;
+    };
+    let (mut out_rx, out_url, out_state) = python_receiver(dir.path(), "output", secret).unwrap();
+    let s = start(&dir.path().join("db"), &args(&[]));
+    let ops = workload(41, 50);
+    for op in &ops[..15] {
+        assert_eq!(op.send(&s).status, 200);
+    }
+    pattern_workload(&s, 9, 10);
+    create(
+        &s,
+        json!({"name":"rows","url":rows_url,"stream":"changes","start":"start","batch_size":5,"secret":secret}),
+    );
+    create(
+        &s,
+        json!({"name":"output","url":out_url,"stream":"patterns","start":"start","batch_size":2,"secret":secret}),
+    );
+    let ckpt = s.post_empty("/checkpoints").json()["id"].as_u64().unwrap();
+    for op in &ops[15..35] {
+        assert_eq!(op.send(&s).status, 200);
+    }
+    pattern_workload(&s, 10, 10);
+    let read = |p: &std::path::Path| -> Option<Value> {
+        serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
+    };
+    let check = |s: &Server| {
+        wait_until("the Python receivers to converge", DEADLINE, || {
+            let rows = read(&rows_state)?;
+            let out = read(&out_state)?;
+            let held: BTreeMap<String, Value> = rows["rows"]
+                .as_object()?
+                .iter()
+                .map(|(_, r)| (addr(r), r.clone()))
+                .collect();
+            let recs: BTreeMap<u64, Value> = out["records"]
+                .as_object()?
+                .iter()
+                .map(|(k, r)| (k.parse().unwrap(), r.clone()))
+                .collect();
+            (held == results(s)
+                && recs == records(s, "/patterns/output", "output")
+                && sink(s, "rows")["lag"] == 0)
+                .then_some(())
+        });
+    };
+    check(&s);
+    // A restore, and a different history after it.
+    assert_eq!(
+        s.post_empty(&format!("/checkpoints/{ckpt}/restore")).status,
+        200
+    );
+    for op in &ops[15..] {
+        assert_eq!(op.send(&s).status, 200);
+    }
+    s.ok("/watermarks", r#"{"partition":"p2","watermark":200000}"#);
+    check(&s);
+    let _ = rows_rx.kill();
+    let _ = out_rx.kill();
+    let _ = rows_rx.wait();
+    let _ = out_rx.wait();
+}
