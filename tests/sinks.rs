@@ -879,3 +879,105 @@ fn the_documented_python_receiver_ends_exact() {
     let _ = rows_rx.wait();
     let _ = out_rx.wait();
 }
+
+fn cli(s: &Server, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_streamforge"))
+        .args(args)
+        .env("STREAMFORGE_URL", &s.base)
+        .env_remove("STREAMFORGE_TOKEN")
+        .env_remove("STREAMFORGE_SINK_SECRET")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_sink_commands_add_list_show_and_remove() {
+    let dir = tempdir();
+    let s = start(&dir.path().join("db"), &args(&[]));
+    let rcv = Receiver::start(Some("file-secret"), |_, _| Action::Ok);
+    let key = dir.path().join("hook.key");
+    std::fs::write(&key, "file-secret\n").unwrap();
+    let url = format!("{}/p", rcv.base);
+    let (ok, out, err) = cli(
+        &s,
+        &[
+            "sink",
+            "add",
+            "alerts",
+            &url,
+            "--stream",
+            "patterns",
+            "--type",
+            "match",
+            "--batch-size",
+            "10",
+            "--start",
+            "start",
+            "--header",
+            "X-Team: fraud",
+            "--secret-file",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(
+        out,
+        "sink alerts added: patterns stream from sequence 0 of epoch 0\n"
+    );
+    let (ok, out, _) = cli(&s, &["sink", "list"]);
+    assert!(ok);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        ["name", "stream", "state", "lag", "cursor", "url"]
+    );
+    assert_eq!(
+        lines[1].split_whitespace().collect::<Vec<_>>(),
+        ["alerts", "patterns", "ok", "0", "0:0", url.as_str()]
+    );
+    let (ok, out, _) = cli(&s, &["sink", "show", "alerts"]);
+    assert!(ok);
+    assert!(out.contains("secret        ********"), "{out}");
+    assert!(
+        out.contains(r#"headers       {"X-Team":"********"}"#),
+        "{out}"
+    );
+    assert!(out.contains(r#"filter        {"type":"match"}"#), "{out}");
+    assert!(!out.contains("file-secret") && !out.contains("fraud"));
+    // The secret from the file signs the requests.
+    pattern_workload(&s, 4, 30);
+    s.ok("/patterns/finish", "");
+    wait_until("the match output", DEADLINE, || {
+        (sink(&s, "alerts")["lag"] == 0).then_some(())
+    });
+    assert_eq!(rcv.bad_signatures(), 0);
+    assert!(
+        rcv.state("/p").records.len() > 1,
+        "matches delivered: {:?}",
+        rcv.state("/p")
+    );
+    for r in rcv.log() {
+        assert_eq!(r.header("x-team"), Some("fraud"));
+        let b: Value = serde_json::from_slice(&r.body).unwrap();
+        assert!(b["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["type"] == "match"));
+    }
+    let (ok, _, err) = cli(&s, &["sink", "add", "alerts", &url]);
+    assert!(!ok);
+    assert!(err.contains("sink_exists"), "{err}");
+    let (ok, _, err) = cli(&s, &["sink", "add", "x", &url, "--header", "nocolon"]);
+    assert!(!ok && err.contains("Name: value"), "{err}");
+    let (ok, out, _) = cli(&s, &["sink", "remove", "alerts"]);
+    assert!(ok);
+    assert_eq!(out, "removed sink alerts\n");
+    let (ok, _, err) = cli(&s, &["sink", "show", "alerts"]);
+    assert!(!ok && err.contains("not_found"), "{err}");
+}

@@ -1,7 +1,8 @@
 //! The client subcommands of the `streamforge` binary: a terminal front end
 //! to the HTTP API of docs/api.md (`send`, `watermark`, `idle`, `changes`, `late`,
-//! `results`, `status`, `checkpoint`, `health`), the offline `verify`, and
-//! `patterns ...`, the same for the pattern engine (src/cli/patterns.rs).
+//! `results`, `status`, `checkpoint`, `health`), the offline `verify`,
+//! `patterns ...`, the same for the pattern engine (src/cli/patterns.rs), and
+//! `sink ...`, the webhook sinks (src/cli/sinks.rs).
 //!
 //! Every networked command takes `--url` (`STREAMFORGE_URL`, default
 //! `http://127.0.0.1:8080`) and `--token` (`STREAMFORGE_TOKEN`, the same
@@ -17,6 +18,7 @@ mod follow;
 mod http;
 mod patterns;
 mod send;
+mod sinks;
 pub mod text;
 mod verify;
 pub mod wire;
@@ -32,6 +34,7 @@ use http::{parse, Api};
 use wire::{Advance, ChangesPage, Checkpoint, CheckpointList, LatePage, Restored, Results, Status};
 
 pub use patterns::PatternsCommand;
+pub use sinks::SinkCommand;
 
 /// Where the service is.
 #[derive(Debug, Clone, Args)]
@@ -166,6 +169,9 @@ pub enum ClientCommand {
     /// output, checkpoints, verify.
     #[command(subcommand)]
     Patterns(PatternsCommand),
+    /// Webhook sinks: add, list, show, remove (docs/sinks.md).
+    #[command(subcommand)]
+    Sink(SinkCommand),
     /// Validate a checkpoint file offline and print what it holds.
     ///
     /// Runs the engine's own restore on the checkpoint's embedded pipeline
@@ -378,6 +384,7 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
         }
         ClientCommand::Checkpoint(c) => checkpoint(c, &[]),
         ClientCommand::Patterns(c) => patterns::run(c),
+        ClientCommand::Sink(c) => sinks::run(c),
         ClientCommand::Verify { file } => print(&[verify::describe(&file)?.trim_end().to_string()]),
         ClientCommand::Health { conn } => {
             let api = Api::new(&conn, Some(Duration::from_secs(2)))?;
