@@ -50,16 +50,15 @@
 //!   under target/), `STREAMFORGE_WORKLOAD` (an NDJSON workload file with 4
 //!   partitions).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
 #[path = "http_support.rs"]
 mod http_support;
-use http_support::{binary, cpu_seconds, get_status, proc_kib, Conn};
+use http_support::{binary, cpu_seconds, proc_kib, Conn, Server};
 use streamforge::engine::{DeliveryRef, EventRef, Pipeline, Processor};
 
 const PIPELINE: &str = r#"{"partitions":["p0","p1","p2","p3"],"windows":{"fixed_10s":{"kind":"fixed","size":10000},"sliding_10s_2s":{"kind":"sliding","size":10000,"step":2000},"session_50ms":{"kind":"session","gap":50}},"lateness":0}"#;
@@ -239,93 +238,19 @@ fn http_body(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>
 
 // ---------------------------------------------------------------- server
 
-struct Server {
-    child: Child,
-    addr: String,
-    db: PathBuf,
-    /// Spawn to `/readyz` 200.
-    ready_after: Duration,
-}
-
-impl Server {
-    fn start(dir: &Path, db: &Path, checkpoint_every: u64) -> Server {
-        let pipeline = dir.join("pipeline.json");
-        std::fs::write(&pipeline, PIPELINE).expect("write pipeline");
-        let t = Instant::now();
-        let mut child = Command::new(binary())
-            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
-            .arg(db)
-            .arg("--pipeline")
-            .arg(&pipeline)
-            .args(["--checkpoint-every", &checkpoint_every.to_string()])
-            .args(["--max-body-bytes", "268435456"])
-            .env("RUST_LOG", "warn")
-            // the deployment setting of the Dockerfile (README "Docker"):
-            // two malloc arenas keep freed request buffers from piling up
-            // per thread; override with MALLOC_ARENA_MAX in the environment
-            .env(
-                "MALLOC_ARENA_MAX",
-                std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "2".into()),
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start streamforge (build it with cargo build --release)");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        out.read_line(&mut line).expect("listening line");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        loop {
-            if get_status(&addr, "/readyz") == Some(200) {
-                break;
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(600),
-                "server not ready in 600 s"
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        Server {
-            ready_after: t.elapsed(),
-            child,
-            addr,
-            db: db.to_path_buf(),
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-    }
-
-    fn terminate(mut self) {
-        Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
-            .status()
-            .expect("kill -TERM");
-        let st = self.child.wait().expect("wait");
-        assert!(st.success(), "server exit {st:?}");
-    }
-
-    fn disk_bytes(&self) -> u64 {
-        ["", "-wal", "-shm"]
-            .iter()
-            .filter_map(|s| {
-                let mut p = self.db.clone().into_os_string();
-                p.push(s);
-                std::fs::metadata(p).ok().map(|m| m.len())
-            })
-            .sum()
-    }
+/// Starts the release server on `db` with the bench pipeline.
+fn start_server(dir: &Path, db: &Path, checkpoint_every: u64) -> Server {
+    let pipeline = dir.join("pipeline.json");
+    std::fs::write(&pipeline, PIPELINE).expect("write pipeline");
+    Server::start(
+        db,
+        &[
+            "--pipeline".as_ref(),
+            pipeline.as_os_str(),
+            "--checkpoint-every".as_ref(),
+            checkpoint_every.to_string().as_ref(),
+        ],
+    )
 }
 
 // ---------------------------------------------------------------- runs
@@ -596,7 +521,7 @@ fn main() {
                     ),
                     None => {
                         let db = tmp.path().join(format!("tp{m}-{run}.db"));
-                        let s = Server::start(tmp.path(), &db, 1000);
+                        let s = start_server(tmp.path(), &db, 1000);
                         (s.addr.clone(), Some(s))
                     }
                 };
@@ -652,7 +577,7 @@ fn main() {
             max_rate = env_usize("BENCH_MAX_RATE", 500_000) as f64;
         }
         let db = tmp.path().join("lat.db");
-        let s = Server::start(tmp.path(), &db, 1000);
+        let s = start_server(tmp.path(), &db, 1000);
         let align = align_modes().first().copied().flatten();
         let r = drive(&s.addr, &per_client, Some(max_rate / 2.0), align);
         println!(
@@ -672,13 +597,13 @@ fn main() {
                 .map(|c| client_requests(&all, c, clients))
                 .collect();
             let db = tmp.path().join(format!("rec{k}.db"));
-            let s = Server::start(tmp.path(), &db, 0);
+            let s = start_server(tmp.path(), &db, 0);
             drive(&s.addr, &pc, None, Some(1));
             let disk = s.disk_bytes();
             s.kill9();
             let mut times = Vec::new();
             for _ in 0..3 {
-                let s = Server::start(tmp.path(), &db, 0);
+                let s = start_server(tmp.path(), &db, 0);
                 times.push(s.ready_after.as_secs_f64());
                 s.kill9();
             }
@@ -690,7 +615,7 @@ fn main() {
             );
             if k + 1 == recovery.len() {
                 // Through the service: checkpoint and restore timing.
-                let s = Server::start(tmp.path(), &db, 0);
+                let s = start_server(tmp.path(), &db, 0);
                 let t = Instant::now();
                 let (st, meta) = http_body(&s.addr, "POST", "/checkpoints", b"");
                 let take = t.elapsed().as_secs_f64();
@@ -712,7 +637,7 @@ fn main() {
                 s.terminate();
                 let mut times = Vec::new();
                 for _ in 0..3 {
-                    let s = Server::start(tmp.path(), &db, 0);
+                    let s = start_server(tmp.path(), &db, 0);
                     times.push(s.ready_after.as_secs_f64());
                     s.terminate();
                 }

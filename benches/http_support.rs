@@ -121,3 +121,93 @@ pub fn proc_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
         * 1024
 }
+
+/// A `streamforge serve` child process on a database.
+pub struct Server {
+    pub child: std::process::Child,
+    pub addr: String,
+    pub db: PathBuf,
+    /// Spawn to `/readyz` 200.
+    pub ready_after: std::time::Duration,
+}
+
+impl Server {
+    /// Starts the release binary on `db` with `args` after the address and
+    /// database, and waits until `/readyz` answers 200.
+    pub fn start(db: &Path, args: &[&std::ffi::OsStr]) -> Server {
+        use std::process::Stdio;
+        use std::time::{Duration, Instant};
+        let t = Instant::now();
+        let mut child = Command::new(binary())
+            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+            .arg(db)
+            .args(args)
+            .args(["--max-body-bytes", "268435456"])
+            .env("RUST_LOG", "warn")
+            // the deployment setting of the Dockerfile (README "Docker"):
+            // two malloc arenas keep freed request buffers from piling up
+            // per thread; override with MALLOC_ARENA_MAX in the environment
+            .env(
+                "MALLOC_ARENA_MAX",
+                std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "2".into()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start streamforge (build it with cargo build --release)");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("listening line");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        while get_status(&addr, "/readyz") != Some(200) {
+            assert!(
+                t.elapsed() < Duration::from_secs(600),
+                "server not ready in 600 s"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Server {
+            ready_after: t.elapsed(),
+            child,
+            addr,
+            db: db.to_path_buf(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill9(mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+
+    /// SIGTERM; the server must exit 0.
+    pub fn terminate(mut self) {
+        Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("kill -TERM");
+        let st = self.child.wait().expect("wait");
+        assert!(st.success(), "server exit {st:?}");
+    }
+
+    /// The database's bytes on disk (with the WAL and shared memory).
+    pub fn disk_bytes(&self) -> u64 {
+        ["", "-wal", "-shm"]
+            .iter()
+            .filter_map(|s| {
+                let mut p = self.db.clone().into_os_string();
+                p.push(s);
+                std::fs::metadata(p).ok().map(|m| m.len())
+            })
+            .sum()
+    }
+}

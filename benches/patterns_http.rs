@@ -26,16 +26,15 @@
 //! Environment: `BENCH_EVENTS` (1000000), `BENCH_C` (4), `BENCH_B` (1000),
 //! `BENCH_KEYS` (10000), `BENCH_RUNS` (3), `STREAMFORGE_BIN`.
 
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::Write as _;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 #[path = "http_support.rs"]
 mod http_support;
-use http_support::{binary, cpu_seconds, get_status, proc_kib, Conn};
+use http_support::{cpu_seconds, proc_kib, Conn, Server};
 
 const DOC: &str = r#"{"patterns": [{"name": "pay-twice", "within": 600000, "skip": "skip_past_last",
   "stages": [{"name": "login", "where": {"kind": "login"}},
@@ -117,66 +116,11 @@ fn workload(events: usize, keys: usize, b: usize, seed: u64) -> Vec<Batch> {
     out
 }
 
-struct Server {
-    child: Child,
-    addr: String,
-    db: std::path::PathBuf,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let doc = dir.join("patterns.json");
-        std::fs::write(&doc, DOC).expect("write the document");
-        let db = dir.join("db");
-        let mut child = Command::new(binary())
-            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
-            .arg(&db)
-            .arg("--patterns")
-            .arg(&doc)
-            .args(["--max-body-bytes", "268435456"])
-            .env("RUST_LOG", "warn")
-            .env(
-                "MALLOC_ARENA_MAX",
-                std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "2".into()),
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start streamforge (build it with cargo build --release)");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        out.read_line(&mut line).expect("listening line");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        let t = Instant::now();
-        while get_status(&addr, "/readyz") != Some(200) {
-            assert!(t.elapsed() < Duration::from_secs(120), "not ready");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        Server { child, addr, db }
-    }
-
-    fn disk_bytes(&self) -> u64 {
-        ["", "-wal", "-shm"]
-            .iter()
-            .filter_map(|s| {
-                let mut p = self.db.clone().into_os_string();
-                p.push(s);
-                std::fs::metadata(p).ok().map(|m| m.len())
-            })
-            .sum()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-    }
+/// Starts the release server with the bench's pattern document.
+fn start_server(dir: &Path) -> Server {
+    let doc = dir.join("patterns.json");
+    std::fs::write(&doc, DOC).expect("write the document");
+    Server::start(&dir.join("db"), &["--patterns".as_ref(), doc.as_os_str()])
 }
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
@@ -199,7 +143,7 @@ struct RunResult {
 
 fn run(batches: &Arc<Vec<Batch>>, clients: usize) -> RunResult {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path());
+    let server = start_server(dir.path());
     let addr = server.addr.clone();
     let n = batches.len();
     let next = Arc::new(AtomicUsize::new(0));
@@ -263,10 +207,8 @@ fn run(batches: &Arc<Vec<Batch>>, clients: usize) -> RunResult {
         );
         assert_eq!(st, 200, "advance: {}", String::from_utf8_lossy(&c.body));
         adv_lat.push(t.elapsed().as_secs_f64() * 1e3);
-        outputs += serde_json::from_slice::<serde_json::Value>(&c.body)
-            .ok()
-            .and_then(|v| v["output"].as_array().map(|a| a.len() as u64))
-            .unwrap_or(0);
+        // each output record starts with its seq (captured events have none)
+        outputs += c.body.windows(7).filter(|w| w == b"{\"seq\":").count() as u64;
         advanced = w;
     }
     let secs = started.elapsed().as_secs_f64();
@@ -277,8 +219,8 @@ fn run(batches: &Arc<Vec<Batch>>, clients: usize) -> RunResult {
     lat.sort_by(f64::total_cmp);
     adv_lat.sort_by(f64::total_cmp);
     let events: usize = batches.iter().map(|b| b.events).sum();
-    let pid = server.child.id();
-    RunResult {
+    let pid = server.pid();
+    let out = RunResult {
         events_per_s: events as f64 / secs,
         push_ms: (pct(&lat, 0.5), pct(&lat, 0.99), pct(&lat, 1.0)),
         advances: adv_lat.len(),
@@ -287,7 +229,9 @@ fn run(batches: &Arc<Vec<Batch>>, clients: usize) -> RunResult {
         cpu: cpu_seconds(pid),
         rss: proc_kib(pid, "VmHWM"),
         disk: server.disk_bytes(),
-    }
+    };
+    server.kill9();
+    out
 }
 
 fn main() {

@@ -32,34 +32,20 @@ pub struct Config {
 impl Config {
     /// Builds the configuration from the `serve` flags (reads `--pipeline`).
     pub fn from_args(args: &ServeArgs) -> Result<Config, String> {
-        let (pipeline, explicit) = match &args.pipeline {
-            Some(path) => {
-                let bytes = std::fs::read(path)
-                    .map_err(|e| format!("cannot read --pipeline {}: {e}", path.display()))?;
-                let p = Pipeline::from_json(&bytes)
-                    .map_err(|e| format!("--pipeline {}: {e}", path.display()))?;
-                (p, true)
-            }
-            None => (
-                Pipeline::from_json(DEFAULT_PIPELINE.as_bytes())
-                    .map_err(|e| format!("the embedded pipeline: {e}"))?,
-                false,
-            ),
-        };
-        let (patterns, patterns_explicit) = match &args.patterns {
-            Some(path) => {
-                let bytes = std::fs::read(path)
-                    .map_err(|e| format!("cannot read --patterns {}: {e}", path.display()))?;
-                let d = Document::from_json(&bytes)
-                    .map_err(|e| format!("--patterns {}: {e}", path.display()))?;
-                (d, true)
-            }
-            None => (
-                Document::from_json(DEFAULT_PATTERNS.as_bytes())
-                    .map_err(|e| format!("the embedded patterns: {e}"))?,
-                false,
-            ),
-        };
+        let (pipeline, explicit) = load(
+            args.pipeline.as_deref(),
+            "--pipeline",
+            DEFAULT_PIPELINE,
+            "the embedded pipeline",
+            Pipeline::from_json,
+        )?;
+        let (patterns, patterns_explicit) = load(
+            args.patterns.as_deref(),
+            "--patterns",
+            DEFAULT_PATTERNS,
+            "the embedded patterns",
+            Document::from_json,
+        )?;
         Ok(Config {
             service: Options {
                 db: PathBuf::from(&args.db),
@@ -88,6 +74,29 @@ impl Config {
                 timeout: std::time::Duration::from_millis(args.sink_timeout_ms),
             },
         })
+    }
+}
+
+/// A JSON file given with `flag` (then `true`: given explicitly), or the
+/// embedded default, parsed by `parse`.
+fn load<T, E: std::fmt::Display>(
+    path: Option<&std::path::Path>,
+    flag: &str,
+    default: &str,
+    default_name: &str,
+    parse: impl Fn(&[u8]) -> Result<T, E>,
+) -> Result<(T, bool), String> {
+    match path {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .map_err(|e| format!("cannot read {flag} {}: {e}", path.display()))?;
+            let v = parse(&bytes).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+            Ok((v, true))
+        }
+        None => Ok((
+            parse(default.as_bytes()).map_err(|e| format!("{default_name}: {e}"))?,
+            false,
+        )),
     }
 }
 

@@ -929,3 +929,63 @@ fn changes_pages_carry_the_bytes_the_answers_carried() {
     let s = start(&db, &[]);
     assert_eq!(pages(&s), answered);
 }
+
+/// `Prefer: return=minimal` (RFC 7240) on the three mutating routes: the
+/// answer carries counts, offsets and the watermark instead of the records,
+/// says `Preference-Applied`, and the state is exactly what full answers give.
+#[test]
+fn prefer_return_minimal_answers_counts_and_changes_nothing_else() {
+    let dir = tempdir();
+    let (full, minimal) = (
+        start(&dir.path().join("full"), &[]),
+        start(&dir.path().join("minimal"), &[]),
+    );
+    let ops = workload(9, 120);
+    let (mut changes, mut late, mut finalized) = (0u64, 0u64, 0u64);
+    for op in &ops {
+        let want = op.send(&full);
+        assert_eq!(want.status, 200, "{}", want.body);
+        let w = want.json();
+        let rb = match op {
+            Op::Batch(b) => minimal
+                .client
+                .post(minimal.url("/events"))
+                .header("content-type", "application/json")
+                .body(b.clone()),
+            Op::Advance(b) => minimal
+                .client
+                .post(minimal.url("/watermarks"))
+                .body(b.clone()),
+            Op::Idle(p) => minimal
+                .client
+                .post(minimal.url(&format!("/partitions/{p}/idle"))),
+        };
+        let r = rb.header("prefer", "return=minimal").send().unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["preference-applied"], "return=minimal");
+        let got: serde_json::Value = r.json().unwrap();
+        let n = |k: &str| w[k].as_array().map_or(0, |a| a.len() as u64);
+        assert_eq!(got["changes"], n("changes"), "{got} vs {w}");
+        assert_eq!(got["watermark"], w["watermark"]);
+        changes += n("changes");
+        if let Op::Batch(_) = op {
+            assert_eq!(got["late"], n("late"));
+            assert_eq!(got["offsets"], w["offsets"]);
+            late += n("late");
+        } else {
+            assert_eq!(got["finalized"], n("finalized"));
+            finalized += n("finalized");
+        }
+    }
+    assert!(
+        changes > 10 && late > 0 && finalized > 0,
+        "{changes} {late} {finalized}"
+    );
+    assert_eq!(minimal.snapshot(), full.snapshot());
+    assert_eq!(minimal.all_changes(), full.all_changes());
+    assert_eq!(minimal.all_late(), full.all_late());
+    // Without the preference, the full answer (and no Preference-Applied).
+    let r = minimal.post_empty("/partitions/p0/idle");
+    assert!(r.body.starts_with(r#"{"changes":["#), "{}", r.body);
+    assert!(r.headers.get("preference-applied").is_none());
+}

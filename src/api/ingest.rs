@@ -19,21 +19,60 @@ use super::extract;
 use super::routes::{blocking, json_response};
 use super::AppState;
 use crate::service::parse::Framing;
-use crate::service::{IngestAnswer, TickAnswer};
+use crate::service::{IngestAnswer, Reply, TickAnswer};
 
 fn push_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
     // Strings, integers and engine records: serialization cannot fail.
     let _ = serde_json::to_writer(&mut *out, v);
 }
 
+/// What the request prefers (RFC 7240): `Prefer: return=minimal` (in any
+/// case, among other preferences) asks for counts instead of records.
+pub fn reply_of(headers: &HeaderMap) -> Reply {
+    let minimal = headers.get_all("prefer").iter().any(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.split(',').any(|p| {
+                let (k, val) = p.split_once('=').unwrap_or((p, ""));
+                k.trim().eq_ignore_ascii_case("return")
+                    && val.trim().trim_matches('"').eq_ignore_ascii_case("minimal")
+            })
+        })
+    });
+    if minimal {
+        Reply::Minimal
+    } else {
+        Reply::Full
+    }
+}
+
+/// The answer of a mutating call, with `Preference-Applied` when the
+/// minimal form was asked for.
+fn answer(reply: Reply, body: Vec<u8>) -> Response {
+    let mut r = json_response(StatusCode::OK, body);
+    if reply == Reply::Minimal {
+        r.headers_mut().insert(
+            "preference-applied",
+            header::HeaderValue::from_static("return=minimal"),
+        );
+    }
+    r
+}
+
 /// `{"changes":[..],"late":[..],"watermark":W,"offsets":{..}}` (the field
-/// order and bytes of serializing `dto::IngestResponse`).
-fn ingest_body(a: &IngestAnswer) -> Vec<u8> {
+/// order and bytes of serializing `dto::IngestResponse`); with
+/// [`Reply::Minimal`], `changes` and `late` are counts.
+fn ingest_body(a: &IngestAnswer, reply: Reply) -> Vec<u8> {
     let mut out = Vec::with_capacity(a.changes.len() + a.late.len() + 128);
     out.extend_from_slice(b"{\"changes\":");
-    out.extend_from_slice(&a.changes);
+    match reply {
+        Reply::Full => out.extend_from_slice(&a.changes),
+        Reply::Minimal => push_json(&mut out, &a.change_count),
+    }
     out.extend_from_slice(b",\"late\":");
-    out.extend_from_slice(&a.late);
+    match reply {
+        Reply::Full => out.extend_from_slice(&a.late),
+        Reply::Minimal => push_json(&mut out, &a.late_count),
+    }
     out.extend_from_slice(b",\"watermark\":");
     push_json(&mut out, &a.watermark);
     out.extend_from_slice(b",\"offsets\":{");
@@ -49,15 +88,22 @@ fn ingest_body(a: &IngestAnswer) -> Vec<u8> {
     out
 }
 
-/// `{"changes":[..],"watermark":W,"finalized":[..]}` (as `dto::TickResponse`).
-fn tick_body(a: &TickAnswer) -> Vec<u8> {
+/// `{"changes":[..],"watermark":W,"finalized":[..]}` (as `dto::TickResponse`);
+/// with [`Reply::Minimal`], `changes` and `finalized` are counts.
+fn tick_body(a: &TickAnswer, reply: Reply) -> Vec<u8> {
     let mut out = Vec::with_capacity(a.changes.len() + 64 + a.finalized.len() * 80);
     out.extend_from_slice(b"{\"changes\":");
-    out.extend_from_slice(&a.changes);
+    match reply {
+        Reply::Full => out.extend_from_slice(&a.changes),
+        Reply::Minimal => push_json(&mut out, &a.change_count),
+    }
     out.extend_from_slice(b",\"watermark\":");
     push_json(&mut out, &a.watermark);
     out.extend_from_slice(b",\"finalized\":");
-    push_json(&mut out, &a.finalized);
+    match reply {
+        Reply::Full => push_json(&mut out, &a.finalized),
+        Reply::Minimal => push_json(&mut out, &a.finalized.len()),
+    }
     out.push(b'}');
     out
 }
@@ -80,46 +126,51 @@ pub async fn post_events(
     } else {
         Framing::Json
     };
+    let reply = reply_of(&headers);
     blocking(move || {
         let parsed = extract::deliveries(&body, ndjson)?;
         let batch = parsed.batch;
         let out = svc
-            .ingest(&body, framing, parsed.items)
+            .ingest(&body, framing, parsed.items, reply)
             .map_err(|e| ApiError::from_service(e, batch))?;
-        Ok(ingest_body(&out))
+        Ok(ingest_body(&out, reply))
     })
     .await
-    .map(|b| json_response(StatusCode::OK, b))
+    .map(|b| answer(reply, b))
 }
 
 /// `POST /watermarks`.
 pub async fn post_watermarks(
     State(st): State<AppState>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|r| extract::body_error(r, st.max_body_bytes))?;
     let svc = st.service()?;
+    let reply = reply_of(&headers);
     blocking(move || {
         let req: dto::WatermarkBody =
             extract::json(&body, "a watermark object {\"partition\", \"watermark\"}")?;
-        let out = svc.advance(&req.partition, req.watermark)?;
-        Ok(tick_body(&out))
+        let out = svc.advance(&req.partition, req.watermark, reply)?;
+        Ok(tick_body(&out, reply))
     })
     .await
-    .map(|b| json_response(StatusCode::OK, b))
+    .map(|b| answer(reply, b))
 }
 
 /// `POST /partitions/{partition}/idle`.
 pub async fn post_idle(
     State(st): State<AppState>,
+    headers: HeaderMap,
     partition: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ApiError> {
     let Path(partition) =
         partition.map_err(|e| ApiError::bad_request(format!("bad partition in path: {e}")))?;
     let svc = st.service()?;
-    blocking(move || Ok(tick_body(&svc.mark_idle(&partition)?)))
+    let reply = reply_of(&headers);
+    blocking(move || Ok(tick_body(&svc.mark_idle(&partition, reply)?, reply)))
         .await
-        .map(|b| json_response(StatusCode::OK, b))
+        .map(|b| answer(reply, b))
 }
 
 #[cfg(test)]
@@ -151,7 +202,9 @@ mod tests {
         let offsets = vec![("p\"0".to_string(), 3), ("p1".to_string(), -1)];
         let a = IngestAnswer {
             changes: serde_json::to_vec(&changes).unwrap(),
+            change_count: 2,
             late: b"[]".to_vec(),
+            late_count: 0,
             watermark: Some(-4),
             offsets: offsets.clone(),
         };
@@ -162,7 +215,11 @@ mod tests {
             offsets: &offsets,
         })
         .unwrap();
-        assert_eq!(ingest_body(&a), want);
+        assert_eq!(ingest_body(&a, Reply::Full), want);
+        assert_eq!(
+            String::from_utf8(ingest_body(&a, Reply::Minimal)).unwrap(),
+            r#"{"changes":2,"late":0,"watermark":-4,"offsets":{"p\"0":3,"p1":-1}}"#
+        );
         let finalized = vec![Address {
             window: "w".into(),
             key: "k".into(),
@@ -171,6 +228,7 @@ mod tests {
         }];
         let t = TickAnswer {
             changes: b"[]".to_vec(),
+            change_count: 0,
             watermark: None,
             finalized: finalized.clone(),
         };
@@ -180,6 +238,27 @@ mod tests {
             finalized: &finalized,
         })
         .unwrap();
-        assert_eq!(tick_body(&t), want);
+        assert_eq!(tick_body(&t, Reply::Full), want);
+        assert_eq!(
+            String::from_utf8(tick_body(&t, Reply::Minimal)).unwrap(),
+            r#"{"changes":0,"watermark":null,"finalized":1}"#
+        );
+    }
+
+    #[test]
+    fn prefer_return_minimal_among_other_preferences() {
+        let h = |v: &[&str]| {
+            let mut m = HeaderMap::new();
+            for x in v {
+                m.append("prefer", x.parse().unwrap());
+            }
+            reply_of(&m)
+        };
+        assert_eq!(h(&[]), Reply::Full);
+        assert_eq!(h(&["return=minimal"]), Reply::Minimal);
+        assert_eq!(h(&["respond-async, Return = \"minimal\""]), Reply::Minimal);
+        assert_eq!(h(&["wait=5", "return=minimal"]), Reply::Minimal);
+        assert_eq!(h(&["return=representation"]), Reply::Full);
+        assert_eq!(h(&["minimal"]), Reply::Full);
     }
 }

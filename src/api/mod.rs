@@ -222,6 +222,7 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,
                 header::HeaderName::from_static("last-event-id"),
+                header::HeaderName::from_static("prefer"),
             ])
             .max_age(std::time::Duration::from_secs(600)),
     )

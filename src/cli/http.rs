@@ -69,6 +69,9 @@ pub struct Api {
     base: Url,
     token: Option<String>,
     client: Client,
+    /// Sent as `Prefer` with every POST (`return=minimal`: counts instead
+    /// of records in the answers of /events, /watermarks and idle).
+    prefer: Option<&'static str>,
 }
 
 impl Api {
@@ -93,7 +96,14 @@ impl Api {
             base,
             token: conn.token.clone().filter(|t| !t.is_empty()),
             client,
+            prefer: None,
         })
+    }
+
+    /// Asks for minimal answers (`Prefer: return=minimal`) on every POST.
+    pub fn minimal(mut self) -> Api {
+        self.prefer = Some("return=minimal");
+        self
     }
 
     /// The URL of `segments` (each percent-encoded) under the base.
@@ -165,6 +175,9 @@ impl Api {
         body: Option<Vec<u8>>,
     ) -> Result<String, CallError> {
         let mut rb = self.request(Method::POST, self.url(segments));
+        if let Some(p) = self.prefer {
+            rb = rb.header("prefer", p);
+        }
         if let Some(body) = body {
             rb = rb.header(CONTENT_TYPE, content_type).body(body);
         }

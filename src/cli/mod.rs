@@ -74,6 +74,15 @@ pub struct Json {
     pub json: bool,
 }
 
+/// What `send` asks the server to answer with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReturnMode {
+    /// Counts, offsets and the watermark (`Prefer: return=minimal`).
+    Minimal,
+    /// Every change and late record.
+    Full,
+}
+
 /// The client subcommands.
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
@@ -102,6 +111,11 @@ pub enum ClientCommand {
         /// Deliveries per POST /events.
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
         batch: u32,
+        /// What the server answers each call with: `minimal` (counts only:
+        /// `Prefer: return=minimal`, less work on both sides) or `full`
+        /// (every change and late record).
+        #[arg(long = "return", value_enum, default_value_t = ReturnMode::Minimal)]
+        returns: ReturnMode,
     },
     /// Advance a partition's watermark (POST /watermarks); prints the changes.
     Watermark {
@@ -258,8 +272,18 @@ pub fn run(cmd: ClientCommand) -> anyhow::Result<()> {
 
 fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
     match cmd {
-        ClientCommand::Send { conn, file, batch } => {
-            send::run(&Api::new(&conn, None)?, &file, batch as usize)
+        ClientCommand::Send {
+            conn,
+            file,
+            batch,
+            returns,
+        } => {
+            let api = Api::new(&conn, None)?;
+            let api = match returns {
+                ReturnMode::Minimal => api.minimal(),
+                ReturnMode::Full => api,
+            };
+            send::run(&api, &file, batch as usize)
         }
         ClientCommand::Watermark {
             conn,

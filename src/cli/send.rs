@@ -27,7 +27,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Deserializer};
 
 use super::http::{parse, Api, CallError};
-use super::wire::{Advance, Ingested, Ticked};
+use super::wire::{Advance, Ingested, TickCount};
 use crate::engine::{Delivery, Event};
 
 /// One input line as written by the workload generator.
@@ -223,8 +223,8 @@ impl Replay for Sender<'_> {
             parse(&answer).with_context(|| format!("line {first}: the answer to POST /events"))?;
         self.tally.deliveries += n;
         self.tally.batches += 1;
-        self.tally.changes += ingested.changes.len() as u64;
-        self.tally.late += ingested.late.len() as u64;
+        self.tally.changes += ingested.changes.0;
+        self.tally.late += ingested.late.0;
         progress.update(self.tally.deliveries);
         Ok(())
     }
@@ -259,8 +259,9 @@ impl Sender<'_> {
             Operation::Deliver(_) => unreachable!("deliveries are batched"),
         };
         let answer = answer.with_context(|| format!("line {line_no} ({what})"))?;
-        let ticked: Ticked = parse(&answer).with_context(|| format!("line {line_no} ({what})"))?;
-        self.tally.changes += ticked.changes.len() as u64;
+        let ticked: TickCount =
+            parse(&answer).with_context(|| format!("line {line_no} ({what})"))?;
+        self.tally.changes += ticked.changes.0;
         Ok(())
     }
 }

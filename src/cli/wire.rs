@@ -65,10 +65,48 @@ pub struct LatePage {
 /// `POST /events` answer.
 #[derive(Debug, Deserialize)]
 pub struct Ingested {
-    /// Changes the batch produced.
-    pub changes: Vec<Change>,
-    /// Late records the batch produced.
-    pub late: Vec<Late>,
+    /// Changes the batch produced (records, or their count).
+    pub changes: Counted,
+    /// Late records the batch produced (records, or their count).
+    pub late: Counted,
+}
+
+/// The `changes` of a `POST /watermarks` or idle answer, for counting.
+#[derive(Debug, Deserialize)]
+pub struct TickCount {
+    /// Changes the call produced (records, or their count).
+    pub changes: Counted,
+}
+
+/// A list of records, or (in a `Prefer: return=minimal` answer) their
+/// count; read as the number of records either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted(pub u64);
+
+impl<'de> Deserialize<'de> for Counted {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Counted;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of records or a count")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Counted, E> {
+                Ok(Counted(n))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Counted, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Counted(n))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// `POST /watermarks` and `/partitions/{p}/idle` answer.

@@ -16,14 +16,29 @@ use super::commit::{json_records, Encoded, Pending};
 use super::parse::Framing;
 use super::{Metrics, Service, ServiceError};
 
+/// What the caller wants back from a mutating call (`Prefer:
+/// return=minimal`, RFC 7240): the records, or only their counts (then no
+/// answer JSON is written for them at all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    /// Every change, late record and finalized address.
+    Full,
+    /// Counts, offsets and the watermark only.
+    Minimal,
+}
+
 /// An acknowledged `POST /events`: the outcome with its output already
 /// encoded (the bytes that were stored).
 #[derive(Debug, Clone)]
 pub struct IngestAnswer {
-    /// JSON array of the changes.
+    /// JSON array of the changes (empty with [`Reply::Minimal`]).
     pub changes: Vec<u8>,
-    /// JSON array of the late records.
+    /// Number of changes.
+    pub change_count: usize,
+    /// JSON array of the late records (empty with [`Reply::Minimal`]).
     pub late: Vec<u8>,
+    /// Number of late records.
+    pub late_count: usize,
     /// The global watermark.
     pub watermark: Option<i64>,
     /// Consumed offset of each touched partition, sorted by name.
@@ -33,8 +48,10 @@ pub struct IngestAnswer {
 /// An acknowledged `POST /watermarks` or idle call.
 #[derive(Debug, Clone)]
 pub struct TickAnswer {
-    /// JSON array of the changes.
+    /// JSON array of the changes (empty with [`Reply::Minimal`]).
     pub changes: Vec<u8>,
+    /// Number of changes.
+    pub change_count: usize,
     /// The global watermark after the call.
     pub watermark: Option<i64>,
     /// Addresses finalized by the call, in address order.
@@ -66,6 +83,7 @@ impl Service {
         raw: &[u8],
         framing: Framing,
         deliveries: Vec<DeliveryRef<'_>>,
+        reply: Reply,
     ) -> Result<IngestAnswer, ServiceError> {
         let n = deliveries.len() as u64;
         let cmd = Command::Ingest {
@@ -81,12 +99,19 @@ impl Service {
             late: &o.late,
             ..Output::default()
         });
+        let full = reply == Reply::Full;
         // the answer's late array from the records already encoded for storage
-        let late = enc
-            .as_ref()
-            .map(|e| json_records(e.records()))
-            .unwrap_or_default();
-        let changes = self.commit(ticket, enc, || json_array(&o.changes))?;
+        let late = match &enc {
+            Ok(e) if full => json_records(e.records()),
+            _ => Vec::new(),
+        };
+        let changes = self.commit(ticket, enc, || {
+            if full {
+                json_array(&o.changes)
+            } else {
+                Vec::new()
+            }
+        })?;
         Metrics::inc(&self.metrics.deliveries, n);
         Metrics::inc(&self.metrics.ingest_requests, 1);
         Metrics::inc(&self.metrics.duplicates, o.duplicates);
@@ -95,28 +120,37 @@ impl Service {
         Metrics::inc(&self.metrics.late, o.late.len() as u64);
         Ok(IngestAnswer {
             changes,
+            change_count: o.changes.len(),
             late,
+            late_count: o.late.len(),
             watermark: o.watermark,
             offsets: o.offsets,
         })
     }
 
     /// `POST /watermarks`.
-    pub fn advance(&self, partition: &str, watermark: i64) -> Result<TickAnswer, ServiceError> {
-        self.tick(Command::Advance {
+    pub fn advance(
+        &self,
+        partition: &str,
+        watermark: i64,
+        reply: Reply,
+    ) -> Result<TickAnswer, ServiceError> {
+        let cmd = Command::Advance {
             partition: partition.into(),
             watermark,
-        })
+        };
+        self.tick(cmd, reply)
     }
 
     /// `POST /partitions/{partition}/idle`.
-    pub fn mark_idle(&self, partition: &str) -> Result<TickAnswer, ServiceError> {
-        self.tick(Command::Idle {
+    pub fn mark_idle(&self, partition: &str, reply: Reply) -> Result<TickAnswer, ServiceError> {
+        let cmd = Command::Idle {
             partition: partition.into(),
-        })
+        };
+        self.tick(cmd, reply)
     }
 
-    fn tick(&self, cmd: Command<'_>) -> Result<TickAnswer, ServiceError> {
+    fn tick(&self, cmd: Command<'_>, reply: Reply) -> Result<TickAnswer, ServiceError> {
         let body = cmd.compact_body()?;
         let (ticket, applied) = self.apply(cmd, body)?;
         let Applied::Tick(o) = applied else {
@@ -126,10 +160,14 @@ impl Service {
             changes: &o.changes,
             ..Output::default()
         });
-        let changes = self.commit(ticket, enc, || json_array(&o.changes))?;
+        let changes = self.commit(ticket, enc, || match reply {
+            Reply::Full => json_array(&o.changes),
+            Reply::Minimal => Vec::new(),
+        })?;
         Metrics::inc(&self.metrics.changes, o.changes.len() as u64);
         Ok(TickAnswer {
             changes,
+            change_count: o.changes.len(),
             watermark: o.watermark,
             finalized: o.finalized,
         })

@@ -48,7 +48,7 @@ use crate::store::{self, EngineId, Page, PageRefusal, Reader, Stream, WalCopier,
 use command::Engines;
 use commit::CommitQueue;
 
-pub use apply::{IngestAnswer, TickAnswer};
+pub use apply::{IngestAnswer, Reply, TickAnswer};
 pub use error::{PatternRejection, ServiceError, StartError};
 pub use metrics::{Gauge, Metrics};
 pub use patterns::{AdvanceAnswer, PatternsRestored, PatternsStatus, PushAnswer};

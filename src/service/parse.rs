@@ -87,16 +87,7 @@ pub fn deliveries(body: &[u8], framing: Framing) -> Result<Parsed<'_>, ParseErro
             let first = body.iter().find(|b| !b.is_ascii_whitespace());
             if first != Some(&b'[') {
                 let d = one_delivery(body).map_err(|e| ParseError::Malformed {
-                    message: if is_trailing(&e) {
-                        format!(
-                            "the body holds more than one JSON value{}; to send one delivery \
-                             per line (NDJSON), set Content-Type: application/x-ndjson \
-                             (or application/ndjson, application/jsonl)",
-                            located(&e)
-                        )
-                    } else {
-                        format!("invalid delivery{}", located(&e))
-                    },
+                    message: json_error(&e, || "invalid delivery".into()),
                     index: None,
                 })?;
                 return Ok(Parsed {
@@ -110,16 +101,7 @@ pub fn deliveries(body: &[u8], framing: Framing) -> Result<Parsed<'_>, ParseErro
                 .deserialize(&mut de)
                 .and_then(|v| de.end().map(|()| v))
                 .map_err(|e| ParseError::Malformed {
-                    message: if is_trailing(&e) {
-                        format!(
-                            "the body holds more than one JSON value{}; to send one delivery \
-                             per line (NDJSON), set Content-Type: application/x-ndjson \
-                             (or application/ndjson, application/jsonl)",
-                            located(&e)
-                        )
-                    } else {
-                        format!("delivery {}{}", at.get(), located(&e))
-                    },
+                    message: json_error(&e, || format!("delivery {}", at.get())),
                     index: Some(at.get()),
                 })?
         }
@@ -139,6 +121,21 @@ fn one_delivery(text: &[u8]) -> Result<DeliveryRef<'_>, serde_json::Error> {
     let d = strict::object(&mut de, DELIVERY_OBJECT)?;
     de.end()?;
     Ok(d)
+}
+
+/// The message of a JSON body's error: `what` and where, or (more than one
+/// JSON value in the body) which content type NDJSON needs.
+fn json_error(e: &serde_json::Error, what: impl FnOnce() -> String) -> String {
+    if is_trailing(e) {
+        format!(
+            "the body holds more than one JSON value{}; to send one delivery per line \
+             (NDJSON), set Content-Type: application/x-ndjson (or application/ndjson, \
+             application/jsonl)",
+            located(e)
+        )
+    } else {
+        format!("{}{}", what(), located(e))
+    }
 }
 
 /// Whether a JSON error is "trailing characters" (more than one value).
