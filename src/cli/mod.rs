@@ -85,6 +85,7 @@ pub enum ReturnMode {
 
 /// The client subcommands.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process; boxing buys nothing
 pub enum ClientCommand {
     /// Send an NDJSON file of operations, in order.
     ///

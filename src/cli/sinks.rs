@@ -12,6 +12,7 @@ use super::{print, text, Conn, Json};
 
 /// The sink commands.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process; boxing buys nothing
 pub enum SinkCommand {
     /// Add a sink: the service posts the records of a stream to URL, in
     /// order, batch by batch, until it answers 2xx (POST /sinks).

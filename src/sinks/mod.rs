@@ -151,6 +151,14 @@ impl Status {
         s.last_error = Some(error.to_string());
     }
 
+    /// Storage works again: a paused sink is delivering.
+    fn resumed(&self) {
+        let mut s = self.lock();
+        if s.state == State::Paused {
+            s.state = State::Ok;
+        }
+    }
+
     fn paused(&self, error: &str) {
         let mut s = self.lock();
         s.state = State::Paused;
@@ -162,8 +170,8 @@ impl Status {
 pub(crate) struct Shared {
     client: reqwest::Client,
     opts: Options,
-    /// The testing hook `STREAMFORGE_SINK_FAULT=point:batch`.
-    fault: Option<(String, u64)>,
+    /// The testing hook `STREAMFORGE_SINK_FAULT=point:batch[:sink]`.
+    fault: Option<(String, u64, Option<String>)>,
     rng: Mutex<u64>,
 }
 
@@ -277,8 +285,12 @@ impl Sinks {
     /// Starts a worker for every stored sink. Call inside the runtime.
     pub fn start(svc: Arc<Service>, opts: Options) -> Result<Arc<Sinks>, String> {
         let fault = std::env::var("STREAMFORGE_SINK_FAULT").ok().and_then(|v| {
-            let (p, b) = v.split_once(':')?;
-            Some((p.to_string(), b.parse().ok()?))
+            let (p, rest) = v.split_once(':')?;
+            let (b, sink) = match rest.split_once(':') {
+                Some((b, s)) => (b, Some(s.to_string())),
+                None => (rest, None),
+            };
+            Some((p.to_string(), b.parse().ok()?, sink))
         });
         let client = reqwest::Client::builder()
             .connect_timeout(opts.timeout.min(Duration::from_secs(10)))

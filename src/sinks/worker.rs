@@ -144,7 +144,11 @@ impl Worker {
                 return;
             }
             if queue.is_empty() {
-                match self.round().await {
+                let round = self.round().await;
+                if round.is_ok() {
+                    self.status.resumed();
+                }
+                match round {
                     Ok(Round::Formed(v, synced)) => {
                         if let Err(e) = self.durable(synced).await {
                             // Not known to be durable: form again (the
@@ -320,7 +324,11 @@ impl Worker {
             }
         }
         let svc = self.svc.clone();
-        blocking(move || svc.sink_write(|w| w.sink_sync())).await
+        blocking(move || svc.sink_write(|w| w.sink_sync())).await?;
+        // The counter moved by this sink's own sync, not by group commits:
+        // no call is being committed, so the next round syncs at once.
+        self.seen.0 = self.appends.load(Ordering::SeqCst);
+        Ok(())
     }
 
     /// Waits for new output (or shutdown: false).
@@ -355,12 +363,13 @@ impl Worker {
         self.sleep(d).await
     }
 
-    /// A testing hook (`STREAMFORGE_SINK_FAULT=point:batch`, docs/sinks.md):
-    /// at that point of that batch the sink stops for good, saying so on
+    /// A testing hook (`STREAMFORGE_SINK_FAULT=point:batch[:sink]`,
+    /// docs/sinks.md): at that point of that batch (of that sink, or of
+    /// any) the sink stops for good, saying so on
     /// stderr, so that a test can kill the process right there.
     async fn fault(&self, point: &str, batch: u64) {
-        if let Some((p, b)) = &self.shared.fault {
-            if p == point && *b == batch {
+        if let Some((p, b, sink)) = &self.shared.fault {
+            if p == point && *b == batch && sink.as_ref().is_none_or(|s| *s == self.name) {
                 eprintln!(
                     "streamforge: sink {} fault point {point} reached at batch {batch}",
                     self.name

@@ -18,7 +18,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::error::{Error, Op, Result};
-use super::log::chunk_rows;
+use super::log::chunk_rows_in;
 use super::{EngineId, Reader, Stream, Writer};
 
 /// A stored sink.
@@ -189,11 +189,9 @@ pub(super) fn rows_between(
             while let Some(row) = rows.next().op("SELECT changes (sinks, next)")? {
                 let seq: i64 = row.get(0).op("changes.seq")?;
                 let body: ValueRef<'_> = row.get_ref(1).op("changes.body")?;
-                for (s, c) in chunk_rows(u(seq), body)? {
-                    if (first..=last).contains(&s) {
-                        out.push((s, c));
-                    }
-                }
+                chunk_rows_in(u(seq), body, first..=last, |s, c| {
+                    out.push((s, c.to_string()))
+                })?;
             }
         }
         Stream::Late | Stream::Patterns => {
@@ -301,8 +299,11 @@ impl Writer {
         what: &'static str,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<R>,
     ) -> Result<(R, u64)> {
-        self.conn
-            .pragma_update(None, "synchronous", "NORMAL")
+        // Cached statements: a sink does this once per batch.
+        let pragma = |conn: &rusqlite::Connection, sql: &str| {
+            conn.prepare_cached(sql).and_then(|mut st| st.execute([]))
+        };
+        pragma(&self.conn, "PRAGMA synchronous = NORMAL")
             .op("PRAGMA synchronous = NORMAL (sinks)")?;
         let done = (|| {
             let tx = self
@@ -313,10 +314,11 @@ impl Writer {
             tx.commit().op(what)?;
             Ok(r)
         })();
-        let reset = self
-            .conn
-            .pragma_update(None, "synchronous", super::SYNCHRONOUS)
-            .op("PRAGMA synchronous (after sinks)");
+        let reset = pragma(
+            &self.conn,
+            &format!("PRAGMA synchronous = {}", super::SYNCHRONOUS),
+        )
+        .op("PRAGMA synchronous (after sinks)");
         let r = done?;
         reset?;
         Ok((r, self.appends.load(Ordering::SeqCst)))
