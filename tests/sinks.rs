@@ -465,7 +465,8 @@ fn sink_routes_validate_store_mask_and_need_the_token() {
 }
 
 /// The receiver's failures, decided per request from a seed.
-fn flaky(seed: u64) -> impl FnMut(usize, &str) -> Action + Send {
+/// Requests after the first `until` all succeed.
+fn flaky(seed: u64, until: usize) -> impl FnMut(usize, &str) -> Action + Send {
     let mut rng = Rng(seed);
     let mut too_many_sent = false;
     move |n, _path| {
@@ -473,7 +474,7 @@ fn flaky(seed: u64) -> impl FnMut(usize, &str) -> Action + Send {
             too_many_sent = true;
             return Action::TooMany(1);
         }
-        if n > 400 {
+        if n > until {
             return Action::Ok;
         }
         match rng.below(20) {
@@ -492,7 +493,7 @@ fn receivers_that_fail_end_with_exactly_the_services_state() {
     let dir = tempdir();
     let s = start(&dir.path().join("db"), &args(&[]));
     let secret = "s3cr3t-for-signing";
-    let rcv = Receiver::start(Some(secret), flaky(7));
+    let rcv = Receiver::start(Some(secret), flaky(7, 400));
     // Some output before the sinks exist: `start` delivers it too.
     let ops = workload(11, 70);
     for op in &ops[..20] {
@@ -552,11 +553,17 @@ fn receivers_that_fail_end_with_exactly_the_services_state() {
     assert!(!text.contains(secret), "the secret leaked");
 }
 
+/// Every seeded fault at once, for a changes sink and a patterns sink: the
+/// receiver fails (500s, 503s, 429 with Retry-After, answers slower than
+/// the timeout, connections reset mid-body, lost answers), the service is
+/// SIGKILLed before a send and after the receiver's 2xx (at a batch of each
+/// sink) and in the middle of a restore, and both engines are restored to
+/// an earlier checkpoint mid-stream.
 #[test]
 fn crashes_and_restores_leave_the_receiver_exact() {
     let dir = tempdir();
     let db = dir.path().join("db");
-    let rcv = Receiver::start(None, |_, _| Action::Ok);
+    let rcv = Receiver::start(None, flaky(13, 5000));
     let mut s = start(&db, &args(&[]));
     for (name, stream, batch) in [("ch", "changes", 4), ("pt", "patterns", 2)] {
         create(
@@ -565,7 +572,7 @@ fn crashes_and_restores_leave_the_receiver_exact() {
                    "batch_size":batch,"start":"start"}),
         );
     }
-    let ops = workload(23, 90);
+    let ops = workload(23, 120);
     let next = std::cell::Cell::new(0);
     let send = |s: &Server, n: usize| {
         let from = next.get();
@@ -574,34 +581,46 @@ fn crashes_and_restores_leave_the_receiver_exact() {
         }
         next.set((from + n).min(ops.len()));
     };
+    let mut seed = 100;
+    let mut patterns = |s: &Server, steps: usize| {
+        seed += 1;
+        pattern_workload(s, seed, steps);
+    };
+    let both = |s: &Server| {
+        converge(s, &rcv, "ch", "/changes", "changes");
+        converge(s, &rcv, "pt", "/patterns", "patterns");
+    };
     send(&s, 25);
-    pattern_workload(&s, 1, 12);
+    patterns(&s, 12);
     let ckpt = s.post_empty("/checkpoints").json()["id"].as_u64().unwrap();
     let at_ckpt = next.get();
     let pckpt = s.post_empty("/patterns/checkpoints").json()["id"]
         .as_u64()
         .unwrap();
-    converge(&s, &rcv, "ch", "/changes", "changes");
+    both(&s);
 
-    // SIGKILL at seeded points of the sink: before a send, and after the
-    // receiver's 2xx but before the cursor moves. The batch numbers are
-    // the next ones to be formed.
-    for point in ["before_send", "after_2xx"] {
-        let batch = rcv.state("/changes").batch + 2;
-        s.kill();
-        s = start_env(
-            &db,
-            &args(&[]),
-            &[("STREAMFORGE_SINK_FAULT", &format!("{point}:{batch}"))],
-        );
-        send(&s, 15);
-        let needle = format!("fault point {point} reached at batch {batch}");
-        wait_until(&needle, DEADLINE, || {
-            s.stderr().contains(&needle).then_some(())
-        });
-        s.kill();
-        s = start(&db, &args(&[]));
-        converge(&s, &rcv, "ch", "/changes", "changes");
+    // SIGKILL at seeded points of each sink: before a send, and after the
+    // receiver's 2xx but before the cursor moves. The batch is the second
+    // one formed after the restart (the receiver holds every earlier one).
+    for (name, path) in [("ch", "/changes"), ("pt", "/patterns")] {
+        for point in ["before_send", "after_2xx"] {
+            let batch = rcv.state(path).batch + 2;
+            s.kill();
+            s = start_env(
+                &db,
+                &args(&[]),
+                &[("STREAMFORGE_SINK_FAULT", &format!("{point}:{batch}:{name}"))],
+            );
+            send(&s, 12);
+            patterns(&s, 24);
+            let needle = format!("sink {name} fault point {point} reached at batch {batch}");
+            wait_until(&needle, DEADLINE, || {
+                s.stderr().contains(&needle).then_some(())
+            });
+            s.kill();
+            s = start(&db, &args(&[]));
+            both(&s);
+        }
     }
     // A restore to the earlier checkpoint mid-stream (both engines), then
     // new, different output after it.
@@ -618,67 +637,106 @@ fn crashes_and_restores_leave_the_receiver_exact() {
     // taken back), then new ones.
     next.set(at_ckpt);
     send(&s, 40);
-    pattern_workload(&s, 2, 10);
-    converge(&s, &rcv, "ch", "/changes", "changes");
-    converge(&s, &rcv, "pt", "/patterns", "patterns");
+    patterns(&s, 10);
+    both(&s);
     assert!(rcv.state("/changes").epoch >= 1);
+    assert!(rcv.state("/patterns").epoch >= 1);
 
-    // SIGKILL during a restore: the restore is sent and the process killed
-    // while it may still run; whichever way it went, the receiver follows.
+    // SIGKILL in the middle of a restore of each engine: committed, not yet
+    // in place nor seen by the sinks (the fault point `restore`), with
+    // batches of both sinks formed and not yet delivered before it.
     let ckpt2 = s.post_empty("/checkpoints").json()["id"].as_u64().unwrap();
     let at_ckpt2 = next.get();
-    send(&s, 10);
-    {
-        use std::io::Write as _;
-        let mut c = std::net::TcpStream::connect(s.base.trim_start_matches("http://")).unwrap();
-        write!(
-            c,
-            "POST /checkpoints/{ckpt2}/restore HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n"
-        )
+    let pckpt2 = s.post_empty("/patterns/checkpoints").json()["id"]
+        .as_u64()
         .unwrap();
-        c.flush().unwrap();
-        // Killed while the restore is being applied (or just before or
-        // after it: the receiver must follow whichever happened).
+    for (route, status, id) in [
+        ("/checkpoints", "/status", ckpt2),
+        ("/patterns/checkpoints", "/patterns/status", pckpt2),
+    ] {
+        let epoch = s.get(status).json()["epoch"].as_u64().unwrap() + 1;
         s.kill();
+        s = start_env(
+            &db,
+            &args(&[]),
+            &[("STREAMFORGE_SINK_FAULT", &format!("restore:{epoch}"))],
+        );
+        send(&s, 10);
+        patterns(&s, 8);
+        {
+            use std::io::Write as _;
+            let mut c = std::net::TcpStream::connect(s.base.trim_start_matches("http://")).unwrap();
+            write!(
+                c,
+                "POST {route}/{id}/restore HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n"
+            )
+            .unwrap();
+            c.flush().unwrap();
+            let needle = format!("fault point restore reached at epoch {epoch}");
+            wait_until(&needle, DEADLINE, || {
+                s.stderr().contains(&needle).then_some(())
+            });
+            s.kill();
+        }
+        s = start(&db, &args(&[]));
+        assert_eq!(
+            s.get(status).json()["epoch"].as_u64(),
+            Some(epoch),
+            "the restore was committed"
+        );
+        both(&s);
+        // The calls after the window checkpoint are sent again: their
+        // offsets were taken back.
+        if route == "/checkpoints" {
+            next.set(at_ckpt2);
+        }
     }
-    s = start(&db, &args(&[]));
-    // Restored or not, the calls after the checkpoint are sent again: either
-    // they are redeliveries (no-ops), or they apply anew.
-    next.set(at_ckpt2);
     send(&s, 30);
-    pattern_workload(&s, 3, 10);
-    converge(&s, &rcv, "ch", "/changes", "changes");
-    converge(&s, &rcv, "pt", "/patterns", "patterns");
-    check_log(&rcv.log(), None);
+    patterns(&s, 10);
+    s.ok("/watermarks", r#"{"partition":"p0","watermark":100000}"#);
+    both(&s);
+    let log = rcv.log();
+    check_log(&log, None);
+    // The receiver's failures all happened, on both paths.
+    for path in ["/changes", "/patterns"] {
+        let mine: Vec<&Request> = log.iter().filter(|r| r.path == path).collect();
+        for a in [Action::Fail(500), Action::Reset, Action::LostAnswer] {
+            assert!(
+                mine.iter().any(|r| r.action == a),
+                "no {a:?} among the {} requests to {path}",
+                mine.len()
+            );
+        }
+    }
+    assert!(log.iter().any(|r| r.action == Action::TooMany(1)));
+    assert!(log.iter().any(|r| matches!(r.action, Action::Slow(_))));
     // Both receivers were reset by the restores: the changes one with the
     // visible rows, the patterns one with the sequence to cut back to.
-    for (path, reset) in [
-        ("/changes", "\"reset\":{\"after\":"),
-        ("/patterns", "\"reset\":{\"after\":"),
-    ] {
-        let bodies: Vec<String> = rcv
-            .log()
-            .iter()
-            .filter(|r| r.path == path)
-            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-            .collect();
+    for path in ["/changes", "/patterns"] {
         assert!(
-            bodies.iter().any(|b| b.contains(reset)),
+            log.iter()
+                .filter(|r| r.path == path)
+                .any(|r| String::from_utf8_lossy(&r.body).contains("\"reset\":{\"after\":")),
             "no reset sent to {path}"
         );
     }
-    assert!(rcv
-        .log()
+    assert!(log
         .iter()
         .any(|r| String::from_utf8_lossy(&r.body).contains(",\"rows\":[")));
-    // The kill after the 2xx made the receiver see that batch twice, whole.
-    let log = rcv.log();
-    let keys: Vec<&str> = log
-        .iter()
-        .filter_map(|r| r.header("idempotency-key"))
-        .collect();
-    let distinct: BTreeSet<&str> = keys.iter().copied().collect();
-    assert!(keys.len() > distinct.len(), "no batch was sent again");
+    // Kills after a 2xx and lost answers made the receiver see batches
+    // again, whole (check_log: same key, same bytes), on both paths.
+    for path in ["/changes", "/patterns"] {
+        let keys: Vec<&str> = log
+            .iter()
+            .filter(|r| r.path == path && r.action != Action::Reset)
+            .filter_map(|r| r.header("idempotency-key"))
+            .collect();
+        let distinct: BTreeSet<&str> = keys.iter().copied().collect();
+        assert!(
+            keys.len() > distinct.len(),
+            "no batch of {path} was sent again"
+        );
+    }
 }
 
 #[test]
