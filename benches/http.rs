@@ -865,14 +865,17 @@ fn sinks(dir: &Path, per_client: &[Vec<Req>], runs: usize) {
                     "head",
                 );
             }
+            let cpu0 = cpu_seconds(s.pid());
             let r = drive(&s.addr, per_client, None, Some(1));
             let rate = r.events as f64 / r.secs;
+            let cpu = cpu_seconds(s.pid()) - cpu0;
             let mut line = format!(
-                "run {} {}: {:.0} events/s; batch latency {}",
+                "run {} {}: {:.0} events/s; batch latency {}; server CPU {cpu:.2} s ({:.2} µs per event)",
                 run + 1,
                 if attached { "with a sink" } else { "without" },
                 rate,
-                lat_summary(r.lat)
+                lat_summary(r.lat),
+                cpu * 1e6 / r.events as f64
             );
             if attached {
                 let done = Instant::now();

@@ -88,6 +88,10 @@ async fn blocking<T: Send + 'static>(
         .unwrap_or_else(|e| Err(ServiceError::Unavailable(format!("internal failure: {e}"))))
 }
 
+/// How long a sink waits for a partial batch to fill while its stream
+/// grows (see `Worker::linger`).
+const LINGER: Duration = Duration::from_millis(5);
+
 /// Rows scanned per round.
 fn scan_limit(spec: &Spec) -> u32 {
     if spec.filter.is_some() {
@@ -144,6 +148,9 @@ impl Worker {
                 return;
             }
             if queue.is_empty() {
+                if !self.linger().await {
+                    return;
+                }
                 let round = self.round().await;
                 if round.is_ok() {
                     self.status.resumed();
@@ -329,6 +336,37 @@ impl Worker {
         // no call is being committed, so the next round syncs at once.
         self.seen.0 = self.appends.load(Ordering::SeqCst);
         Ok(())
+    }
+
+    /// While the stream is growing, waits (at most [`LINGER`]) until a
+    /// whole batch is there, so that a busy stream is sent in whole batches
+    /// (one round, one request and one acknowledgement per batch size)
+    /// rather than one partial batch per commit; false at shutdown.
+    async fn linger(&mut self) -> bool {
+        if self.spec.filter.is_some() {
+            return !self.stopping();
+        }
+        let deadline = Instant::now() + LINGER;
+        loop {
+            let h = *self.rx.borrow();
+            if h.shutdown {
+                return false;
+            }
+            let (head, epoch) = match self.stream {
+                Stream::Changes => (h.changes, h.epoch),
+                Stream::Late => (h.late, h.epoch),
+                Stream::Patterns => (h.patterns, h.patterns_epoch),
+            };
+            let pending = head.saturating_sub(self.cursor);
+            if epoch != self.epoch || pending == 0 || pending >= self.spec.batch_size {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, self.rx.changed()).await {
+                Err(_) => return true,
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return false,
+            }
+        }
     }
 
     /// Waits for new output (or shutdown: false).
