@@ -19,7 +19,12 @@
 //!   /restore` of that checkpoint through the service;
 //! - the checkpoint size model: envelope bytes against delivered events and
 //!   live buckets (least-squares fit of bytes/event and bytes/bucket), and
-//!   take/restore time per MB, from the engine in this process.
+//!   take/restore time per MB, from the engine in this process;
+//! - webhook sinks (docs/sinks.md): the throughput runs' ingest rate with
+//!   one `changes` sink attached against the rate without (alternating, on
+//!   fresh servers), the delivery rate of a sink to a receiver in this
+//!   process (batches of 1,000), and the lag from commit to receiver at half
+//!   the rate.
 //!
 //! Every client owns whole partitions (client i sends partitions p with
 //! p mod C = i), so each partition's offsets arrive in order. Within a
@@ -43,7 +48,7 @@
 //!   the last one is also used for the clean-shutdown run;
 //! - `BENCH_MODEL` ("125000,250000,500000,1000000"): checkpoint model sizes;
 //! - `BENCH_SKIP`: comma list of sections to skip: `throughput`, `latency`,
-//!   `recovery`, `model`;
+//!   `recovery`, `model`, `sinks`;
 //! - `BENCH_URL`: an already running server (throughput only; its CPU and
 //!   RSS are read when `BENCH_PID` is given);
 //! - `STREAMFORGE_BIN` (target/release/streamforge), `BENCH_DIR` (a temp dir
@@ -261,6 +266,26 @@ struct RunResult {
     lat: Vec<f64>,
     /// Latency of the `POST /watermarks` calls.
     advance_lat: Vec<f64>,
+    /// With `track`: when each call that produced changes was answered (it
+    /// was committed before), and its last change's sequence.
+    commits: Vec<(Instant, u64)>,
+}
+
+/// The last change sequence of an answer (`None` without changes).
+fn last_change(body: &[u8]) -> Option<u64> {
+    #[derive(Deserialize)]
+    struct Seq {
+        seq: u64,
+    }
+    #[derive(Deserialize)]
+    struct Answer {
+        changes: Vec<Seq>,
+    }
+    serde_json::from_slice::<Answer>(body)
+        .ok()?
+        .changes
+        .last()
+        .map(|c| c.seq)
 }
 
 /// The client modes of the throughput section (`BENCH_ALIGN`, default
@@ -323,6 +348,18 @@ fn drive(
     rate: Option<f64>,
     align: Option<usize>,
 ) -> RunResult {
+    drive_tracked(addr, per_client, rate, align, false)
+}
+
+/// [`drive`]; with `track`, the answers' last change sequences are kept
+/// (`RunResult::commits`).
+fn drive_tracked(
+    addr: &str,
+    per_client: &[Vec<Req>],
+    rate: Option<f64>,
+    align: Option<usize>,
+    track: bool,
+) -> RunResult {
     let aligner = align.map(|slack| Aligner {
         done: std::sync::Mutex::new(vec![0; per_client.len()]),
         moved: std::sync::Condvar::new(),
@@ -339,7 +376,8 @@ fn drive(
         .sum();
     let clients = per_client.len() as f64;
     let t0 = Instant::now();
-    let (lat, advance_lat): (Vec<Vec<f64>>, Vec<Vec<f64>>) = std::thread::scope(|s| {
+    type Out = (Vec<f64>, Vec<f64>, Vec<(Instant, u64)>);
+    let outs: Vec<Out> = std::thread::scope(|s| {
         let handles: Vec<_> = per_client
             .iter()
             .enumerate()
@@ -348,6 +386,7 @@ fn drive(
                     let mut conn = Conn::new(addr);
                     let mut lat = Vec::new();
                     let mut advance_lat = Vec::new();
+                    let mut commits = Vec::new();
                     let mut sent = 0usize;
                     let mut batches = 0usize;
                     for r in reqs {
@@ -363,6 +402,11 @@ fn drive(
                         }
                         let t = Instant::now();
                         let st = send(&mut conn, r);
+                        if track {
+                            if let Some(seq) = last_change(&conn.body) {
+                                commits.push((Instant::now(), seq));
+                            }
+                        }
                         if st != 200 {
                             panic!(
                                 "status {st}: {}",
@@ -382,21 +426,29 @@ fn drive(
                     if let Some(a) = aligner {
                         a.finished(client);
                     }
-                    (lat, advance_lat)
+                    (lat, advance_lat, commits)
                 })
             })
             .collect();
         handles
             .into_iter()
             .map(|h| h.join().expect("client"))
-            .unzip()
+            .collect()
     });
-    RunResult {
-        secs: t0.elapsed().as_secs_f64(),
+    let secs = t0.elapsed().as_secs_f64();
+    let mut r = RunResult {
+        secs,
         events,
-        lat: lat.concat(),
-        advance_lat: advance_lat.concat(),
+        lat: Vec::new(),
+        advance_lat: Vec::new(),
+        commits: Vec::new(),
+    };
+    for (l, a, c) in outs {
+        r.lat.extend(l);
+        r.advance_lat.extend(a);
+        r.commits.extend(c);
     }
+    r
 }
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
@@ -653,6 +705,265 @@ fn main() {
     if !skip("model") {
         checkpoint_model(&text, &model, b);
     }
+
+    // ---- webhook sinks
+    if !skip("sinks") && url.is_none() {
+        sinks(tmp.path(), &per_client, runs);
+    }
+}
+
+// ---------------------------------------------------------------- sinks
+
+/// A webhook receiver in this process (a thread per connection): answers
+/// 200 at once and notes, per path, when each batch arrived and its
+/// `X-Streamforge-Last` (it reads every body whole, and parses none).
+struct Receiver {
+    addr: String,
+    seen: Arrivals,
+}
+
+/// Per path: when each batch arrived, and its last sequence.
+type Arrivals =
+    std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<(Instant, u64)>>>>;
+
+impl Receiver {
+    fn start() -> Receiver {
+        use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr").to_string();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+        let shared = seen.clone();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(conn) = conn else { continue };
+                let shared = shared.clone();
+                std::thread::spawn(move || {
+                    conn.set_nodelay(true).ok();
+                    let mut w = conn.try_clone().expect("clone");
+                    let mut r = BufReader::with_capacity(1 << 20, conn);
+                    let mut body = Vec::new();
+                    loop {
+                        let mut line = String::new();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                        let (mut len, mut last) = (0usize, 0u64);
+                        loop {
+                            line.clear();
+                            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            let h = line.trim_end();
+                            if h.is_empty() {
+                                break;
+                            }
+                            if let Some((k, v)) = h.split_once(':') {
+                                if k.eq_ignore_ascii_case("content-length") {
+                                    len = v.trim().parse().unwrap_or(0);
+                                } else if k.eq_ignore_ascii_case("x-streamforge-last") {
+                                    last = v.trim().parse().unwrap_or(0);
+                                }
+                            }
+                        }
+                        body.resize(len, 0);
+                        if r.read_exact(&mut body).is_err() {
+                            return;
+                        }
+                        let now = Instant::now();
+                        shared
+                            .lock()
+                            .expect("receiver")
+                            .entry(path)
+                            .or_insert_with(Vec::new)
+                            .push((now, last));
+                        if w.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Receiver { addr, seen }
+    }
+
+    fn last(&self, path: &str) -> u64 {
+        self.seen
+            .lock()
+            .expect("receiver")
+            .get(path)
+            .and_then(|v| v.iter().map(|(_, l)| *l).max())
+            .unwrap_or(0)
+    }
+
+    fn arrivals(&self, path: &str) -> Vec<(Instant, u64)> {
+        self.seen
+            .lock()
+            .expect("receiver")
+            .get(path)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+fn add_sink(addr: &str, name: &str, url: &str, start: &str) {
+    let body = serde_json::json!({"name": name, "url": url, "stream": "changes",
+        "start": start, "batch_size": 1000});
+    let (st, b) = http_body(addr, "POST", "/sinks", body.to_string().as_bytes());
+    assert_eq!(st, 201, "{}", String::from_utf8_lossy(&b));
+}
+
+fn changes_head(addr: &str) -> u64 {
+    let (_, b) = http_body(addr, "GET", "/status", b"");
+    let v: serde_json::Value = serde_json::from_slice(&b).expect("status");
+    v["sequence"].as_u64().expect("sequence")
+}
+
+/// Waits (polling) until the receiver got `path` up to `head`; the time.
+fn until_delivered(rcv: &Receiver, path: &str, head: u64) -> Instant {
+    let t = Instant::now();
+    while rcv.last(path) < head {
+        assert!(
+            t.elapsed() < Duration::from_secs(600),
+            "the sink did not deliver in 600 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Instant::now()
+}
+
+/// The sinks section: the ingest rate of the throughput runs (aligned
+/// clients) with and without one sink attached, in alternating order on
+/// fresh servers (the sink: `changes` from the head, batches of 1,000, to a
+/// receiver in this process); the delivery rate to that receiver of a sink
+/// started at the beginning of a changelog already stored; and the lag
+/// from commit (the answer of the call that produced a change) to the
+/// receiver getting it, at half the rate without a sink.
+fn sinks(dir: &Path, per_client: &[Vec<Req>], runs: usize) {
+    let rcv = Receiver::start();
+    println!("-- webhook sinks (aligned clients; sink: changes, batches of 1000, receiver in this process)");
+    let mut with = Vec::new();
+    let mut without = Vec::new();
+    let mut stored: Option<Server> = None;
+    for run in 0..runs {
+        let order = if run % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for attached in order {
+            let db = dir.join(format!("sink{run}-{attached}.db"));
+            let s = start_server(dir, &db, 1000);
+            let path = format!("/ingest{run}");
+            if attached {
+                add_sink(
+                    &s.addr,
+                    "bench",
+                    &format!("http://{}{path}", rcv.addr),
+                    "head",
+                );
+            }
+            let cpu0 = cpu_seconds(s.pid());
+            let r = drive(&s.addr, per_client, None, Some(1));
+            let rate = r.events as f64 / r.secs;
+            let cpu = cpu_seconds(s.pid()) - cpu0;
+            let mut line = format!(
+                "run {} {}: {:.0} events/s; batch latency {}; server CPU {cpu:.2} s ({:.2} µs per event)",
+                run + 1,
+                if attached { "with a sink" } else { "without" },
+                rate,
+                lat_summary(r.lat),
+                cpu * 1e6 / r.events as f64
+            );
+            if attached {
+                let done = Instant::now();
+                let head = changes_head(&s.addr);
+                let at = until_delivered(&rcv, &path, head);
+                line += &format!(
+                    "; the sink delivered all {head} changes {:.2} s after the last call",
+                    at.duration_since(done).as_secs_f64()
+                );
+                with.push(rate);
+            } else {
+                without.push(rate);
+            }
+            println!("{line}");
+            if !attached && stored.is_none() {
+                stored = Some(s);
+            } else {
+                s.kill9();
+            }
+        }
+    }
+    let (w, wo) = (median(with), median(without));
+    println!(
+        "ingest median of {runs}: {wo:.0} events/s without a sink, {w:.0} with one: {:.3} of the rate without ({:+.1} %)",
+        w / wo,
+        (w / wo - 1.0) * 100.0
+    );
+
+    // Delivery rate: a stored changelog, a new sink from its start.
+    let s = stored.expect("a server without a sink");
+    let head = changes_head(&s.addr);
+    let mut rates = Vec::new();
+    for k in 0..runs {
+        let path = format!("/deliver{k}");
+        let cpu0 = cpu_seconds(s.pid());
+        let t = Instant::now();
+        add_sink(
+            &s.addr,
+            &format!("d{k}"),
+            &format!("http://{}{path}", rcv.addr),
+            "start",
+        );
+        let at = until_delivered(&rcv, &path, head);
+        let secs = at.duration_since(t).as_secs_f64();
+        let rate = head as f64 / secs;
+        let cpu = cpu_seconds(s.pid()) - cpu0;
+        println!(
+            "delivery run {}: {head} changes in {secs:.2} s = {rate:.0} records/s; server CPU {cpu:.2} s ({:.2} µs per record)",
+            k + 1,
+            cpu * 1e6 / head as f64
+        );
+        rates.push(rate);
+        let (st, _) = http_body(&s.addr, "DELETE", &format!("/sinks/d{k}"), b"");
+        assert_eq!(st, 204);
+    }
+    println!(
+        "delivery median of {runs}: {:.0} records/s (batches of 1000, one request in flight)",
+        median(rates)
+    );
+    s.kill9();
+
+    // Lag at half the rate.
+    let db = dir.join("sink-lag.db");
+    let s = start_server(dir, &db, 1000);
+    add_sink(&s.addr, "lag", &format!("http://{}/lag", rcv.addr), "head");
+    let r = drive_tracked(&s.addr, per_client, Some(wo / 2.0), Some(1), true);
+    let head = changes_head(&s.addr);
+    until_delivered(&rcv, "/lag", head);
+    let arrivals = rcv.arrivals("/lag");
+    let mut lags: Vec<f64> = r
+        .commits
+        .iter()
+        .filter_map(|(t, seq)| {
+            let (at, _) = arrivals.iter().find(|(_, last)| last >= seq)?;
+            Some(at.saturating_duration_since(*t).as_secs_f64())
+        })
+        .collect();
+    lags.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "end-to-end lag at half the rate ({:.0} events/s offered, achieved {:.0}): commit (answer) to receiver p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms over {} calls with changes",
+        wo / 2.0,
+        r.events as f64 / r.secs,
+        pct(&lags, 0.5) * 1e3,
+        pct(&lags, 0.99) * 1e3,
+        lags.last().copied().unwrap_or(0.0) * 1e3,
+        lags.len()
+    );
+    s.kill9();
 }
 
 /// Envelope bytes for several sizes, with the watermark advancing (few live

@@ -58,7 +58,11 @@ impl Conn {
                 }
             }
         }
-        let len = len.expect("the server answers with content-length");
+        // 204 and 304 answers have no body (and no content-length).
+        let len = match status {
+            204 | 304 => len.unwrap_or(0),
+            _ => len.expect("the server answers with content-length"),
+        };
         self.body.resize(len, 0);
         self.stream.read_exact(&mut self.body).expect("body");
         status

@@ -72,4 +72,21 @@ pub struct ServeArgs {
     /// them all), as for --retain-changes.
     #[arg(long, env = "STREAMFORGE_RETAIN_LATE", default_value_t = 0)]
     pub retain_late: u64,
+    /// Webhook sinks: the delay before the first retry of a failed batch,
+    /// in milliseconds; it doubles per failed attempt (with jitter), up to
+    /// --sink-backoff-max-ms. A 429 or 503 with Retry-After waits that long
+    /// instead.
+    #[arg(long, env = "STREAMFORGE_SINK_BACKOFF_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub sink_backoff_ms: u64,
+    /// Webhook sinks: the longest delay between two attempts, in
+    /// milliseconds.
+    #[arg(long, env = "STREAMFORGE_SINK_BACKOFF_MAX_MS", default_value_t = 300_000,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub sink_backoff_max_ms: u64,
+    /// Webhook sinks: a request not answered within this many milliseconds
+    /// has failed (and is retried).
+    #[arg(long, env = "STREAMFORGE_SINK_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub sink_timeout_ms: u64,
 }

@@ -26,6 +26,8 @@
 //!   the writing connection; `tokio::sync::watch` for waiters), recovery,
 //!   metrics. No HTTP.
 //! - [`api`]: axum routes of docs/api.md, auth, CORS, body limit, problem+json.
+//! - [`sinks`]: webhook sinks (docs/sinks.md): one task per sink follows a
+//!   stored output stream and posts it to a receiver with reqwest.
 //! - [`server`]: binds, recovers, serves, drains on shutdown, final
 //!   checkpoint. [`config`]: the `serve` flags and the embedded pipeline.
 //! - [`cli`]: the client subcommands (`send`, `changes`, `checkpoint`, ...):
@@ -34,7 +36,7 @@
 //!   over HTTP; `anyhow` lives only here and in `main.rs`.
 //!
 //! The dependency rule: a module may use the ones after it in the line
-//! above (api → service → engine/store), never the ones before it; [`cli`]
+//! above (api → sinks → service → engine/store), never the ones before it; [`cli`]
 //! uses only [`engine`] types, nothing of the server side.
 
 pub mod api;
@@ -46,4 +48,5 @@ pub mod nexmark;
 pub mod patterns;
 pub mod server;
 pub mod service;
+pub mod sinks;
 pub mod store;

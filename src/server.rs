@@ -16,6 +16,7 @@ use crate::config::{ServeArgs, DEFAULT_PATTERNS, DEFAULT_PIPELINE};
 use crate::engine::Pipeline;
 use crate::patterns::Document;
 use crate::service::{Metrics, Options, Retention, Service};
+use crate::sinks::Sinks;
 
 /// Everything `run` needs.
 #[derive(Debug, Clone)]
@@ -24,6 +25,8 @@ pub struct Config {
     pub service: Options,
     /// The router options (token, CORS, body limit).
     pub api: ApiConfig,
+    /// Webhook sink delivery settings.
+    pub sinks: crate::sinks::Options,
 }
 
 impl Config {
@@ -62,6 +65,13 @@ impl Config {
                 token: args.token.clone(),
                 cors_origins: args.cors_origins.clone(),
                 max_body_bytes: args.max_body_bytes,
+            },
+            sinks: crate::sinks::Options {
+                backoff: std::time::Duration::from_millis(args.sink_backoff_ms),
+                backoff_max: std::time::Duration::from_millis(
+                    args.sink_backoff_max_ms.max(args.sink_backoff_ms),
+                ),
+                timeout: std::time::Duration::from_millis(args.sink_timeout_ms),
             },
         })
     }
@@ -109,8 +119,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let cell: Arc<OnceLock<Arc<Service>>> = Arc::new(OnceLock::new());
+    let sinks_cell: Arc<OnceLock<Arc<Sinks>>> = Arc::new(OnceLock::new());
     let metrics = config.service.metrics.clone();
-    let app = api::router(cell.clone(), metrics, &config.api);
+    let app = api::router(cell.clone(), sinks_cell.clone(), metrics, &config.api);
     let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
     let cell_for_signal = cell.clone();
     let graceful = async move {
@@ -137,6 +148,14 @@ pub async fn run(
             return Err(ServerError(e.to_string()));
         }
     };
+    let sinks = match Sinks::start(svc.clone(), config.sinks) {
+        Ok(s) => s,
+        Err(e) => {
+            server.abort();
+            return Err(ServerError(e));
+        }
+    };
+    let _ = sinks_cell.set(sinks.clone());
     let _ = cell.set(svc.clone());
     let rec = svc.recovery();
     tracing::info!(
@@ -165,6 +184,7 @@ pub async fn run(
         .await
         .map_err(|e| ServerError(format!("server task failed: {e}")))?
         .map_err(|e| ServerError(format!("server failed: {e}")))?;
+    sinks.stop();
     let s = svc.clone();
     match tokio::task::spawn_blocking(move || s.final_checkpoint()).await {
         Ok(Ok(stored)) if stored.is_empty() => {

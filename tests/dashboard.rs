@@ -616,6 +616,37 @@ fn dashboard_in_headless_chromium() {
                 == 1
     });
 
+    // Webhook sinks: each one's state and how far behind it is.
+    let rcv = receiver::Receiver::start(None, |_, _| receiver::Action::Ok);
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
+    for (name, url) in [
+        ("to-warehouse", format!("{}/w", rcv.base)),
+        ("to-alerts", format!("http://{closed}/a")),
+    ] {
+        let body = json!({"name": name, "url": url, "stream": "changes", "start": "start"});
+        let r = s.post("/sinks", &body.to_string());
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let seq = s.get("/status").json()["sequence"].as_u64().unwrap();
+    let sinks_js = "return [...document.querySelectorAll('#sinks tbody tr')].map(tr =>
+        tr.dataset.sink + ' ' + tr.querySelector('[data-col=state]').textContent + ' ' +
+        tr.querySelector('[data-col=lag]').textContent)";
+    browser.wait("the sinks' state and lag", |b| {
+        let lines = b.eval(sinks_js);
+        let lines: Vec<&str> = lines
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        lines.len() == 2
+            && lines[0].starts_with("to-alerts retrying cannot connect")
+            && lines[0].ends_with(&format!(" {seq}"))
+            && lines[1] == "to-warehouse delivering 0"
+    });
+    assert_eq!(browser.text("#sinks-note"), "2 sinks, 1 behind");
+    browser.assert_no_jargon();
+
     // The same view from another origin (`?server=`, CORS): a new tab
     // origin asks for the token again and replays the changelog quietly.
     browser.goto(&format!("{}/?server={}", page.base, s.base));

@@ -155,7 +155,9 @@ fn a_version_2_database_is_upgraded_and_keeps_serving_its_changes() {
         .unwrap();
     }
     c.execute_batch(
-        "DROP TABLE pattern_output;
+        "DROP TABLE sink_batches;
+         DROP TABLE sinks;
+         DROP TABLE pattern_output;
          DROP TABLE patterns;
          CREATE TABLE recovery_base (
              id            INTEGER PRIMARY KEY CHECK (id = 1),

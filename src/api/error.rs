@@ -29,6 +29,8 @@ pub enum Code {
     LateEvent,
     /// 409: a pattern advance below the pattern watermark.
     WatermarkRegression,
+    /// 409: a sink with that name exists.
+    SinkExists,
     /// 410: the records asked for were pruned by the retention policy.
     Pruned,
     /// 413: body over the configured limit.
@@ -55,7 +57,8 @@ impl Code {
             Code::OffsetConflict
             | Code::IdentityConflict
             | Code::LateEvent
-            | Code::WatermarkRegression => StatusCode::CONFLICT,
+            | Code::WatermarkRegression
+            | Code::SinkExists => StatusCode::CONFLICT,
             Code::Pruned => StatusCode::GONE,
             Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Code::UnknownPartition
@@ -76,6 +79,7 @@ impl Code {
             Code::IdentityConflict => "identity_conflict",
             Code::LateEvent => "late_event",
             Code::WatermarkRegression => "watermark_regression",
+            Code::SinkExists => "sink_exists",
             Code::Pruned => "pruned",
             Code::PayloadTooLarge => "payload_too_large",
             Code::UnknownPartition => "unknown_partition",
@@ -95,7 +99,8 @@ impl Code {
             Code::OffsetConflict
             | Code::IdentityConflict
             | Code::LateEvent
-            | Code::WatermarkRegression => "Conflict",
+            | Code::WatermarkRegression
+            | Code::SinkExists => "Conflict",
             Code::Pruned => "Gone",
             Code::PayloadTooLarge => "Payload Too Large",
             Code::UnknownPartition

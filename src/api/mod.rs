@@ -8,6 +8,7 @@
 //! - `stream`: `GET /changes/stream` and `GET /patterns/output/stream`
 //!   (server-sent events).
 //! - [`patterns`]: the pattern engine's routes (`/patterns/...`).
+//! - [`sinks`]: the webhook sinks' routes (`/sinks...`, docs/sinks.md).
 //! - `dashboard`: `GET /`, the live dashboard page (public; the data it
 //!   reads is not).
 //! - [`extract`]: body and query parsing (deliveries, NDJSON, pages).
@@ -24,6 +25,7 @@ pub mod extract;
 pub mod ingest;
 pub mod patterns;
 pub mod routes;
+pub mod sinks;
 mod stream;
 
 use std::sync::{Arc, OnceLock};
@@ -38,6 +40,7 @@ use axum::Router;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::service::{Metrics, Service};
+use crate::sinks::Sinks;
 pub use error::{ApiError, Code};
 
 /// What every handler can reach.
@@ -45,6 +48,8 @@ pub use error::{ApiError, Code};
 pub struct AppState {
     /// The service, set once recovery has finished.
     pub service: Arc<OnceLock<Arc<Service>>>,
+    /// The webhook sinks, set with the service.
+    pub sinks: Arc<OnceLock<Arc<Sinks>>>,
     /// Request metrics (available before the service is).
     pub metrics: Arc<Metrics>,
     /// Required bearer token, if any.
@@ -105,6 +110,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("delete", "/patterns/checkpoints/{id}"),
     ("post", "/patterns/checkpoints/{id}/restore"),
     ("post", "/patterns/restore"),
+    ("post", "/sinks"),
+    ("get", "/sinks"),
+    ("get", "/sinks/{name}"),
+    ("delete", "/sinks/{name}"),
     ("get", "/metrics"),
     ("get", "/openapi.yaml"),
     ("get", "/healthz"),
@@ -115,11 +124,13 @@ pub const ROUTES: &[(&str, &str)] = &[
 /// Builds the application.
 pub fn router(
     service: Arc<OnceLock<Arc<Service>>>,
+    sinks: Arc<OnceLock<Arc<Sinks>>>,
     metrics: Arc<Metrics>,
     cfg: &ApiConfig,
 ) -> Router {
     let state = AppState {
         service,
+        sinks,
         metrics,
         token: cfg
             .token
@@ -168,6 +179,11 @@ pub fn router(
             post(patterns::restore_by_id),
         )
         .route("/patterns/restore", post(patterns::restore_body))
+        .route("/sinks", post(sinks::post_sink).get(sinks::list_sinks))
+        .route(
+            "/sinks/{name}",
+            get(sinks::get_sink).delete(sinks::delete_sink),
+        )
         .route("/metrics", get(routes::get_metrics))
         .route("/openapi.yaml", get(routes::get_openapi))
         .route("/healthz", get(routes::healthz))

@@ -265,10 +265,17 @@ pub async fn restore_body(
 
 /// `GET /metrics` (Prometheus text format).
 pub async fn get_metrics(State(st): State<AppState>) -> Response {
+    let sinks = st.sinks.get().cloned();
     let text = match st.service.get().cloned() {
-        Some(svc) => blocking(move || Ok(svc.metrics_text()))
-            .await
-            .unwrap_or_default(),
+        Some(svc) => blocking(move || {
+            let mut t = svc.metrics_text();
+            if let Some(s) = sinks {
+                t.push_str(&s.metrics_text());
+            }
+            Ok(t)
+        })
+        .await
+        .unwrap_or_default(),
         None => st.metrics.render(&[]),
     };
     (

@@ -1,8 +1,9 @@
 //! The client subcommands of the `streamforge` binary: a terminal front end
 //! to the HTTP API of docs/api.md (`send`, `watermark`, `idle`, `changes`, `late`,
-//! `results`, `status`, `checkpoint`, `health`), the offline `verify`, and
+//! `results`, `status`, `checkpoint`, `health`), the offline `verify`,
 //! `patterns ...`, the same for the pattern engine (src/cli/patterns.rs),
-//! and `nexmark`, which writes a demo stream (src/cli/nexmark.rs).
+//! `sink ...`, the webhook sinks (src/cli/sinks.rs), and `nexmark`, which
+//! writes a demo stream (src/cli/nexmark.rs).
 //!
 //! Every networked command takes `--url` (`STREAMFORGE_URL`, default
 //! `http://127.0.0.1:8080`) and `--token` (`STREAMFORGE_TOKEN`, the same
@@ -19,6 +20,7 @@ mod http;
 mod nexmark;
 mod patterns;
 mod send;
+mod sinks;
 pub mod text;
 mod verify;
 pub mod wire;
@@ -35,6 +37,7 @@ use wire::{Advance, ChangesPage, Checkpoint, CheckpointList, LatePage, Restored,
 
 pub use nexmark::NexmarkArgs;
 pub use patterns::PatternsCommand;
+pub use sinks::SinkCommand;
 
 /// Where the service is.
 #[derive(Debug, Clone, Args)]
@@ -85,6 +88,7 @@ pub enum ReturnMode {
 
 /// The client subcommands.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process; boxing buys nothing
 pub enum ClientCommand {
     /// Send an NDJSON file of operations, in order.
     ///
@@ -183,6 +187,9 @@ pub enum ClientCommand {
     /// output, checkpoints, verify.
     #[command(subcommand)]
     Patterns(PatternsCommand),
+    /// Webhook sinks: add, list, show, remove (docs/sinks.md).
+    #[command(subcommand)]
+    Sink(SinkCommand),
     /// Validate a checkpoint file offline and print what it holds.
     ///
     /// Runs the engine's own restore on the checkpoint's embedded pipeline
@@ -418,6 +425,7 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Checkpoint(c) => checkpoint(c, &[]),
         ClientCommand::Patterns(c) => patterns::run(c),
         ClientCommand::Nexmark(args) => nexmark::run(&args),
+        ClientCommand::Sink(c) => sinks::run(c),
         ClientCommand::Verify { file } => print(&[verify::describe(&file)?.trim_end().to_string()]),
         ClientCommand::Health { conn } => {
             let api = Api::new(&conn, Some(Duration::from_secs(2)))?;

@@ -37,6 +37,7 @@ pub mod parse;
 mod patterns;
 mod recover;
 mod restore;
+mod sinks;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,6 +72,9 @@ pub struct Heads {
     pub epoch: u64,
     /// The pattern engine's epoch.
     pub patterns_epoch: u64,
+    /// The window engine's global watermark after the last committed call
+    /// (`changes` sinks carry it).
+    pub watermark: Option<i64>,
     /// Set when the server begins a graceful shutdown.
     pub shutdown: bool,
 }
@@ -78,7 +82,8 @@ pub struct Heads {
 impl Heads {
     /// Whether `now` has other output heads.
     fn output_differs(&self, now: &Heads) -> bool {
-        (self.changes, self.late, self.patterns) != (now.changes, now.late, now.patterns)
+        (self.changes, self.late, self.patterns, self.watermark)
+            != (now.changes, now.late, now.patterns, now.watermark)
     }
 
     /// Takes the output heads of `now`.
@@ -86,6 +91,7 @@ impl Heads {
         self.changes = now.changes;
         self.late = now.late;
         self.patterns = now.patterns;
+        self.watermark = now.watermark;
     }
 }
 
@@ -212,6 +218,7 @@ impl Inner {
             patterns: self.engines.patterns.sequence(),
             epoch: self.epochs.window,
             patterns_epoch: self.epochs.patterns,
+            watermark: w.watermark(),
             shutdown: false,
         }
     }

@@ -87,6 +87,7 @@ impl Service {
             w.restore(r)
         }
         .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
+        restore_fault(epoch);
         replace(&mut inner.engines);
         match r.engine {
             EngineId::Window => inner.epochs.window = epoch,
@@ -119,4 +120,22 @@ fn restore_processor(envelope: &[u8], pipeline: &Pipeline) -> Result<Processor, 
         };
         ServiceError::Rejected(Rejection::InvalidCheckpoint(detail))
     })
+}
+
+/// The testing hook `STREAMFORGE_SINK_FAULT=restore:EPOCH` (docs/sinks.md,
+/// "Testing"): the restore that starts that epoch stops for good once it is
+/// committed, before the engine is replaced and the sinks see it, saying so
+/// on stderr, so that a test can SIGKILL the process in the middle of it.
+fn restore_fault(epoch: u64) {
+    static AT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let at = AT.get_or_init(|| {
+        let v = std::env::var("STREAMFORGE_SINK_FAULT").ok()?;
+        v.strip_prefix("restore:")?.parse().ok()
+    });
+    if *at == Some(epoch) {
+        eprintln!("streamforge: fault point restore reached at epoch {epoch}");
+        loop {
+            std::thread::park();
+        }
+    }
 }

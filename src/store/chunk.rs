@@ -171,22 +171,40 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn name(r: &mut Cursor<'_>, new: bool, table: &mut Vec<Arc<str>>) -> Result<Arc<str>, String> {
+/// One change of a chunk as read: its names as indexes into the chunk's
+/// tables.
+struct Raw {
+    seq: u64,
+    upsert: bool,
+    window: usize,
+    key: usize,
+    start: i128,
+    end: i128,
+    count: u64,
+    sum: i128,
+    min: i64,
+    max: i64,
+}
+
+fn name<'a>(r: &mut Cursor<'a>, new: bool, table: &mut Vec<&'a str>) -> Result<usize, String> {
     if new {
-        let s: Arc<str> = Arc::from(r.str()?);
-        table.push(s.clone());
-        return Ok(s);
+        table.push(r.str()?);
+        return Ok(table.len() - 1);
     }
     let i = r.u(32)?;
     usize::try_from(i)
         .ok()
-        .and_then(|i| table.get(i))
-        .cloned()
+        .filter(|i| *i < table.len())
         .ok_or_else(|| format!("name reference {i} out of range"))
 }
 
-/// The changes of a binary chunk whose first change has sequence `first`.
-pub fn decode(first: u64, bytes: &[u8]) -> Result<Vec<Change>, String> {
+/// Reads a binary chunk whose first change has sequence `first`: `f` gets
+/// each change with the window and key tables as read so far.
+fn walk<'a>(
+    first: u64,
+    bytes: &'a [u8],
+    mut f: impl FnMut(&Raw, &[&'a str], &[&'a str]),
+) -> Result<u64, String> {
     let mut r = Cursor { bytes, at: 0 };
     if r.byte()? != MAGIC {
         return Err("not a binary change chunk".into());
@@ -197,7 +215,6 @@ pub fn decode(first: u64, bytes: &[u8]) -> Result<Vec<Change>, String> {
     }
     let (mut windows, mut keys) = (Vec::new(), Vec::new());
     let mut prev_start = 0i128;
-    let mut out = Vec::with_capacity(n as usize);
     for i in 0..n {
         let flags = r.byte()?;
         if flags & !(UPSERT | NEW_WINDOW | NEW_KEY) != 0 {
@@ -212,14 +229,10 @@ pub fn decode(first: u64, bytes: &[u8]) -> Result<Vec<Change>, String> {
         let min = r.i(64)? as i64;
         let max = min.wrapping_add(r.u(64)? as u64 as i64);
         prev_start = start;
-        out.push(Change {
-            seq: first + i,
-            op: if flags & UPSERT != 0 {
-                ChangeOp::Upsert
-            } else {
-                ChangeOp::Retract
-            },
-            result: WindowResult {
+        f(
+            &Raw {
+                seq: first + i,
+                upsert: flags & UPSERT != 0,
                 window,
                 key,
                 start,
@@ -229,12 +242,142 @@ pub fn decode(first: u64, bytes: &[u8]) -> Result<Vec<Change>, String> {
                 min,
                 max,
             },
-        });
+            &windows,
+            &keys,
+        );
     }
     if r.at != bytes.len() {
         return Err(format!("{} trailing bytes", bytes.len() - r.at));
     }
+    Ok(n)
+}
+
+/// The changes of a binary chunk whose first change has sequence `first`.
+pub fn decode(first: u64, bytes: &[u8]) -> Result<Vec<Change>, String> {
+    let mut out = Vec::new();
+    // One shared string per name of the chunk.
+    let (mut windows, mut keys): (Vec<Arc<str>>, Vec<Arc<str>>) = (Vec::new(), Vec::new());
+    walk(first, bytes, |c, wt, kt| {
+        if windows.len() < wt.len() {
+            windows.push(Arc::from(wt[wt.len() - 1]));
+        }
+        if keys.len() < kt.len() {
+            keys.push(Arc::from(kt[kt.len() - 1]));
+        }
+        out.push(Change {
+            seq: c.seq,
+            op: if c.upsert {
+                ChangeOp::Upsert
+            } else {
+                ChangeOp::Retract
+            },
+            result: WindowResult {
+                window: windows[c.window].clone(),
+                key: keys[c.key].clone(),
+                start: c.start,
+                end: c.end,
+                count: c.count,
+                sum: c.sum,
+                min: c.min,
+                max: c.max,
+            },
+        });
+    })?;
     Ok(out)
+}
+
+/// Appends the decimal digits of `v`, at least `width` of them (zeros in
+/// front).
+fn put_u64(out: &mut String, mut v: u64, width: usize) {
+    let mut buf = [b'0'; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    at = at.min(buf.len() - width.min(buf.len()));
+    // ASCII digits.
+    out.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
+}
+
+/// Appends `v` as serde_json writes it.
+fn put_dec(out: &mut String, v: i128) {
+    if v < 0 {
+        out.push('-');
+    }
+    let m = v.unsigned_abs();
+    if let Ok(small) = u64::try_from(m) {
+        return put_u64(out, small, 1);
+    }
+    // Beyond 64 bits (rare): groups of 19 digits, 128-bit division only here.
+    const P: u128 = 10_000_000_000_000_000_000;
+    let (mut groups, mut n, mut x) = ([0u64; 3], 0, m);
+    while x > 0 {
+        groups[n] = (x % P) as u64;
+        x /= P;
+        n += 1;
+    }
+    put_u64(out, groups[n - 1], 1);
+    for g in groups[..n - 1].iter().rev() {
+        put_u64(out, *g, 19);
+    }
+}
+
+/// The changes of a binary chunk whose first change has sequence `first`
+/// and whose sequence `want` accepts, as the engine's compact JSON (the
+/// bytes `serde_json::to_string(&change)` writes; tests pin it), each passed
+/// to `f` with its sequence. Names are escaped once per chunk, and no change
+/// is built: pages and sinks render from the stored chunk directly.
+pub fn json_rows(
+    first: u64,
+    bytes: &[u8],
+    want: impl Fn(u64) -> bool,
+    mut f: impl FnMut(u64, &str),
+) -> Result<(), String> {
+    let (mut windows, mut keys): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    let esc = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+    let mut line = String::with_capacity(192);
+    walk(first, bytes, |c, wt, kt| {
+        if windows.len() < wt.len() {
+            windows.push(esc(wt[wt.len() - 1]));
+        }
+        if keys.len() < kt.len() {
+            keys.push(esc(kt[kt.len() - 1]));
+        }
+        if !want(c.seq) {
+            return;
+        }
+        line.clear();
+        line.push_str("{\"seq\":");
+        put_dec(&mut line, i128::from(c.seq));
+        line.push_str(if c.upsert {
+            ",\"op\":\"upsert\",\"result\":{\"window\":"
+        } else {
+            ",\"op\":\"retract\",\"result\":{\"window\":"
+        });
+        line.push_str(&windows[c.window]);
+        line.push_str(",\"key\":");
+        line.push_str(&keys[c.key]);
+        line.push_str(",\"start\":");
+        put_dec(&mut line, c.start);
+        line.push_str(",\"end\":");
+        put_dec(&mut line, c.end);
+        line.push_str(",\"count\":");
+        put_dec(&mut line, i128::from(c.count));
+        line.push_str(",\"sum\":");
+        put_dec(&mut line, c.sum);
+        line.push_str(",\"min\":");
+        put_dec(&mut line, i128::from(c.min));
+        line.push_str(",\"max\":");
+        put_dec(&mut line, i128::from(c.max));
+        line.push_str("}}");
+        f(c.seq, &line);
+    })?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -261,6 +404,30 @@ mod tests {
                 min: v.2,
                 max: v.3,
             },
+        }
+    }
+
+    #[test]
+    fn decimals_are_serde_jsons() {
+        for v in [
+            0i128,
+            1,
+            -1,
+            9,
+            10,
+            i128::from(u64::MAX),
+            i128::from(u64::MAX) + 1,
+            -i128::from(u64::MAX) - 1,
+            10_000_000_000_000_000_000,
+            10_000_000_000_000_000_000 * 10_000_000_000_000_000_000,
+            100_000_000_000_000_000_000_000_000_000_000_007,
+            i128::MAX,
+            i128::MIN,
+            i128::MIN + 1,
+        ] {
+            let mut s = String::new();
+            put_dec(&mut s, v);
+            assert_eq!(s, serde_json::to_string(&v).unwrap());
         }
     }
 
@@ -292,6 +459,7 @@ mod tests {
                 "ключ",
                 (1 << 100, (1 << 100) + 1, 0, 0),
             ),
+            change(11, Upsert, "w\"q", "a\\b\n\u{1}\u{7f}", (1, 2, 3, 4)),
         ];
         let bytes = encode(&changes);
         assert_eq!(decode(5, &bytes).unwrap(), changes);
@@ -309,6 +477,23 @@ mod tests {
             );
         }
         assert_eq!(decode(1, &encode(&[])).unwrap(), vec![]);
+        // the JSON rendered from the chunk is serde's, byte for byte
+        let mut rendered = Vec::new();
+        json_rows(
+            5,
+            &bytes,
+            |_| true,
+            |s, j| rendered.push((s, j.to_string())),
+        )
+        .unwrap();
+        let serde: Vec<(u64, String)> = changes
+            .iter()
+            .map(|c| (c.seq, serde_json::to_string(c).unwrap()))
+            .collect();
+        assert_eq!(rendered, serde);
+        let mut some = Vec::new();
+        json_rows(5, &bytes, |s| s % 2 == 0, |s, _| some.push(s)).unwrap();
+        assert_eq!(some, [6, 8, 10]);
     }
 
     #[test]

@@ -190,7 +190,10 @@ impl Writer {
             drop(tx);
             return Err(Error::Injected("the commit of a group of calls"));
         }
-        tx.commit().op("COMMIT (append)")
+        tx.commit().op("COMMIT (append)")?;
+        self.appends
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 
     /// Number of logged commands since the recovery base.
@@ -263,6 +266,8 @@ impl Writer {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (restore)")?;
         let seq = seq_i64(r.sequence)?;
+        // Batches formed for sinks keep the records they will send again.
+        super::sinks::freeze(&tx, r.engine)?;
         let main = r.engine.stream();
         let epoch = epoch_of(&tx, main)? + 1;
         let mut cuts = vec![(main, seq)];
@@ -333,6 +338,9 @@ impl Writer {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (prune)")?;
+        // Never a record a sink has still to read (docs/sinks.md).
+        let changes_through = changes_through.min(super::sinks::hold(&tx, Stream::Changes)?);
+        let late_through = late_through.min(super::sinks::hold(&tx, Stream::Late)?);
         let c: Option<i64> = tx
             .query_row(
                 "SELECT max(coalesce(last_seq, seq)) FROM changes WHERE coalesce(last_seq, seq) <= ?1",
@@ -492,11 +500,9 @@ macro_rules! replay_reads {
                 while let Some(row) = rows.next().op("SELECT changes between (next)")? {
                     let seq: i64 = row.get(0).op("changes.seq")?;
                     let body = row.get_ref(1).op("changes.body")?;
-                    for (s, c) in chunk_rows(seq.max(0) as u64, body)? {
-                        if (first..=last).contains(&s) {
-                            out.push((s, c));
-                        }
-                    }
+                    chunk_rows_in(seq.max(0) as u64, body, first..=last, |s, c| {
+                        out.push((s, c.to_string()))
+                    })?;
                 }
                 Ok(out)
             }
@@ -624,12 +630,13 @@ fn changes_rows(conn: &rusqlite::Connection, after: u64, limit: u32) -> Result<V
     let limit = limit as usize;
     let mut out = Vec::new();
     let take = |first: i64, body: ValueRef<'_>, out: &mut Vec<(u64, String)>| -> Result<()> {
-        for (s, c) in chunk_rows(first.max(0) as u64, body)? {
-            if s > after && out.len() < limit {
-                out.push((s, c));
-            }
-        }
-        Ok(())
+        // Sequences are consecutive: from the next one, as many as fit.
+        let room = (limit - out.len().min(limit)) as u64;
+        let from = out.last().map_or(after, |(s, _)| *s).saturating_add(1);
+        let want = from..=from.saturating_add(room).saturating_sub(1);
+        chunk_rows_in(first.max(0) as u64, body, want, |s, c| {
+            out.push((s, c.to_string()))
+        })
     };
     // The chunk holding `after + 1`, if it starts at or before `after`.
     let holding: Option<(i64, Value)> = conn
@@ -665,13 +672,32 @@ fn changes_rows(conn: &rusqlite::Connection, after: u64, limit: u32) -> Result<V
 /// sequences, as compact JSON: a binary chunk ([`chunk`]), or (rows of
 /// schema versions 1 and 2) a JSON array of changes or one change.
 pub fn chunk_rows(first: u64, body: ValueRef<'_>) -> Result<Vec<(u64, String)>> {
+    let mut out = Vec::new();
+    chunk_rows_in(first, body, 0..=u64::MAX, |s, j| {
+        out.push((s, j.to_string()))
+    })?;
+    Ok(out)
+}
+
+/// [`chunk_rows`] within `want` (only those are rendered), each passed to
+/// `f`.
+pub fn chunk_rows_in(
+    first: u64,
+    body: ValueRef<'_>,
+    want: std::ops::RangeInclusive<u64>,
+    mut f: impl FnMut(u64, &str),
+) -> Result<()> {
     match body {
-        ValueRef::Blob(b) => Ok(chunk::decode(first, b)
-            .map_err(|e| Error::Corrupt(format!("change chunk at {first}: {e}")))?
-            .iter()
-            .map(|c| (c.seq, serde_json::to_string(c).unwrap_or_default()))
-            .collect()),
-        ValueRef::Text(t) => text_rows(first, &String::from_utf8_lossy(t)),
+        ValueRef::Blob(b) => chunk::json_rows(first, b, |s| want.contains(&s), f)
+            .map_err(|e| Error::Corrupt(format!("change chunk at {first}: {e}"))),
+        ValueRef::Text(t) => {
+            for (s, j) in text_rows(first, &String::from_utf8_lossy(t))? {
+                if want.contains(&s) {
+                    f(s, &j);
+                }
+            }
+            Ok(())
+        }
         _ => Err(Error::Corrupt(format!(
             "change chunk at {first} is neither a blob nor text"
         ))),

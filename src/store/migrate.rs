@@ -30,6 +30,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0005_two_engines",
         include_str!("../../migrations/0005_two_engines.sql"),
     ),
+    (
+        "0006_sinks",
+        include_str!("../../migrations/0006_sinks.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

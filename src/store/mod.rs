@@ -26,6 +26,7 @@ pub mod chunk;
 mod error;
 mod log;
 pub mod migrate;
+mod sinks;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -37,6 +38,7 @@ use rusqlite::{Connection, OpenFlags};
 pub use checkpoints::{sha256_hex, CheckpointMeta, Origin, PIECE_BYTES};
 pub use error::{Error, Result};
 pub use log::{chunk_rows, Base, CommandRow, Page, PageRefusal, Restored, Stream};
+pub use sinks::{BatchRow, SinkRow};
 
 use error::Op;
 
@@ -95,6 +97,9 @@ fn pragmas(conn: &Connection) -> Result<()> {
 /// The single writing connection.
 pub struct Writer {
     conn: Connection,
+    /// Commits of [`Writer::append`] so far: each syncs the WAL, and with
+    /// it every frame written before (the sinks' unsynced writes).
+    appends: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A reading connection (pages, checkpoints).
@@ -127,7 +132,10 @@ impl Writer {
         conn.pragma_update(None, "journal_size_limit", 64i64 << 20)
             .op("PRAGMA journal_size_limit")?;
         migrate::migrate(&mut conn)?;
-        let mut w = Writer { conn };
+        let mut w = Writer {
+            conn,
+            appends: Arc::default(),
+        };
         w.drop_orphan_pieces()?;
         Ok(w)
     }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod client;
+pub mod receiver;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -58,6 +59,17 @@ pub fn start(db: &Path, args: &[&str]) -> Server {
 
 /// Starts a server; `Err(stderr)` if it exits before listening and ready.
 pub fn try_start(db: &Path, args: &[&str]) -> Result<Server, String> {
+    try_start_env(db, args, &[])
+}
+
+/// Starts a server with extra environment variables and waits until it is
+/// ready.
+pub fn start_env(db: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    try_start_env(db, args, env).unwrap_or_else(|e| panic!("server did not start: {e}"))
+}
+
+/// [`try_start`] with extra environment variables.
+pub fn try_start_env(db: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
     let log = db.with_extension(format!("log{}", std::process::id() ^ rand_u32()));
     let stderr = std::fs::File::create(&log).expect("log file");
     let mut child = Command::new(env!("CARGO_BIN_EXE_streamforge"))
@@ -69,6 +81,7 @@ pub fn try_start(db: &Path, args: &[&str]) -> Result<Server, String> {
         .args(args)
         .env_remove("STREAMFORGE_TOKEN")
         .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(stderr))

@@ -1,0 +1,770 @@
+//! One sink's delivery loop (one tokio task per sink; at most one request
+//! in flight): form batches from the stored stream and record them, wait
+//! until the record is durable, send each batch until a 2xx, then move the
+//! cursor. Retries with capped exponential backoff and jitter, or after the
+//! receiver's `Retry-After`.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::service::{Heads, Service, ServiceError};
+use crate::store::{BatchRow, Stream};
+
+use super::body::{self, Ident};
+use super::spec::Spec;
+use super::{Shared, Status};
+
+/// A batch ready to send: its row and its request.
+struct Ready {
+    row: BatchRow,
+    body: Bytes,
+    signature: Option<String>,
+    records: u64,
+}
+
+/// What a formation round starts from.
+#[derive(Debug, Clone)]
+struct FormIn {
+    sink: i64,
+    stream: Stream,
+    spec: Spec,
+    cursor: u64,
+    epoch: u64,
+    batches: u64,
+    watermark: Option<i64>,
+}
+
+/// What it formed: batches with their records, and the sink's new state.
+#[derive(Debug, Default)]
+struct FormOut {
+    batches: Vec<(BatchRow, Vec<String>)>,
+    moved: Option<(u64, u64)>,
+    total: u64,
+    watermark: Option<i64>,
+}
+
+/// The outcome of a round.
+enum Round {
+    /// Batches to send, durable once the append counter passes the value.
+    Formed(Vec<Ready>, u64),
+    /// Only the cursor moved (a filter skipped records): go on.
+    Moved,
+    /// Nothing to do until the stream moves.
+    Idle,
+}
+
+pub(super) struct Worker {
+    pub shared: Arc<Shared>,
+    pub svc: Arc<Service>,
+    pub id: i64,
+    pub name: String,
+    pub uid: String,
+    pub stream: Stream,
+    pub spec: Spec,
+    pub cursor: u64,
+    pub epoch: u64,
+    pub batches: u64,
+    pub watermark: Option<i64>,
+    pub status: Arc<Status>,
+    pub rx: watch::Receiver<Heads>,
+    pub appends: Arc<AtomicU64>,
+    /// The append counter when last looked at, and since when it has had
+    /// that value.
+    pub seen: (u64, Instant),
+}
+
+/// Runs a blocking service call off the async workers.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
+) -> Result<T, ServiceError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(ServiceError::Unavailable(format!("internal failure: {e}"))))
+}
+
+/// How long a sink waits for a partial batch to fill while its stream
+/// grows (see `Worker::linger`).
+const LINGER: Duration = Duration::from_millis(5);
+
+/// Rows scanned per round.
+fn scan_limit(spec: &Spec) -> u32 {
+    if spec.filter.is_some() {
+        10_000
+    } else {
+        (spec.batch_size.saturating_mul(8)).clamp(1, 10_000) as u32
+    }
+}
+
+impl Worker {
+    fn ident(&self) -> Ident<'_> {
+        Ident {
+            name: &self.name,
+            uid: &self.uid,
+            stream: self.stream,
+            lateness: self.svc.pipeline().lateness(),
+        }
+    }
+
+    fn ready(&self, row: BatchRow, records: &[&str]) -> Ready {
+        let bytes = body::render(&self.ident(), &row, records);
+        let signature = self
+            .spec
+            .secret
+            .as_deref()
+            .map(|s| body::signature(s, &bytes));
+        Ready {
+            row,
+            body: Bytes::from(bytes),
+            signature,
+            records: records.len() as u64,
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.rx.borrow().shutdown
+    }
+
+    /// The delivery loop; returns at shutdown (a deleted sink's task is
+    /// aborted).
+    pub async fn run(mut self) {
+        let mut queue = loop {
+            match self.load().await {
+                Ok(q) => break q,
+                Err(e) => {
+                    if !self.pause(&e).await {
+                        return;
+                    }
+                }
+            }
+        };
+        loop {
+            if self.stopping() {
+                return;
+            }
+            if queue.is_empty() {
+                if !self.linger().await {
+                    return;
+                }
+                let round = self.round().await;
+                if round.is_ok() {
+                    self.status.resumed();
+                }
+                match round {
+                    Ok(Round::Formed(v, synced)) => {
+                        if let Err(e) = self.durable(synced).await {
+                            // Not known to be durable: form again (the
+                            // rows stay recorded; a later round sends them).
+                            if !self.pause(&e).await {
+                                return;
+                            }
+                            match self.load().await {
+                                Ok(q) => queue = q,
+                                Err(_) => continue,
+                            }
+                        } else {
+                            queue.extend(v);
+                        }
+                    }
+                    Ok(Round::Moved) => {}
+                    Ok(Round::Idle) => {
+                        if !self.wait_for_output().await {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        if !self.pause(&e).await {
+                            return;
+                        }
+                    }
+                }
+                continue;
+            }
+            let Some(b) = queue.front() else { continue };
+            if !self.deliver(b).await {
+                return;
+            }
+            let (batch, last, epoch) = (b.row.batch, b.row.last, b.row.epoch);
+            self.fault("after_2xx", batch).await;
+            loop {
+                let (svc, id) = (self.svc.clone(), self.id);
+                match blocking(move || svc.sink_write(|w| w.ack_batch(id, batch, last, epoch)))
+                    .await
+                {
+                    Ok(()) => break,
+                    Err(e) => {
+                        if !self.pause(&e).await {
+                            return;
+                        }
+                    }
+                }
+            }
+            self.cursor = last;
+            self.epoch = epoch;
+            queue.pop_front();
+        }
+    }
+
+    /// The batches recorded before a restart (rendered exactly as when they
+    /// were formed), made durable before any is sent.
+    async fn load(&mut self) -> Result<VecDeque<Ready>, ServiceError> {
+        let (svc, id, stream) = (self.svc.clone(), self.id, self.stream);
+        let filter = self.spec.filter.clone();
+        let rows = blocking(move || {
+            svc.sink_read(|r| {
+                let mut out = Vec::new();
+                for b in r.sink_batches(id)? {
+                    let records: Vec<String> = match (&b.frozen, b.first <= b.last) {
+                        (Some(f), _) => {
+                            body::keep(stream, filter.as_ref(), body::frozen_rows(f).into_iter())
+                                .into_iter()
+                                .map(str::to_string)
+                                .collect()
+                        }
+                        (None, true) => {
+                            let rows = r.rows_between(stream, b.first, b.last)?;
+                            body::keep(
+                                stream,
+                                filter.as_ref(),
+                                rows.iter().map(|(_, j)| j.as_str()),
+                            )
+                            .into_iter()
+                            .map(str::to_string)
+                            .collect()
+                        }
+                        (None, false) => Vec::new(),
+                    };
+                    out.push((b, records));
+                }
+                Ok(out)
+            })
+        })
+        .await?;
+        if !rows.is_empty() {
+            let svc = self.svc.clone();
+            blocking(move || svc.sink_write(|w| w.sink_sync())).await?;
+        }
+        Ok(rows
+            .into_iter()
+            .map(|(b, recs)| {
+                let refs: Vec<&str> = recs.iter().map(String::as_str).collect();
+                self.ready(b, &refs)
+            })
+            .collect())
+    }
+
+    /// Forms and records the next batches.
+    async fn round(&mut self) -> Result<Round, ServiceError> {
+        self.rx.borrow_and_update();
+        let inp = FormIn {
+            sink: self.id,
+            stream: self.stream,
+            spec: self.spec.clone(),
+            cursor: self.cursor,
+            epoch: self.epoch,
+            batches: self.batches,
+            watermark: self.watermark,
+        };
+        let svc = self.svc.clone();
+        let done = blocking(move || {
+            let out = form(&svc, &inp)?;
+            if out.batches.is_empty() && out.moved.is_none() {
+                return Ok(None);
+            }
+            let rows: Vec<BatchRow> = out.batches.iter().map(|(b, _)| b.clone()).collect();
+            let recorded = svc.sink_write(|w| {
+                w.record_batches(inp.sink, &rows, out.total, out.watermark, out.moved)
+            })?;
+            Ok(recorded.map(|synced| (out, synced)))
+        })
+        .await?;
+        let Some((out, synced)) = done else {
+            return Ok(Round::Idle);
+        };
+        self.batches = out.total;
+        self.watermark = out.watermark;
+        if let Some((c, e)) = out.moved {
+            self.cursor = c;
+            self.epoch = e;
+        }
+        if out.batches.is_empty() {
+            return Ok(Round::Moved);
+        }
+        let ready = out
+            .batches
+            .into_iter()
+            .map(|(b, recs)| {
+                let refs: Vec<&str> = recs.iter().map(String::as_str).collect();
+                self.ready(b, &refs)
+            })
+            .collect();
+        Ok(Round::Formed(ready, synced))
+    }
+
+    /// Waits until a commit that syncs the WAL followed the round's record:
+    /// the next group commit while calls are being committed, else a sync
+    /// of its own.
+    async fn durable(&mut self, synced: u64) -> Result<(), ServiceError> {
+        let now = Instant::now();
+        let v = self.appends.load(Ordering::SeqCst);
+        if v > synced {
+            return Ok(());
+        }
+        if v != self.seen.0 {
+            self.seen = (v, now);
+        }
+        if now.duration_since(self.seen.1) < Duration::from_millis(200) {
+            let deadline = now + Duration::from_millis(25);
+            while self.appends.load(Ordering::SeqCst) <= synced {
+                match tokio::time::timeout_at(deadline, self.rx.changed()).await {
+                    Ok(Ok(())) => {}
+                    _ => break,
+                }
+            }
+            if self.appends.load(Ordering::SeqCst) > synced {
+                return Ok(());
+            }
+        }
+        let svc = self.svc.clone();
+        blocking(move || svc.sink_write(|w| w.sink_sync())).await?;
+        // The counter moved by this sink's own sync, not by group commits:
+        // no call is being committed, so the next round syncs at once.
+        self.seen.0 = self.appends.load(Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// While the stream is growing, waits (at most [`LINGER`]) until a
+    /// whole batch is there, so that a busy stream is sent in whole batches
+    /// (one round, one request and one acknowledgement per batch size)
+    /// rather than one partial batch per commit; false at shutdown.
+    async fn linger(&mut self) -> bool {
+        if self.spec.filter.is_some() {
+            return !self.stopping();
+        }
+        let deadline = Instant::now() + LINGER;
+        loop {
+            let h = *self.rx.borrow();
+            if h.shutdown {
+                return false;
+            }
+            let (head, epoch) = match self.stream {
+                Stream::Changes => (h.changes, h.epoch),
+                Stream::Late => (h.late, h.epoch),
+                Stream::Patterns => (h.patterns, h.patterns_epoch),
+            };
+            let pending = head.saturating_sub(self.cursor);
+            if epoch != self.epoch || pending == 0 || pending >= self.spec.batch_size {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, self.rx.changed()).await {
+                Err(_) => return true,
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return false,
+            }
+        }
+    }
+
+    /// Waits for new output (or shutdown: false).
+    async fn wait_for_output(&mut self) -> bool {
+        if self.stopping() {
+            return false;
+        }
+        self.rx.changed().await.is_ok() && !self.stopping()
+    }
+
+    /// Sleeps `d`, or until shutdown (false).
+    async fn sleep(&mut self, d: Duration) -> bool {
+        let deadline = Instant::now() + d;
+        loop {
+            if self.stopping() {
+                return false;
+            }
+            match tokio::time::timeout_at(deadline, self.rx.changed()).await {
+                Err(_) => return true,
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return false,
+            }
+        }
+    }
+
+    /// A storage failure: the sink is paused and tries again later.
+    async fn pause(&mut self, e: &ServiceError) -> bool {
+        let msg = e.to_string();
+        tracing::warn!(sink = %self.name, error = %msg, "sink paused: cannot read or record its stream");
+        self.status.paused(&msg);
+        let d = self.shared.opts.backoff;
+        self.sleep(d).await
+    }
+
+    /// A testing hook (`STREAMFORGE_SINK_FAULT=point:batch[:sink]`,
+    /// docs/sinks.md): at that point of that batch (of that sink, or of
+    /// any) the sink stops for good, saying so on
+    /// stderr, so that a test can kill the process right there.
+    async fn fault(&self, point: &str, batch: u64) {
+        if let Some((p, b, sink)) = &self.shared.fault {
+            if p == point && *b == batch && sink.as_ref().is_none_or(|s| *s == self.name) {
+                eprintln!(
+                    "streamforge: sink {} fault point {point} reached at batch {batch}",
+                    self.name
+                );
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Sends a batch until a 2xx (true), or until shutdown (false).
+    async fn deliver(&mut self, b: &Ready) -> bool {
+        let mut failures: u32 = 0;
+        loop {
+            if self.stopping() {
+                return false;
+            }
+            if failures == 0 {
+                self.fault("before_send", b.row.batch).await;
+            }
+            match self.attempt(b).await {
+                Ok(()) => {
+                    self.status.delivered(b.records);
+                    return true;
+                }
+                Err((msg, retry_after)) => {
+                    failures = failures.saturating_add(1);
+                    self.status.failed(failures, &msg);
+                    tracing::warn!(
+                        sink = %self.name,
+                        batch = b.row.batch,
+                        attempt = failures,
+                        error = %msg,
+                        "sink delivery failed; retrying"
+                    );
+                    let wait = retry_after.unwrap_or_else(|| self.shared.backoff(failures));
+                    if !self.sleep(wait).await {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One request.
+    async fn attempt(&self, b: &Ready) -> Result<(), (String, Option<Duration>)> {
+        use reqwest::header::CONTENT_TYPE;
+        let r = &b.row;
+        let mut rb = self
+            .shared
+            .client
+            .post(&self.spec.url)
+            .timeout(self.shared.opts.timeout)
+            .header(CONTENT_TYPE, "application/json")
+            .header("idempotency-key", body::idempotency_key(&self.uid, r.batch))
+            .header("x-streamforge-sink", &self.name)
+            .header("x-streamforge-stream", self.stream.name())
+            .header("x-streamforge-batch", r.batch)
+            .header("x-streamforge-epoch", r.epoch)
+            .header("x-streamforge-first", r.first)
+            .header("x-streamforge-last", r.last);
+        if let Some(s) = &b.signature {
+            rb = rb.header("x-streamforge-signature", s);
+        }
+        for (k, v) in &self.spec.headers {
+            rb = rb.header(k.as_str(), v.as_str());
+        }
+        let resp = rb
+            .body(b.body.clone())
+            .send()
+            .await
+            .map_err(|e| (describe(&e, self.shared.opts.timeout), None))?;
+        let status = resp.status();
+        let retry_after = if matches!(status.as_u16(), 429 | 503) {
+            resp.headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(retry_after)
+        } else {
+            None
+        };
+        // Read (a bounded part of) the answer, so the connection can be
+        // reused; its content does not matter.
+        let mut resp = resp;
+        let mut read = 0usize;
+        while let Ok(Some(chunk)) = resp.chunk().await {
+            read += chunk.len();
+            if read > 64 * 1024 {
+                break;
+            }
+        }
+        if status.is_success() {
+            Ok(())
+        } else {
+            let mut msg = format!("HTTP {}", status.as_u16());
+            if let Some(r) = status.canonical_reason() {
+                msg.push(' ');
+                msg.push_str(r);
+            }
+            if let Some(d) = retry_after {
+                msg.push_str(&format!(" (Retry-After {} s)", d.as_secs_f64()));
+            }
+            Err((msg, retry_after))
+        }
+    }
+}
+
+/// What went wrong with a request, without its URL (it may carry a token
+/// in its query) and never with headers or the body.
+fn describe(e: &reqwest::Error, timeout: Duration) -> String {
+    if e.is_timeout() {
+        return format!("no answer within the timeout ({} ms)", timeout.as_millis());
+    }
+    let mut cur: &(dyn std::error::Error + 'static) = e;
+    let mut msg = String::new();
+    while let Some(next) = cur.source() {
+        msg = next.to_string();
+        cur = next;
+    }
+    if msg.is_empty() {
+        msg = "the request failed".into();
+    }
+    if e.is_connect() {
+        format!("cannot connect: {msg}")
+    } else {
+        format!("the request failed: {msg}")
+    }
+}
+
+/// `Retry-After`: delay-seconds or an HTTP date; at most an hour.
+fn retry_after(v: &str) -> Option<Duration> {
+    const MAX: Duration = Duration::from_secs(3600);
+    let v = v.trim();
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(Duration::from_secs(v.parse::<u64>().unwrap_or(u64::MAX)).min(MAX));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    // A wall-clock read: Retry-After dates are wall-clock times.
+    #[allow(clippy::disallowed_methods)]
+    let now = std::time::SystemTime::now();
+    Some(at.duration_since(now).unwrap_or_default().min(MAX))
+}
+
+/// Forms the next batches of a sink (docs/sinks.md, "Batches"), from the
+/// stored stream up to the heads of the last commit.
+fn form(svc: &Service, inp: &FormIn) -> Result<FormOut, ServiceError> {
+    let h = svc.heads();
+    let (head, head_epoch) = match inp.stream {
+        Stream::Changes => (h.changes, h.epoch),
+        Stream::Late => (h.late, h.epoch),
+        Stream::Patterns => (h.patterns, h.patterns_epoch),
+    };
+    let stream = inp.stream;
+    let filter = inp.spec.filter.as_ref();
+    let limit = scan_limit(&inp.spec);
+    let mut out = FormOut {
+        total: inp.batches,
+        watermark: inp.watermark,
+        ..FormOut::default()
+    };
+    let mut pos = inp.cursor;
+    let mut epoch = inp.epoch;
+    // A reset to put first: the sequence cut back to, and (changes) the
+    // visible rows there.
+    let mut reset: Option<(u64, Option<String>)> = None;
+    // Positions whose watermark is known exactly (changes).
+    let mut exact: Vec<(u64, u64, Option<i64>)> = vec![(head_epoch, head, h.watermark)];
+    let mut snapshots = 0;
+    // The changes receiver resyncs from the visible rows: a reset to the
+    // state `GET /results` shows, at its sequence and epoch.
+    let snapshot = |pos: &mut u64,
+                    epoch: &mut u64,
+                    reset: &mut Option<(u64, Option<String>)>,
+                    exact: &mut Vec<(u64, u64, Option<i64>)>|
+     -> Result<(), ServiceError> {
+        let f = filter.cloned().unwrap_or_default();
+        let r = svc.results(f.window.as_deref(), f.key.as_deref())?;
+        let rows = serde_json::to_string(&r.rows)
+            .map_err(|e| ServiceError::Unavailable(format!("cannot encode the rows: {e}")))?;
+        *reset = Some((r.sequence, Some(rows)));
+        *pos = r.sequence;
+        *epoch = r.epoch;
+        exact.push((r.epoch, r.sequence, r.watermark));
+        Ok(())
+    };
+    let mut first_page = None;
+    if epoch != head_epoch {
+        if stream == Stream::Changes {
+            snapshot(&mut pos, &mut epoch, &mut reset, &mut exact)?;
+            snapshots += 1;
+        } else {
+            let p = svc.page(stream, pos, limit, Some(epoch.min(head_epoch)))?;
+            if let Some(r) = p.rewound_to {
+                reset = Some((r, None));
+            }
+            pos = p.after;
+            epoch = p.epoch;
+            first_page = Some(p);
+        }
+    }
+    let rows: Vec<(u64, String)> = loop {
+        let page = match first_page.take() {
+            Some(p) => Ok(p),
+            None => svc.page(stream, pos, limit, Some(epoch)),
+        };
+        match page {
+            Err(ServiceError::Gone { .. }) if stream == Stream::Changes && snapshots == 0 => {
+                snapshot(&mut pos, &mut epoch, &mut reset, &mut exact)?;
+                snapshots += 1;
+            }
+            Err(ServiceError::Gone { earliest, .. })
+                if stream == Stream::Late && pos < earliest =>
+            {
+                // Pruned before the sink was created at `start`: it
+                // begins with the earliest record still held.
+                pos = earliest - 1;
+            }
+            Err(e) => return Err(e),
+            Ok(p) => {
+                if p.rewound_to.is_some() || p.epoch != epoch {
+                    // A restore since the heads were read: the next round.
+                    break Vec::new();
+                }
+                if stream == Stream::Changes && snapshots == 0 {
+                    // Sequences missing after the position (a restore of a
+                    // checkpoint this database's history never reached):
+                    // the receiver resyncs from the visible rows.
+                    let gap = match p.rows.first() {
+                        Some((s, _)) => *s > pos + 1,
+                        None => p.head > pos,
+                    };
+                    if gap {
+                        snapshot(&mut pos, &mut epoch, &mut reset, &mut exact)?;
+                        snapshots += 1;
+                        continue;
+                    }
+                }
+                if epoch != head_epoch {
+                    break Vec::new();
+                }
+                break p.rows.into_iter().take_while(|(s, _)| *s <= head).collect();
+            }
+        }
+    };
+    let start_pos = pos;
+    let scanned_to = rows.last().map(|(s, _)| *s);
+    let mut first = pos + 1;
+    let mut recs: Vec<String> = Vec::new();
+    let emit = |out: &mut FormOut,
+                reset: &mut Option<(u64, Option<String>)>,
+                first: u64,
+                last: u64,
+                recs: Vec<String>| {
+        out.total += 1;
+        let (reset_after, snapshot) = match reset.take() {
+            Some((a, s)) => (Some(a), s),
+            None => (None, None),
+        };
+        out.batches.push((
+            BatchRow {
+                batch: out.total,
+                epoch,
+                first,
+                last,
+                reset_after,
+                snapshot,
+                watermark: None,
+                frozen: None,
+            },
+            recs,
+        ));
+    };
+    for (seq, json) in rows {
+        if filter.is_none_or(|f| f.keeps(stream, &json)) {
+            recs.push(json);
+        }
+        if recs.len() as u64 >= inp.spec.batch_size {
+            emit(&mut out, &mut reset, first, seq, std::mem::take(&mut recs));
+            first = seq + 1;
+        }
+    }
+    // The end of what was gone through; a tail the filter dropped whole
+    // belongs to the last batch, or moves the cursor.
+    let mut end = start_pos;
+    if let Some(s) = scanned_to {
+        end = s;
+        if s >= first {
+            if !recs.is_empty() {
+                emit(&mut out, &mut reset, first, s, std::mem::take(&mut recs));
+            } else if reset.is_none() {
+                if let Some((b, _)) = out.batches.last_mut() {
+                    b.last = s;
+                }
+            }
+        }
+    }
+    if let Some((after, _)) = &reset {
+        // A reset with nothing after it (yet).
+        let after = *after;
+        emit(&mut out, &mut reset, after + 1, end.max(after), Vec::new());
+    }
+    if stream == Stream::Changes {
+        let mut w = out.watermark;
+        for (b, _) in &mut out.batches {
+            if let Some((_, _, exact_w)) =
+                exact.iter().find(|(e, p, _)| *e == b.epoch && *p == b.last)
+            {
+                w = *exact_w;
+            }
+            b.watermark = w;
+        }
+        out.watermark = w;
+        // Caught up and the watermark moved since the last batch: a batch
+        // that carries it (and any tail the filter dropped).
+        if out.batches.is_empty()
+            && epoch == head_epoch
+            && end == head
+            && h.watermark != out.watermark
+        {
+            out.total += 1;
+            out.batches.push((
+                BatchRow {
+                    batch: out.total,
+                    epoch,
+                    first: start_pos + 1,
+                    last: end,
+                    reset_after: None,
+                    snapshot: None,
+                    watermark: h.watermark,
+                    frozen: None,
+                },
+                Vec::new(),
+            ));
+            out.watermark = h.watermark;
+        }
+    }
+    if out.batches.is_empty() && (end, epoch) != (inp.cursor, inp.epoch) {
+        out.moved = Some((end, epoch));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retry_after;
+    use std::time::Duration;
+
+    #[test]
+    fn retry_after_takes_seconds_and_dates() {
+        assert_eq!(retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(" 0 "), Some(Duration::ZERO));
+        assert_eq!(retry_after("99999999"), Some(Duration::from_secs(3600)));
+        // a date in the past: at once
+        assert_eq!(
+            retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(retry_after("soon"), None);
+        assert_eq!(retry_after("-1"), None);
+    }
+}
