@@ -50,35 +50,7 @@ const TOKENS: &[&str] = &[
 ];
 
 fn mutate(rng: &mut Rng, s: &str) -> String {
-    let mut b = s.as_bytes().to_vec();
-    for _ in 0..=rng.below(3) {
-        if b.is_empty() {
-            b.extend_from_slice(TOKENS[rng.below(TOKENS.len() as u64) as usize].as_bytes());
-            continue;
-        }
-        let i = rng.below(b.len() as u64) as usize;
-        match rng.below(5) {
-            0 => {
-                let set = b" {}[],:\"0-9aez\\";
-                b[i] = set[rng.below(set.len() as u64) as usize]
-            }
-            1 => {
-                let j = (i + 1 + rng.below(12) as usize).min(b.len());
-                b.drain(i..j);
-            }
-            2 => {
-                let t = TOKENS[rng.below(TOKENS.len() as u64) as usize];
-                b.splice(i..i, t.bytes());
-            }
-            3 => {
-                let j = (i + 1 + rng.below(20) as usize).min(b.len());
-                let part = b[i..j].to_vec();
-                b.splice(j..j, part);
-            }
-            _ => b.truncate(i),
-        }
-    }
-    String::from_utf8_lossy(&b).into_owned()
+    mutate_with(rng, s, TOKENS)
 }
 
 /// Percent-encodes every byte but letters, digits and `keep`.

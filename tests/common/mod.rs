@@ -375,6 +375,41 @@ impl Rng {
     }
 }
 
+/// `s` with one to four random byte-level edits (a byte replaced by a JSON
+/// punctuation or letter, a run deleted, one of `tokens` inserted, a run
+/// repeated, the tail cut): the API fuzz tests' mutator.
+pub fn mutate_with(rng: &mut Rng, s: &str, tokens: &[&str]) -> String {
+    let mut b = s.as_bytes().to_vec();
+    for _ in 0..=rng.below(3) {
+        if b.is_empty() {
+            b.extend_from_slice(tokens[rng.below(tokens.len() as u64) as usize].as_bytes());
+            continue;
+        }
+        let i = rng.below(b.len() as u64) as usize;
+        match rng.below(5) {
+            0 => {
+                let set = b" {}[],:\"0-9aez\\";
+                b[i] = set[rng.below(set.len() as u64) as usize]
+            }
+            1 => {
+                let j = (i + 1 + rng.below(12) as usize).min(b.len());
+                b.drain(i..j);
+            }
+            2 => {
+                let t = tokens[rng.below(tokens.len() as u64) as usize];
+                b.splice(i..i, t.bytes());
+            }
+            3 => {
+                let j = (i + 1 + rng.below(20) as usize).min(b.len());
+                let part = b[i..j].to_vec();
+                b.splice(j..j, part);
+            }
+            _ => b.truncate(i),
+        }
+    }
+    String::from_utf8_lossy(&b).into_owned()
+}
+
 /// One delivery as JSON (offset `None` = append mode).
 pub fn delivery(
     partition: &str,
