@@ -154,8 +154,18 @@ fn a_version_2_database_is_upgraded_and_keeps_serving_its_changes() {
         )
         .unwrap();
     }
+    // version 2 stored every body as received
+    let packed: i64 = c
+        .query_row(
+            "SELECT count(*) FROM commands WHERE encoding <> 0",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(packed, 0, "this history must hold only small bodies");
     c.execute_batch(
-        "DROP TABLE sink_batches;
+        "ALTER TABLE commands DROP COLUMN encoding;
+         DROP TABLE sink_batches;
          DROP TABLE sinks;
          DROP TABLE pattern_output;
          DROP TABLE patterns;

@@ -10,6 +10,7 @@
 //!    the transaction that holds the call.
 
 use crate::engine::{Address, DeliveryRef};
+use crate::store::StoredBody;
 
 use super::command::{Applied, Command, Output};
 use super::commit::{json_records, Encoded, Pending};
@@ -90,7 +91,7 @@ impl Service {
             framing,
             deliveries,
         };
-        let (ticket, applied) = self.apply(cmd, raw.to_vec())?;
+        let (ticket, applied) = self.apply(cmd, StoredBody::pack(raw))?;
         let Applied::Ingest(o) = applied else {
             return Err(ServiceError::Unavailable("internal mix-up".into()));
         };
@@ -151,7 +152,7 @@ impl Service {
     }
 
     fn tick(&self, cmd: Command<'_>, reply: Reply) -> Result<TickAnswer, ServiceError> {
-        let body = cmd.compact_body()?;
+        let body = StoredBody::raw(cmd.compact_body()?);
         let (ticket, applied) = self.apply(cmd, body)?;
         let Applied::Tick(o) = applied else {
             return Err(ServiceError::Unavailable("internal mix-up".into()));
@@ -179,7 +180,7 @@ impl Service {
     pub(super) fn apply(
         &self,
         cmd: Command<'_>,
-        body: Vec<u8>,
+        body: StoredBody,
     ) -> Result<(u64, Applied), ServiceError> {
         let _turn = self.turns.wait();
         let mut guard = self.lock_consistent()?;

@@ -25,7 +25,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
-use crate::store::{self, CommandRow, EngineId, Stream};
+use crate::store::{self, CommandRow, EngineId, StoredBody, Stream};
 
 use super::command::Output;
 use super::{Inner, Metrics, Service, ServiceError};
@@ -88,7 +88,7 @@ pub(super) struct Pending {
     ticket: u64,
     engine: EngineId,
     kind: &'static str,
-    body: Vec<u8>,
+    body: StoredBody,
     /// The heads after this call.
     heads: super::Heads,
     /// Filled by the caller outside the processor lock.
@@ -100,7 +100,7 @@ impl Pending {
         ticket: u64,
         engine: EngineId,
         kind: &'static str,
-        body: Vec<u8>,
+        body: StoredBody,
         heads: super::Heads,
     ) -> Pending {
         Pending {
@@ -259,7 +259,8 @@ impl Service {
                     CommandRow {
                         engine: p.engine,
                         kind: p.kind,
-                        body: &p.body,
+                        body: &p.body.bytes,
+                        encoding: p.body.encoding,
                         changes: e
                             .and_then(|e| e.changes.as_ref())
                             .map(|(f, l, c)| (*f, *l, c.as_slice())),
@@ -291,7 +292,7 @@ impl Service {
                 let bytes: usize = group
                     .iter()
                     .map(|p| {
-                        p.body.len()
+                        p.body.bytes.len()
                             + p.encoded
                                 .as_ref()
                                 .and_then(|e| e.changes.as_ref())

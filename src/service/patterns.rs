@@ -4,7 +4,7 @@
 //! its restores.
 
 use crate::patterns::{self, Engine};
-use crate::store::{EngineId, Restored};
+use crate::store::{EngineId, Restored, StoredBody};
 
 use super::command::{Applied, Command, Output};
 use super::commit::{json_records, Encoded};
@@ -67,7 +67,7 @@ impl Service {
             events: batch.events,
             malformed: batch.malformed,
         };
-        let (ticket, applied) = self.apply(cmd, raw.to_vec())?;
+        let (ticket, applied) = self.apply(cmd, StoredBody::pack(raw))?;
         let Applied::PatternPush(o) = applied else {
             return Err(ServiceError::Unavailable("internal mix-up".into()));
         };
@@ -93,7 +93,7 @@ impl Service {
     }
 
     fn pattern_tick(&self, cmd: Command<'_>) -> Result<AdvanceAnswer, ServiceError> {
-        let body = cmd.compact_body()?;
+        let body = StoredBody::raw(cmd.compact_body()?);
         let (ticket, applied) = self.apply(cmd, body)?;
         let enc = Encoded::new(&applied.output());
         let Applied::PatternAdvance(o) = applied else {

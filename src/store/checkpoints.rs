@@ -429,6 +429,7 @@ mod tests {
                 engine: EngineId::Window,
                 kind: "advance",
                 body: b"{}",
+                encoding: crate::store::body::RAW,
                 changes: None,
                 records: (Stream::Late, &[]),
             }])

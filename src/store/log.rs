@@ -161,13 +161,15 @@ impl Writer {
             .op("BEGIN IMMEDIATE (append)")?;
         {
             let mut cmd = tx
-                .prepare_cached("INSERT INTO commands (engine, kind, body) VALUES (?1, ?2, ?3)")
+                .prepare_cached(
+                    "INSERT INTO commands (engine, kind, body, encoding) VALUES (?1, ?2, ?3, ?4)",
+                )
                 .op("prepare INSERT commands")?;
             let mut chg = tx
                 .prepare_cached("INSERT INTO changes (seq, body, last_seq) VALUES (?1, ?2, ?3)")
                 .op("prepare INSERT changes")?;
             for r in rows {
-                cmd.execute(params![r.engine.name(), r.kind, r.body])
+                cmd.execute(params![r.engine.name(), r.kind, r.body, r.encoding])
                     .op("INSERT commands")?;
                 if let Some((first, last, body)) = r.changes {
                     chg.execute(params![seq_i64(first)?, body, seq_i64(last)?])
@@ -445,7 +447,7 @@ macro_rules! replay_reads {
             ) -> std::result::Result<(), E> {
                 let mut st = self
                     .conn
-                    .prepare("SELECT engine, kind, body FROM commands ORDER BY id")
+                    .prepare("SELECT engine, kind, body, encoding FROM commands ORDER BY id")
                     .op("prepare SELECT commands")?;
                 let mut rows = st.query([]).op("SELECT commands")?;
                 while let Some(row) = rows.next().op("SELECT commands (next)")? {
@@ -461,7 +463,8 @@ macro_rules! replay_reads {
                     };
                     let kind: String = row.get(1).op("commands.kind")?;
                     let body: Vec<u8> = row.get(2).op("commands.body")?;
-                    f(engine, &kind, body)?;
+                    let encoding: i64 = row.get(3).op("commands.encoding")?;
+                    f(engine, &kind, super::body::unpack(encoding, body)?)?;
                 }
                 Ok(())
             }
@@ -725,8 +728,11 @@ pub struct CommandRow<'a> {
     pub engine: EngineId,
     /// Its kind within the engine (`events`, `ndjson`, `advance`, ...).
     pub kind: &'a str,
-    /// The request as received (events) or its compact form (watermarks).
+    /// The request as received (events) or its compact form (watermarks),
+    /// as stored: see [`super::body`].
     pub body: &'a [u8],
+    /// How `body` is stored ([`super::body::RAW`] or [`super::body::LZ4`]).
+    pub encoding: i64,
     /// First and last change sequence and the binary chunk of the changes
     /// ([`chunk::encode`]).
     pub changes: Option<(u64, u64, &'a [u8])>,
@@ -839,6 +845,7 @@ mod tests {
                 engine: EngineId::Window,
                 kind: "ndjson",
                 body: b"{}",
+                encoding: crate::store::body::RAW,
                 changes: Some((1, 5, &a)),
                 records: (Stream::Late, &[]),
             },
@@ -846,6 +853,7 @@ mod tests {
                 engine: EngineId::Window,
                 kind: "advance",
                 body: b"{}",
+                encoding: crate::store::body::RAW,
                 changes: None,
                 records: (Stream::Late, &[]),
             },
@@ -853,6 +861,7 @@ mod tests {
                 engine: EngineId::Window,
                 kind: "advance",
                 body: b"{}",
+                encoding: crate::store::body::RAW,
                 changes: Some((6, 8, &b)),
                 records: (Stream::Late, &[]),
             },

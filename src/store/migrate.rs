@@ -34,6 +34,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0006_sinks",
         include_str!("../../migrations/0006_sinks.sql"),
     ),
+    (
+        "0007_compressed_bodies",
+        include_str!("../../migrations/0007_compressed_bodies.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

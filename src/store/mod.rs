@@ -21,6 +21,7 @@
 //! between two of its commits once nearly all of it is copied
 //! ([`Writer::restart_wal`]).
 
+mod body;
 mod checkpoints;
 pub mod chunk;
 mod error;
@@ -35,6 +36,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
+pub use body::StoredBody;
 pub use checkpoints::{sha256_hex, CheckpointMeta, Origin, PIECE_BYTES};
 pub use error::{Error, Result};
 pub use log::{chunk_rows, Base, CommandRow, Page, PageRefusal, Restored, Stream};
@@ -336,6 +338,7 @@ mod tests {
             engine: EngineId::Window,
             kind: "advance",
             body: &[7u8; 100_000],
+            encoding: crate::store::body::RAW,
             changes: None,
             records: (Stream::Late, &[]),
         };
