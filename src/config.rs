@@ -89,4 +89,12 @@ pub struct ServeArgs {
     #[arg(long, env = "STREAMFORGE_SINK_TIMEOUT_MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub sink_timeout_ms: u64,
+    /// Webhook sinks run on threads of their own at this CPU niceness
+    /// (0-19; higher yields more; 0 = the same priority as ingestion). When
+    /// the cores are busy, acknowledged ingestion and reads go first and
+    /// the sinks catch up when there is room (their lag is on GET /sinks
+    /// and /metrics).
+    #[arg(long, env = "STREAMFORGE_SINK_NICE", default_value_t = 10,
+          value_parser = clap::value_parser!(i32).range(0..=19))]
+    pub sink_nice: i32,
 }

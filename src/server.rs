@@ -72,6 +72,7 @@ impl Config {
                     args.sink_backoff_max_ms.max(args.sink_backoff_ms),
                 ),
                 timeout: std::time::Duration::from_millis(args.sink_timeout_ms),
+                nice: args.sink_nice,
             },
         })
     }

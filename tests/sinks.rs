@@ -1039,3 +1039,60 @@ fn the_sink_commands_add_list_show_and_remove() {
     let (ok, _, err) = cli(&s, &["sink", "show", "alerts"]);
     assert!(!ok && err.contains("not_found"), "{err}");
 }
+
+/// CPU niceness of every thread of `pid` named `name` (field 19 of
+/// `/proc/<pid>/task/<tid>/stat`, after the parenthesized name).
+fn thread_nices(pid: u32, name: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = t.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        // after the name: state is field 3, nice field 19
+        out.push(after.split(' ').nth(16).unwrap().parse().unwrap());
+    }
+    out
+}
+
+/// The sinks run on threads of their own at `--sink-nice` (10 by default),
+/// so that under CPU contention ingestion goes first; the service's own
+/// threads keep their priority, and delivery still ends exact.
+#[test]
+fn sinks_run_on_their_own_lower_priority_threads() {
+    if !std::path::Path::new("/proc/self/task").exists() {
+        eprintln!("no /proc: skipped");
+        return;
+    }
+    for (flag, want) in [(None, 10), (Some("0"), 0), (Some("15"), 15)] {
+        let dir = tempdir();
+        let mut extra = vec![];
+        if let Some(n) = flag {
+            extra = vec!["--sink-nice", n];
+        }
+        let s = start(&dir.path().join("db"), &args(&extra));
+        let rcv = Receiver::start(None, |_, _| Action::Ok);
+        create(
+            &s,
+            json!({"name":"all","url":format!("{}/all", rcv.base),"stream":"changes","start":"start"}),
+        );
+        for op in workload(5, 40) {
+            assert_eq!(op.send(&s).status, 200);
+        }
+        converge(&s, &rcv, "all", "/all", "changes");
+        let sinks = thread_nices(s.pid(), "sinks");
+        assert!(!sinks.is_empty(), "no thread named sinks");
+        assert!(sinks.iter().all(|n| *n == want), "{flag:?}: {sinks:?}");
+        let main = thread_nices(s.pid(), "tokio-rt-worker");
+        assert!(!main.is_empty() && main.iter().all(|n| *n == 0), "{main:?}");
+    }
+    // out of range: refused before anything starts
+    let dir = tempdir();
+    let Err(e) = try_start(&dir.path().join("db"), &["--sink-nice", "20"]) else {
+        panic!("--sink-nice 20 was accepted");
+    };
+    assert!(e.contains("--sink-nice"), "{e}");
+}

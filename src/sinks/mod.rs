@@ -72,6 +72,8 @@ pub struct Options {
     pub backoff_max: Duration,
     /// A request that has not been answered by then failed.
     pub timeout: Duration,
+    /// CPU niceness of the sinks' threads (0 = that of the service).
+    pub nice: i32,
 }
 
 impl Default for Options {
@@ -80,6 +82,7 @@ impl Default for Options {
             backoff: Duration::from_millis(1000),
             backoff_max: Duration::from_secs(300),
             timeout: Duration::from_secs(10),
+            nice: 10,
         }
     }
 }
@@ -207,7 +210,40 @@ pub struct Sinks {
     svc: Arc<Service>,
     shared: Arc<Shared>,
     rt: tokio::runtime::Handle,
+    /// The sinks' own runtime (shut down in the background at stop: it may
+    /// not be dropped inside the service's runtime).
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
     running: Mutex<HashMap<i64, Running>>,
+}
+
+impl Drop for Sinks {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.get_mut().ok().and_then(Option::take) {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// The sinks' runtime: one async worker and a few blocking threads (their
+/// store reads and writes), all at CPU niceness `nice`, so that under CPU
+/// contention the acknowledged write path goes first. Delivery is
+/// asynchronous by contract: a sink that falls behind catches up when
+/// there is room.
+fn sink_runtime(nice: i32) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(4)
+        .thread_name("sinks")
+        .enable_all()
+        .on_thread_start(move || {
+            if nice > 0 {
+                let tid = rustix::thread::gettid();
+                if let Err(e) = rustix::process::setpriority_process(Some(tid), nice) {
+                    tracing::warn!(error = %e, nice, "cannot lower the sinks' CPU priority");
+                }
+            }
+        })
+        .build()
 }
 
 /// A random-looking id (the Idempotency-Key prefix of a sink): 16 hex
@@ -282,7 +318,7 @@ pub struct SinkView {
 }
 
 impl Sinks {
-    /// Starts a worker for every stored sink. Call inside the runtime.
+    /// Starts the sinks' own runtime and a worker for every stored sink.
     pub fn start(svc: Arc<Service>, opts: Options) -> Result<Arc<Sinks>, String> {
         let fault = std::env::var("STREAMFORGE_SINK_FAULT").ok().and_then(|v| {
             let (p, rest) = v.split_once(':')?;
@@ -305,6 +341,8 @@ impl Sinks {
                 .unwrap_or_default();
             (t.as_nanos() as u64 ^ u64::from(std::process::id()).rotate_left(32)) | 1
         };
+        let runtime =
+            sink_runtime(opts.nice).map_err(|e| format!("cannot start the sinks' threads: {e}"))?;
         let sinks = Arc::new(Sinks {
             svc: svc.clone(),
             shared: Arc::new(Shared {
@@ -313,8 +351,8 @@ impl Sinks {
                 fault,
                 rng: Mutex::new(seed),
             }),
-            rt: tokio::runtime::Handle::try_current()
-                .map_err(|e| format!("the sinks need a runtime: {e}"))?,
+            rt: runtime.handle().clone(),
+            runtime: Mutex::new(Some(runtime)),
             running: Mutex::new(HashMap::new()),
         });
         let rows = svc
@@ -458,6 +496,14 @@ impl Sinks {
     pub fn stop(&self) {
         for (_, r) in self.running().drain() {
             r.handle.abort();
+        }
+        let rt = self
+            .runtime
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(rt) = rt {
+            rt.shutdown_background();
         }
     }
 
