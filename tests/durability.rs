@@ -61,22 +61,29 @@ impl Acked {
     }
 }
 
+/// The changelog, late output and snapshot of `ops` sent to a fresh server
+/// on `db` without interruption: what every interrupted run must end with.
+fn uninterrupted(
+    db: &std::path::Path,
+    args: &[&str],
+    ops: &[Op],
+) -> (Vec<String>, Vec<String>, String) {
+    let s = start(db, args);
+    for op in ops {
+        assert_eq!(op.send(&s).status, 200);
+    }
+    (s.all_changes(), s.all_late(), s.snapshot())
+}
+
 #[test]
 fn sigkill_at_seeded_points_loses_nothing_acknowledged() {
     let dir = tempdir();
     let ops = workload(42, 160);
-    // The uninterrupted run.
-    let reference = {
-        let s = start(&dir.path().join("ref.db"), &["--checkpoint-every", "4"]);
-        for op in &ops {
-            assert_eq!(op.send(&s).status, 200);
-        }
-        (s.all_changes(), s.all_late(), s.snapshot())
-    };
+    let args = ["--checkpoint-every", "4"];
+    let reference = uninterrupted(&dir.path().join("ref.db"), &args, &ops);
     assert!(reference.0.len() > 50, "workload too small");
 
     let db = dir.path().join("crash.db");
-    let args = ["--checkpoint-every", "4"];
     let mut s = start(&db, &args);
     let mut rng = Rng(2024);
     let mut acked = Acked::default();
@@ -437,17 +444,11 @@ fn compressed_command_bodies_replay_exactly_after_sigkill() {
         .count();
     assert!(large >= 10, "only {large} large bodies");
 
-    let reference = {
-        let s = start(&dir.path().join("ref.db"), &["--checkpoint-every", "0"]);
-        for op in &ops {
-            assert_eq!(op.send(&s).status, 200);
-        }
-        (s.all_changes(), s.all_late(), s.snapshot())
-    };
+    let args = ["--checkpoint-every", "0"];
+    let reference = uninterrupted(&dir.path().join("ref.db"), &args, &ops);
     assert!(reference.0.len() > 100, "workload too small");
 
     let db = dir.path().join("crash.db");
-    let args = ["--checkpoint-every", "0"];
     let mut s = start(&db, &args);
     for (i, op) in ops.iter().enumerate() {
         let r = op.send(&s);
