@@ -49,6 +49,9 @@
 //! - `BENCH_MODEL` ("125000,250000,500000,1000000"): checkpoint model sizes;
 //! - `BENCH_SKIP`: comma list of sections to skip: `throughput`, `latency`,
 //!   `recovery`, `model`, `sinks`;
+//! - `BENCH_RETURN`: `minimal` sends `Prefer: return=minimal` with every
+//!   ingest and watermark call (answers carry counts, not records; the
+//!   sinks section's lag needs full answers: skip it then);
 //! - `BENCH_URL`: an already running server (throughput only; its CPU and
 //!   RSS are read when `BENCH_PID` is given);
 //! - `STREAMFORGE_BIN` (target/release/streamforge), `BENCH_DIR` (a temp dir
@@ -227,11 +230,17 @@ fn client_requests(all: &[Vec<Req>], c: usize, clients: usize) -> Vec<Req> {
 // ---------------------------------------------------------------- client
 
 /// A minimal HTTP/1.1 keep-alive client (little CPU next to the server's).
-/// Sends one workload request.
+/// Sends one workload request; with `BENCH_RETURN=minimal` it asks for
+/// minimal answers (`Prefer: return=minimal`: counts, not records).
 fn send(c: &mut Conn, r: &Req) -> u16 {
+    static MINIMAL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    let h = *MINIMAL.get_or_init(|| match std::env::var("BENCH_RETURN").as_deref() {
+        Ok("minimal") => "prefer: return=minimal\r\n",
+        _ => "",
+    });
     match r {
-        Req::Events(b, _) => c.call("POST", "/events", "application/x-ndjson", b),
-        Req::Advance(b, _, _) => c.call("POST", "/watermarks", "application/json", b),
+        Req::Events(b, _) => c.call_with("POST", "/events", "application/x-ndjson", h, b),
+        Req::Advance(b, _, _) => c.call_with("POST", "/watermarks", "application/json", h, b),
     }
 }
 

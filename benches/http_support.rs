@@ -29,8 +29,20 @@ impl Conn {
 
     /// Sends one request and reads the answer; returns the status.
     pub fn call(&mut self, method: &str, path: &str, ctype: &str, body: &[u8]) -> u16 {
+        self.call_with(method, path, ctype, "", body)
+    }
+
+    /// [`Conn::call`] with extra header lines (each ending in `\r\n`).
+    pub fn call_with(
+        &mut self,
+        method: &str,
+        path: &str,
+        ctype: &str,
+        headers: &str,
+        body: &[u8],
+    ) -> u16 {
         let head = format!(
-            "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\n{headers}\r\n",
             self.addr,
             body.len()
         );
