@@ -96,7 +96,9 @@ pub enum ClientCommand {
     /// {"op":"deliver","partition":P,"offset":N,"event":{...}} (or a bare
     /// Delivery without "op"), {"op":"advance","partition":P,"watermark":W},
     /// {"op":"idle","partition":P}. Consecutive deliveries are POSTed to
-    /// /events in NDJSON batches; advances and idles in between.
+    /// /events in NDJSON batches; advances and idles in between. With
+    /// --lanes N, up to N partitions are sent side by side, each strictly
+    /// in file order.
     ///
     /// Re-running after an interruption is safe: a delivery re-sent with its
     /// offset is a no-op, one without an offset (append mode) is a duplicate
@@ -120,6 +122,16 @@ pub enum ClientCommand {
         /// (every change and late record).
         #[arg(long = "return", value_enum, default_value_t = ReturnMode::Minimal)]
         returns: ReturnMode,
+        /// Partitions sent side by side, each strictly in file order on
+        /// its own connection (more partitions share the lanes in turn).
+        /// 1, the default, sends the whole file in order, one call at a
+        /// time: the results are the file's, exactly. With more lanes only
+        /// the interleaving across partitions differs from the file's, as
+        /// with independent producers, so an event late in the file's order
+        /// may be on time in another (and the other way round); use it for
+        /// bulk loads whose partitions do not wait on each other.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        lanes: u32,
     },
     /// Advance a partition's watermark (POST /watermarks); prints the changes.
     Watermark {
@@ -293,13 +305,14 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
             file,
             batch,
             returns,
+            lanes,
         } => {
             let api = Api::new(&conn, None)?;
             let api = match returns {
                 ReturnMode::Minimal => api.minimal(),
                 ReturnMode::Full => api,
             };
-            send::run(&api, &file, batch as usize)
+            send::run(&api, &file, batch as usize, lanes as usize)
         }
         ClientCommand::Watermark {
             conn,

@@ -582,6 +582,7 @@ fn parse_line(text: &str) -> Result<Operation<'_>, String> {
 /// What `patterns send` says after a rejected batch.
 const EVENTS: Wording = Wording {
     item: "event",
+    scope: "",
     advice: |first| {
         format!(
             "fix the cause and send the file again from line {first} on \

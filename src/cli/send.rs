@@ -1,7 +1,9 @@
 //! `streamforge send FILE|-`: replays an NDJSON file of operations.
 //!
 //! The format is the one `benches/gen_workload.py` writes, one
-//! operation per line, sent strictly in file order:
+//! operation per line, sent strictly in file order (with `--lanes N`, each
+//! partition's operations in file order, up to N partitions side by side:
+//! [`Lanes`]):
 //! - `{"op":"deliver","partition":"p0","offset":0,"event":{...}}`, or a bare
 //!   Delivery without `"op"`: consecutive deliveries are batched (`--batch`)
 //!   and POSTed to `/events` as NDJSON, with `"op"` stripped (the server
@@ -18,8 +20,12 @@
 //! shared with `patterns send` (src/cli/patterns.rs) through [`Replay`] and
 //! [`replay`].
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -107,7 +113,7 @@ fn parse_line(text: &str) -> Result<Operation, String> {
 }
 
 /// Counts for the final line.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct Tally {
     deliveries: u64,
     batches: u64,
@@ -163,6 +169,9 @@ impl Batch {
 pub(super) struct Wording {
     /// The item: `delivery`, `event`.
     pub item: &'static str,
+    /// What "everything before line N" covers: `""` (the file), or
+    /// `" of this partition"` when partitions are sent in parallel.
+    pub scope: &'static str,
     /// What to do after a rejected batch whose first item is on the line given.
     pub advice: fn(u64) -> String,
 }
@@ -170,7 +179,14 @@ pub(super) struct Wording {
 /// What `send` says.
 const DELIVERIES: Wording = Wording {
     item: "delivery",
+    scope: "",
     advice: |_| "fix the cause and run send again".into(),
+};
+
+/// What `send` says when partitions go in parallel.
+const LANE_DELIVERIES: Wording = Wording {
+    scope: " of this partition",
+    ..DELIVERIES
 };
 
 /// One file's operations as a [`replay`] sends them.
@@ -187,37 +203,46 @@ pub(super) trait Replay {
     fn flush(&mut self, progress: &Progress) -> anyhow::Result<()>;
 }
 
+/// Sends one stream of operations strictly in order, one call at a time:
+/// the whole file (the default) or one lane of partitions.
 struct Sender<'a> {
     api: &'a Api,
     batch_size: usize,
     batch: Batch,
     tally: Tally,
+    wording: &'static Wording,
 }
 
-impl Replay for Sender<'_> {
-    fn line(
-        &mut self,
-        line_no: u64,
-        text: &str,
-        progress: &Progress,
-    ) -> anyhow::Result<Result<(), String>> {
-        match parse_line(text) {
-            Ok(Operation::Deliver(d)) => {
-                self.batch.add(line_no, &serde_json::to_vec(&d)?);
-                if self.batch.len() >= self.batch_size {
-                    self.flush(progress)?;
-                }
-            }
-            Ok(op) => self.tick(line_no, &op, progress)?,
-            Err(e) => return Ok(Err(e)),
+impl<'a> Sender<'a> {
+    fn new(api: &'a Api, batch_size: usize, wording: &'static Wording) -> Sender<'a> {
+        Sender {
+            api,
+            batch_size: batch_size.max(1),
+            batch: Batch::default(),
+            tally: Tally::default(),
+            wording,
         }
-        Ok(Ok(()))
     }
 
-    fn flush(&mut self, progress: &Progress) -> anyhow::Result<()> {
+    /// Handles one operation; the deliveries it sent (a full batch).
+    fn op(&mut self, line_no: u64, op: Operation) -> anyhow::Result<u64> {
+        match op {
+            Operation::Deliver(d) => {
+                self.batch.add(line_no, &serde_json::to_vec(&d)?);
+                if self.batch.len() >= self.batch_size {
+                    return self.flush();
+                }
+                Ok(0)
+            }
+            op => self.tick(line_no, &op),
+        }
+    }
+
+    /// Sends the pending batch; the deliveries it held.
+    fn flush(&mut self) -> anyhow::Result<u64> {
         let first = self.batch.lines.first().copied().unwrap_or_default();
-        let Some((answer, n)) = self.batch.post(self.api, &["events"], &DELIVERIES)? else {
-            return Ok(());
+        let Some((answer, n)) = self.batch.post(self.api, &["events"], self.wording)? else {
+            return Ok(0);
         };
         let ingested: Ingested =
             parse(&answer).with_context(|| format!("line {first}: the answer to POST /events"))?;
@@ -225,14 +250,12 @@ impl Replay for Sender<'_> {
         self.tally.batches += 1;
         self.tally.changes += ingested.changes.0;
         self.tally.late += ingested.late.0;
-        progress.update(self.tally.deliveries);
-        Ok(())
+        Ok(n)
     }
-}
 
-impl Sender<'_> {
-    fn tick(&mut self, line_no: u64, op: &Operation, progress: &Progress) -> anyhow::Result<()> {
-        self.flush(progress)?;
+    /// An advance or idle call, after the pending batch; the deliveries sent.
+    fn tick(&mut self, line_no: u64, op: &Operation) -> anyhow::Result<u64> {
+        let sent = self.flush()?;
         let (answer, what) = match op {
             Operation::Advance {
                 partition,
@@ -262,6 +285,34 @@ impl Sender<'_> {
         let ticked: TickCount =
             parse(&answer).with_context(|| format!("line {line_no} ({what})"))?;
         self.tally.changes += ticked.changes.0;
+        Ok(sent)
+    }
+}
+
+/// The file strictly in order, one call at a time (the default).
+struct InOrder<'a>(Sender<'a>);
+
+impl Replay for InOrder<'_> {
+    fn line(
+        &mut self,
+        line_no: u64,
+        text: &str,
+        progress: &Progress,
+    ) -> anyhow::Result<Result<(), String>> {
+        match parse_line(text) {
+            Ok(op) => {
+                if self.0.op(line_no, op)? > 0 {
+                    progress.update(self.0.tally.deliveries);
+                }
+                Ok(Ok(()))
+            }
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    fn flush(&mut self, progress: &Progress) -> anyhow::Result<()> {
+        self.0.flush()?;
+        progress.update(self.0.tally.deliveries);
         Ok(())
     }
 }
@@ -288,8 +339,9 @@ fn batch_error(e: CallError, lines: &[u64], wording: &Wording) -> anyhow::Error 
         _ => "was not applied",
     };
     anyhow::anyhow!(
-        "{}{e}\n  {batch} {outcome}; everything before line {first} was; {}",
+        "{}{e}\n  {batch} {outcome}; everything{} before line {first} was; {}",
         at.unwrap_or_default(),
+        wording.scope,
         (wording.advice)(first)
     )
 }
@@ -403,16 +455,182 @@ pub(super) fn replay(path: &Path, r: &mut impl Replay) -> anyhow::Result<(String
     Ok((shown, progress.started.elapsed()))
 }
 
-/// Sends `path` (`-`: standard input) in order; prints the final line.
-pub fn run(api: &Api, path: &Path, batch_size: usize) -> anyhow::Result<()> {
-    let mut sender = Sender {
-        api,
-        batch_size: batch_size.max(1),
-        batch: Batch::default(),
-        tally: Tally::default(),
+/// Partitions in parallel (`--lanes N`, N > 1): each partition's operations go,
+/// in file order, to one lane, a thread that sends them one call at a time
+/// like the default does; lanes run side by side. A partition always uses
+/// the same lane (the first `lanes` partitions get one each, later ones
+/// share them in turn), so every partition's calls keep the file's order;
+/// only the interleaving across partitions differs from the file's.
+struct Lanes<'scope, 'env> {
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    api: &'env Api,
+    batch_size: usize,
+    max: usize,
+    lane_of: HashMap<String, usize>,
+    inboxes: Vec<SyncSender<(u64, Operation)>>,
+    handles: Vec<std::thread::ScopedJoinHandle<'scope, anyhow::Result<Tally>>>,
+    shared: Arc<LaneShared>,
+    /// The lanes' counts, once all ended well.
+    done: Option<Tally>,
+}
+
+/// What the lanes share with the reader.
+#[derive(Default)]
+struct LaneShared {
+    /// A lane failed: the others stop at their next call.
+    failed: AtomicBool,
+    /// Deliveries acknowledged, all lanes.
+    delivered: AtomicU64,
+}
+
+impl<'scope, 'env> Lanes<'scope, 'env> {
+    fn partition(op: &Operation) -> &str {
+        match op {
+            Operation::Deliver(d) => &d.partition,
+            Operation::Advance { partition, .. } => partition,
+            Operation::Idle(p) => p,
+        }
+    }
+
+    /// The lane of `partition`, started if new.
+    fn lane(&mut self, partition: &str) -> usize {
+        if let Some(&l) = self.lane_of.get(partition) {
+            return l;
+        }
+        let l = if self.inboxes.len() < self.max {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Operation)>(4096);
+            let (api, batch_size, shared) = (self.api, self.batch_size, self.shared.clone());
+            let name = partition.to_string();
+            self.handles.push(self.scope.spawn(move || {
+                let mut sender = Sender::new(api, batch_size, &LANE_DELIVERIES);
+                let fail = |e: anyhow::Error| {
+                    shared.failed.store(true, Ordering::SeqCst);
+                    e.context(format!("partition {name} (and any sharing its lane)"))
+                };
+                for (line_no, op) in rx {
+                    if shared.failed.load(Ordering::SeqCst) {
+                        return Ok(sender.tally);
+                    }
+                    let n = sender.op(line_no, op).map_err(fail)?;
+                    shared.delivered.fetch_add(n, Ordering::Relaxed);
+                }
+                if !shared.failed.load(Ordering::SeqCst) {
+                    let n = sender.flush().map_err(fail)?;
+                    shared.delivered.fetch_add(n, Ordering::Relaxed);
+                }
+                Ok(sender.tally)
+            }));
+            self.inboxes.push(tx);
+            self.inboxes.len() - 1
+        } else {
+            self.lane_of.len() % self.max
+        };
+        self.lane_of.insert(partition.to_string(), l);
+        l
+    }
+
+    /// Closes the inboxes and waits for every lane; their counts, or the
+    /// first failure.
+    fn finish(&mut self) -> anyhow::Result<Tally> {
+        self.inboxes.clear();
+        let mut total = Tally::default();
+        let mut failure = None;
+        for h in self.handles.drain(..) {
+            match h.join() {
+                Ok(Ok(t)) => total.add(&t),
+                Ok(Err(e)) => {
+                    failure.get_or_insert(e);
+                }
+                Err(_) => {
+                    failure.get_or_insert(anyhow::anyhow!("a sending thread failed"));
+                }
+            }
+        }
+        match failure {
+            Some(e) => Err(e.context(
+                "partitions were sent in parallel (--lanes): the other partitions stopped \
+                 at their next call",
+            )),
+            None => Ok(total),
+        }
+    }
+}
+
+impl Replay for Lanes<'_, '_> {
+    fn line(
+        &mut self,
+        line_no: u64,
+        text: &str,
+        progress: &Progress,
+    ) -> anyhow::Result<Result<(), String>> {
+        let op = match parse_line(text) {
+            Ok(op) => op,
+            Err(e) => return Ok(Err(e)),
+        };
+        if self.shared.failed.load(Ordering::SeqCst) {
+            // the failure is reported by finish
+            self.finish()?;
+        }
+        let lane = self.lane(Self::partition(&op));
+        if self.inboxes[lane].send((line_no, op)).is_err() {
+            // the lane ended early: it failed
+            self.finish()?;
+        }
+        progress.update(self.shared.delivered.load(Ordering::Relaxed));
+        Ok(Ok(()))
+    }
+
+    fn flush(&mut self, progress: &Progress) -> anyhow::Result<()> {
+        let t = self.finish()?;
+        self.done = Some(t);
+        progress.update(self.shared.delivered.load(Ordering::Relaxed));
+        Ok(())
+    }
+}
+
+impl Tally {
+    fn add(&mut self, o: &Tally) {
+        self.deliveries += o.deliveries;
+        self.batches += o.batches;
+        self.advances += o.advances;
+        self.idles += o.idles;
+        self.changes += o.changes;
+        self.late += o.late;
+    }
+}
+
+/// Sends `path` (`-`: standard input): with `lanes` > 1 the partitions in
+/// parallel (each in file order), else the whole file strictly in order;
+/// prints the final line.
+pub fn run(api: &Api, path: &Path, batch_size: usize, lanes: usize) -> anyhow::Result<()> {
+    let (shown, elapsed, t) = if lanes <= 1 {
+        let mut s = InOrder(Sender::new(api, batch_size, &DELIVERIES));
+        let (shown, elapsed) = replay(path, &mut s)?;
+        (shown, elapsed, s.0.tally)
+    } else {
+        std::thread::scope(|scope| -> anyhow::Result<_> {
+            let mut l = Lanes {
+                scope,
+                api,
+                batch_size: batch_size.max(1),
+                max: lanes,
+                lane_of: HashMap::new(),
+                inboxes: Vec::new(),
+                handles: Vec::new(),
+                shared: Arc::default(),
+                done: None,
+            };
+            let r = replay(path, &mut l);
+            // whatever ended the replay, the lanes are joined before leaving
+            let joined = l.finish();
+            let (shown, elapsed) = r?;
+            let t = match l.done.take() {
+                Some(t) => t,
+                None => joined?,
+            };
+            Ok((shown, elapsed, t))
+        })?
     };
-    let (shown, elapsed) = replay(path, &mut sender)?;
-    let t = &sender.tally;
     println!(
         "sent {shown}: {} deliveries in {} batches, {} advances, {} idles; {} changes, {} late; {:.2} s, {} events/s",
         t.deliveries,
