@@ -470,8 +470,8 @@ struct Lanes<'scope, 'env> {
     inboxes: Vec<SyncSender<(u64, Operation)>>,
     handles: Vec<std::thread::ScopedJoinHandle<'scope, anyhow::Result<Tally>>>,
     shared: Arc<LaneShared>,
-    /// The lanes' counts, once all ended well.
-    done: Option<Tally>,
+    /// The counts of the lanes that ended.
+    total: Tally,
 }
 
 /// What the lanes share with the reader.
@@ -529,15 +529,16 @@ impl<'scope, 'env> Lanes<'scope, 'env> {
         l
     }
 
-    /// Closes the inboxes and waits for every lane; their counts, or the
-    /// first failure.
-    fn finish(&mut self) -> anyhow::Result<Tally> {
+    /// Closes the inboxes and waits for every lane, adding their counts to
+    /// `total`; the first failure. Lanes are started again by the next
+    /// operation, so it is only called at the end (or to report a failure).
+    fn finish(&mut self) -> anyhow::Result<()> {
         self.inboxes.clear();
-        let mut total = Tally::default();
+        self.lane_of.clear();
         let mut failure = None;
         for h in self.handles.drain(..) {
             match h.join() {
-                Ok(Ok(t)) => total.add(&t),
+                Ok(Ok(t)) => self.total.add(&t),
                 Ok(Err(e)) => {
                     failure.get_or_insert(e);
                 }
@@ -551,7 +552,15 @@ impl<'scope, 'env> Lanes<'scope, 'env> {
                 "partitions were sent in parallel (--lanes): the other partitions stopped \
                  at their next call",
             )),
-            None => Ok(total),
+            None => Ok(()),
+        }
+    }
+
+    /// The failure of a lane that ended early.
+    fn failed(&mut self) -> anyhow::Error {
+        match self.finish() {
+            Err(e) => e,
+            Ok(()) => anyhow::anyhow!("a sending thread ended early"),
         }
     }
 }
@@ -568,21 +577,19 @@ impl Replay for Lanes<'_, '_> {
             Err(e) => return Ok(Err(e)),
         };
         if self.shared.failed.load(Ordering::SeqCst) {
-            // the failure is reported by finish
-            self.finish()?;
+            return Err(self.failed());
         }
         let lane = self.lane(Self::partition(&op));
         if self.inboxes[lane].send((line_no, op)).is_err() {
             // the lane ended early: it failed
-            self.finish()?;
+            return Err(self.failed());
         }
         progress.update(self.shared.delivered.load(Ordering::Relaxed));
         Ok(Ok(()))
     }
 
     fn flush(&mut self, progress: &Progress) -> anyhow::Result<()> {
-        let t = self.finish()?;
-        self.done = Some(t);
+        self.finish()?;
         progress.update(self.shared.delivered.load(Ordering::Relaxed));
         Ok(())
     }
@@ -618,17 +625,14 @@ pub fn run(api: &Api, path: &Path, batch_size: usize, lanes: usize) -> anyhow::R
                 inboxes: Vec::new(),
                 handles: Vec::new(),
                 shared: Arc::default(),
-                done: None,
+                total: Tally::default(),
             };
             let r = replay(path, &mut l);
             // whatever ended the replay, the lanes are joined before leaving
             let joined = l.finish();
             let (shown, elapsed) = r?;
-            let t = match l.done.take() {
-                Some(t) => t,
-                None => joined?,
-            };
-            Ok((shown, elapsed, t))
+            joined?;
+            Ok((shown, elapsed, l.total))
         })?
     };
     println!(

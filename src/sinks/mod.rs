@@ -218,9 +218,7 @@ pub struct Sinks {
 
 impl Drop for Sinks {
     fn drop(&mut self) {
-        if let Some(rt) = self.runtime.get_mut().ok().and_then(Option::take) {
-            rt.shutdown_background();
-        }
+        self.stop();
     }
 }
 
