@@ -160,6 +160,50 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// The four-window pipeline with K key-hash shards (`BENCH_SHARDS`, default
+/// `1,2,4`): events/s, the ratio to the first K, and a check that every K
+/// produced the same changes and the same checkpoint.
+fn shard_scaling<D: DeliveryInput + Clone>(
+    steps: &[Step<D>],
+    events: usize,
+    runs: usize,
+    windows: &str,
+) {
+    let ks: Vec<usize> = std::env::var("BENCH_SHARDS")
+        .unwrap_or_else(|_| "1,2,4".into())
+        .split(',')
+        .filter_map(|k| k.trim().parse().ok())
+        .collect();
+    if ks.is_empty() {
+        return;
+    }
+    println!(
+        "shards (four-window pipeline)                      events/s     vs K={}",
+        ks[0]
+    );
+    let mut first = 0.0;
+    let mut reference: Option<(u64, String)> = None;
+    for &k in &ks {
+        let mut rates = Vec::new();
+        for _ in 0..runs {
+            let mut p = Processor::new(pipeline(windows));
+            streamforge::shard_pool::set_shards(&mut p, k).expect("valid shard count");
+            let (secs, changes) = run(&mut p, clone_steps(steps));
+            rates.push(events as f64 / secs);
+            let digest = streamforge::engine::sha256_hex(&p.checkpoint());
+            match &reference {
+                None => reference = Some((changes, digest)),
+                Some(r) => assert_eq!(r, &(changes, digest), "K={k} changed the output"),
+            }
+        }
+        let rate = median(rates);
+        if first == 0.0 {
+            first = rate;
+        }
+        println!("K={k:<47} {rate:>14.0} {:>9.2}x", rate / first);
+    }
+}
+
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
     xs[xs.len() / 2]
@@ -223,6 +267,7 @@ fn main() {
         }
         println!("{name:<44} {rate:>14.0} {changes:>12}");
     }
+    shard_scaling(&steps, events, runs, cases[3].1);
     if only.is_none() {
         naive_reference(&steps, fixed_rate, cases[0].1);
     }

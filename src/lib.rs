@@ -48,5 +48,6 @@ pub mod nexmark;
 pub mod patterns;
 pub mod server;
 pub mod service;
+pub mod shard_pool;
 pub mod sinks;
 pub mod store;

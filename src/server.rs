@@ -60,6 +60,10 @@ impl Config {
                     late: args.retain_late,
                 },
                 metrics: Arc::new(Metrics::default()),
+                shards: match args.shards {
+                    0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(64)),
+                    k => k as usize,
+                },
             },
             api: ApiConfig {
                 token: args.token.clone(),

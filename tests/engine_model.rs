@@ -94,6 +94,9 @@ struct Setup {
     partitions: Vec<String>,
     windows: Vec<(String, WindowDef)>,
     lateness: i64,
+    /// Key-hash shards of the engine (1, 2 or 4 by seed; a restore moves
+    /// to the next count).
+    shards: usize,
 }
 
 impl Setup {
@@ -237,13 +240,15 @@ fn gen_setup(rng: &mut Rng) -> Setup {
         partitions,
         windows,
         lateness,
+        shards: 1,
     }
 }
 
 impl Gen {
     fn new(seed: u64) -> (Gen, Setup) {
         let mut rng = Rng::new(seed);
-        let setup = gen_setup(&mut rng);
+        let mut setup = gen_setup(&mut rng);
+        setup.shards = [1, 2, 4][(seed % 3) as usize];
         let base = match rng.below(10) {
             0 => i64::MIN + rng.range(0, 20),
             1 => i64::MAX - rng.range(0, 20),
@@ -785,7 +790,8 @@ fn step_inner(
                 Processor::restore(&bytes, &setup.pipeline_reordered())
             };
             match restored {
-                Ok(p) => *eng = p,
+                // A checkpoint restores with any number of shards: rotate.
+                Ok(p) => *eng = sharded(p, next_shards(eng.shards())),
                 Err(r) => {
                     return Err(Mismatch {
                         op_index: i,
@@ -844,11 +850,28 @@ fn step_inner(
     Ok(())
 }
 
+/// `p` with `k` key-hash shards, every batch (however small) and every tick
+/// going through the shard threads when `k > 1`.
+fn sharded(mut p: Processor, k: usize) -> Processor {
+    streamforge::shard_pool::set_shards(&mut p, k).expect("valid shard count");
+    p.set_shard_min_events(1);
+    p
+}
+
+/// The shard count after a restore: 1 -> 2 -> 4 -> 1.
+fn next_shards(k: usize) -> usize {
+    match k {
+        1 => 2,
+        2 => 4,
+        _ => 1,
+    }
+}
+
 /// Replays concrete ops; Err on the first mismatch or engine panic.
 fn replay(setup: &Setup, ops: &[Op]) -> Result<(), Mismatch> {
     let cur = std::cell::Cell::new(0usize);
     let r = catch_unwind(AssertUnwindSafe(|| -> Result<(), Mismatch> {
-        let mut eng = Processor::new(setup.pipeline());
+        let mut eng = sharded(Processor::new(setup.pipeline()), setup.shards);
         let mut model = setup.model();
         for (i, op) in ops.iter().enumerate() {
             cur.set(i);
@@ -885,7 +908,7 @@ fn run_seed(seed: u64) -> (Setup, Vec<Op>, Option<Mismatch>) {
     let cur = std::cell::Cell::new(0usize);
     let mut model = setup.model();
     let r = catch_unwind(AssertUnwindSafe(|| -> Result<(), Mismatch> {
-        let mut eng = Processor::new(setup.pipeline());
+        let mut eng = sharded(Processor::new(setup.pipeline()), setup.shards);
         for i in 0..nops {
             cur.set(i);
             let op = gen.op(&model);

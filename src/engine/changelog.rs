@@ -24,6 +24,7 @@ use super::event::{Change, ChangeOp, WindowResult};
 use super::hash::FxBuild;
 use super::keys::KeyTable;
 use super::live::{BucketRef, LiveIndex};
+use super::shards::ShardedLive;
 
 /// The buckets a call touched, each with its visible row before the call.
 #[derive(Debug, Default)]
@@ -75,14 +76,40 @@ pub fn sort_by_address<T>(keys: &mut KeyTable, items: &mut [T], addr: impl Fn(&T
     if items.len() < 2 {
         return;
     }
-    if keys.prepare_ranks(items.len()) {
-        let keys = &*keys;
+    let ranked = keys.prepare_ranks(items.len());
+    sort_prepared(keys, ranked, items, addr);
+}
+
+/// [`sort_by_address`] with the ranks already prepared (`ranked`: whether
+/// they are valid), so that several threads can sort with one key table.
+pub fn sort_prepared<T>(
+    keys: &KeyTable,
+    ranked: bool,
+    items: &mut [T],
+    addr: impl Fn(&T) -> &BucketRef,
+) {
+    if ranked {
         items.sort_unstable_by_key(|x| {
             let b = addr(x);
             (b.window, keys.rank(b.key), b.start, b.end)
         });
     } else {
         items.sort_unstable_by(|x, y| address_cmp(keys, addr(x), addr(y)));
+    }
+}
+
+/// Address order through ranks when `ranked`, else through key bytes.
+#[inline]
+pub fn cmp_prepared(keys: &KeyTable, ranked: bool, a: &BucketRef, b: &BucketRef) -> Ordering {
+    if ranked {
+        (a.window, keys.rank(a.key), a.start, a.end).cmp(&(
+            b.window,
+            keys.rank(b.key),
+            b.start,
+            b.end,
+        ))
+    } else {
+        address_cmp(keys, a, b)
     }
 }
 
@@ -98,6 +125,35 @@ pub fn row(names: &[Arc<str>], keys: &KeyTable, b: &BucketRef, agg: &Agg) -> Win
         min: agg.min,
         max: agg.max,
     }
+}
+
+/// The retractions and upserts of touched buckets against the ready view
+/// (`get` yields a bucket's current aggregate), unsorted.
+#[allow(clippy::type_complexity)]
+pub fn diff(
+    touches: Touches,
+    watermark: Option<i64>,
+    get: impl Fn(&BucketRef) -> Option<Agg>,
+) -> (Vec<(BucketRef, Agg)>, Vec<(BucketRef, Agg)>) {
+    let w = watermark.map(|w| w as i128);
+    let mut retracts = Vec::new();
+    let mut upserts = Vec::new();
+    for (b, old) in touches.list {
+        let new = match w {
+            Some(w) if b.end <= w => get(&b),
+            _ => None,
+        };
+        if old == new {
+            continue;
+        }
+        if let Some(old) = old {
+            retracts.push((b, old));
+        }
+        if let Some(new) = new {
+            upserts.push((b, new));
+        }
+    }
+    (retracts, upserts)
 }
 
 /// The largest `changelog.sequence` a checkpoint may hold.
@@ -143,7 +199,7 @@ impl Changelog {
     pub fn reconcile(
         &mut self,
         mut touches: Touches,
-        live: &LiveIndex,
+        live: &ShardedLive,
         watermark: Option<i64>,
         keys: &mut KeyTable,
         names: &[Arc<str>],
@@ -161,37 +217,33 @@ impl Changelog {
         if touches.is_empty() {
             return;
         }
-        let w = watermark.map(|w| w as i128);
-        let mut retracts: Vec<(BucketRef, Agg)> = Vec::new();
-        let mut upserts: Vec<(BucketRef, Agg)> = Vec::new();
-        for (b, old) in touches.list {
-            let new = match w {
-                Some(w) if b.end <= w => live.get(&b).copied(),
-                _ => None,
-            };
-            if old == new {
-                continue;
-            }
-            if let Some(old) = old {
-                retracts.push((b, old));
-            }
-            if let Some(new) = new {
-                upserts.push((b, new));
-            }
-        }
+        let (mut retracts, mut upserts) = diff(touches, watermark, |b| live.get(b).copied());
         sort_by_address(keys, &mut retracts, |x| &x.0);
         sort_by_address(keys, &mut upserts, |x| &x.0);
         out.reserve(retracts.len() + upserts.len());
         for (op, list) in [(ChangeOp::Retract, retracts), (ChangeOp::Upsert, upserts)] {
             for (b, agg) in list {
-                self.sequence = self.sequence.saturating_add(1);
                 out.push(Change {
-                    seq: self.sequence,
+                    seq: self.next_seq(),
                     op,
                     result: row(names, keys, &b, &agg),
                 });
             }
         }
+    }
+
+    /// The next `seq` (changes made elsewhere take theirs here, in order).
+    #[inline]
+    pub fn next_seq(&mut self) -> u64 {
+        self.sequence = self.sequence.saturating_add(1);
+        self.sequence
+    }
+
+    /// Whether no restored ready row is waiting to become visible (then the
+    /// reconciliation of one call's touches needs nothing but those).
+    #[inline]
+    pub fn nothing_pending(&self) -> bool {
+        self.pending.is_empty()
     }
 
     /// Restore: the changelog from its checkpoint part. `visible` must be in

@@ -32,6 +32,12 @@ impl KeyTable {
         id
     }
 
+    /// Number of interned keys.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
     /// The id of `key` if interned.
     pub fn get(&self, key: &str) -> Option<KeyId> {
         self.ids.get(key).copied()

@@ -7,15 +7,16 @@
 
 use std::sync::Arc;
 
-use super::changelog::{address_cmp, row, sort_by_address, Changelog, Touches};
+use super::changelog::{address_cmp, cmp_prepared, row, sort_by_address, Changelog, Touches};
 use super::checkpoint;
 use super::hash::StrIndex;
 use super::keys::KeyTable;
+use super::keywork::{self, Job};
 use super::late::LateOutput;
-use super::live::{BucketRef, LiveIndex, WinNo};
+use super::live::{BucketRef, WinNo};
+use super::shards::{Executor, ShardedLive};
 use super::sources::{Resolved, Sources};
 use super::watermark::WatermarkState;
-use super::window::{aligned_start, sliding_starts};
 use super::*;
 
 /// The complete state of one pipeline. See the module docs of [`crate::engine`].
@@ -27,7 +28,7 @@ pub struct Processor {
     pub(super) keys: KeyTable,
     pub(super) sources: Sources,
     pub(super) clock: WatermarkState,
-    pub(super) live: LiveIndex,
+    pub(super) live: ShardedLive,
     pub(super) changelog: Changelog,
     pub(super) late: LateOutput,
 }
@@ -43,7 +44,7 @@ impl Processor {
         let defs: Vec<WindowDef> = pipeline.windows().values().copied().collect();
         let parts = pipeline.partitions().len();
         Processor {
-            live: LiveIndex::new(&defs),
+            live: ShardedLive::new(&defs),
             names,
             defs,
             keys: KeyTable::default(),
@@ -53,6 +54,31 @@ impl Processor {
             late: LateOutput::default(),
             pipeline,
         }
+    }
+
+    /// Splits the per-key work over `k` key-hash shards (`1..=64`; a new
+    /// processor has one), run side by side by `executor` (one after another
+    /// without). Nothing observable depends on `k`: every answer, change and
+    /// checkpoint is the same.
+    pub fn set_shards(
+        &mut self,
+        k: usize,
+        executor: Option<Arc<dyn Executor>>,
+    ) -> Result<(), String> {
+        self.live.reshard(k, executor, &self.defs, &self.keys)
+    }
+
+    /// Batches with fewer than `n` unique events run on the caller's thread
+    /// even with several shards (default 64, where handing work over starts
+    /// to pay); 1 sends every batch to the shard threads. Changes nothing
+    /// observable either way.
+    pub fn set_shard_min_events(&mut self, n: usize) {
+        self.live.min_events = n.max(1);
+    }
+
+    /// The number of key-hash shards.
+    pub fn shards(&self) -> usize {
+        self.live.shard_count()
     }
 
     /// The pipeline.
@@ -95,15 +121,27 @@ impl Processor {
         }
         let mut out = IngestOutcome::default();
         let mut touched = vec![false; self.pipeline.partitions().len()];
-        for (p, r) in resolved {
-            touched[p] = true;
-            match r {
-                Resolved::Redelivery => out.redeliveries += 1,
-                Resolved::Duplicate => {
-                    out.duplicates += 1;
-                    self.reconcile(Touches::default(), &mut out.changes)
+        self.live.track_keys(&self.keys);
+        if self.live.parallel()
+            && self.changelog.nothing_pending()
+            && resolved
+                .iter()
+                .filter(|(_, r)| matches!(r, Resolved::Unique(_)))
+                .count()
+                >= self.live.min_events
+        {
+            self.apply_sharded(resolved, &mut touched, &mut out);
+        } else {
+            for (p, r) in resolved {
+                touched[p] = true;
+                match r {
+                    Resolved::Redelivery => out.redeliveries += 1,
+                    Resolved::Duplicate => {
+                        out.duplicates += 1;
+                        self.reconcile(Touches::default(), &mut out.changes)
+                    }
+                    Resolved::Unique(no) => self.apply_unique(no, &mut out),
                 }
-                Resolved::Unique(no) => self.apply_unique(no, &mut out),
             }
         }
         out.watermark = self.clock.global;
@@ -132,64 +170,92 @@ impl Processor {
         );
     }
 
-    /// Applies a unique event: late output, window updates, reconciliation.
-    fn apply_unique(&mut self, no: super::sources::EventNo, out: &mut IngestOutcome) {
+    /// The clock and late output of a unique event, in event order; returns
+    /// what its windows need.
+    fn admit(&mut self, no: super::sources::EventNo, late_out: &mut Vec<LateRecord>) -> Job {
         let rec = self.sources.event(no);
-        let (key, ts, value) = (rec.key, rec.timestamp, rec.value);
-        self.clock.observe(ts);
-        let w = self.clock.global;
-        let late = self.clock.is_late(ts, self.pipeline.lateness());
+        let (key, timestamp, value) = (rec.key, rec.timestamp, rec.value);
+        self.clock.observe(timestamp);
+        let late = self.clock.is_late(timestamp, self.pipeline.lateness());
         if late {
-            let watermark = w.expect("late implies a watermark");
+            let watermark = self.clock.global.expect("late implies a watermark");
             let seq = self.late.push(no, watermark);
-            out.late.push(LateRecord {
+            late_out.push(LateRecord {
                 seq,
                 event: self.sources.to_event(no, &self.keys),
                 watermark,
             });
         }
-        let ready = |end: i128| w.is_some_and(|w| end <= w as i128);
-        let mut touches = Touches::default();
-        let Processor {
-            defs,
-            live,
-            changelog,
-            clock,
-            ..
-        } = self;
-        for (i, def) in defs.iter().enumerate() {
-            let window = i as WinNo;
-            let mut add_aligned = |start: i128| {
-                let b = live.aligned_ref(window, key, start);
-                if ready(b.end) {
-                    touches.push(b, changelog.visible_before(live, w, &b));
+        Job {
+            key,
+            timestamp,
+            value,
+            late,
+            stream_time: self.clock.stream_time(),
+        }
+    }
+
+    /// Applies a unique event: late output, window updates, reconciliation.
+    fn apply_unique(&mut self, no: super::sources::EventNo, out: &mut IngestOutcome) {
+        let job = self.admit(no, &mut out.late);
+        let w = self.clock.global;
+        let live = self.live.shard_mut(job.key);
+        let touches = keywork::touch(&self.defs, live, &self.changelog, w, &job);
+        self.reconcile(touches, &mut out.changes);
+    }
+
+    /// Applies a resolved batch with its per-key work on the shard threads:
+    /// clock and late output here in event order, then every shard runs its
+    /// events in order, then their changes are numbered here in event order.
+    /// Requires no pending restored rows (each event's reconciliation then
+    /// involves its own key only).
+    fn apply_sharded(
+        &mut self,
+        resolved: Vec<(usize, Resolved)>,
+        touched: &mut [bool],
+        out: &mut IngestOutcome,
+    ) {
+        let k = self.live.shard_count();
+        let mut jobs: Vec<Vec<Job>> = (0..k)
+            .map(|_| Vec::with_capacity(resolved.len() / k + 16))
+            .collect();
+        let mut order: Vec<u8> = Vec::with_capacity(resolved.len());
+        for (p, r) in resolved {
+            touched[p] = true;
+            match r {
+                Resolved::Redelivery => out.redeliveries += 1,
+                // Nothing pending: a duplicate's reconciliation is empty.
+                Resolved::Duplicate => out.duplicates += 1,
+                Resolved::Unique(no) => {
+                    let job = self.admit(no, &mut out.late);
+                    let s = self.live.shard_of(job.key);
+                    jobs[s].push(job);
+                    order.push(s as u8);
                 }
-                live.add_aligned(window, key, start, value);
-            };
-            match *def {
-                WindowDef::Fixed { size } if !late => add_aligned(aligned_start(ts, size)),
-                WindowDef::Sliding { size, step } if !late => {
-                    for start in sliding_starts(ts, size, step) {
-                        add_aligned(start);
-                    }
-                }
-                WindowDef::StreamTime { size } => {
-                    add_aligned(aligned_start(clock.stream_time(), size))
-                }
-                WindowDef::Session { gap } if !late => {
-                    let merged = live.add_session(window, key, ts, gap, value, |b, agg| {
-                        if ready(b.end) {
-                            touches.note(b, changelog.is_visible(&b).then_some(*agg));
-                        }
-                    });
-                    if ready(merged.end) {
-                        touches.note(merged, None);
-                    }
-                }
-                _ => {}
             }
         }
-        self.reconcile(touches, &mut out.changes);
+        let w = self.clock.global;
+        let (defs, changelog) = (&self.defs, &self.changelog);
+        let results = self.live.run(jobs, |_, live, jobs| {
+            keywork::run_jobs(defs, live, changelog, w, &jobs)
+        });
+        let total: usize = results.iter().map(|(c, _)| c.len()).sum();
+        out.changes.reserve(total);
+        let mut shards: Vec<_> = results
+            .into_iter()
+            .map(|(changes, counts)| (changes.into_iter(), counts.into_iter()))
+            .collect();
+        for s in order {
+            let (changes, counts) = &mut shards[s as usize];
+            let n = counts.next().unwrap_or(0);
+            for (op, b, agg) in changes.by_ref().take(n as usize) {
+                out.changes.push(Change {
+                    seq: self.changelog.next_seq(),
+                    op,
+                    result: row(&self.names, &self.keys, &b, &agg),
+                });
+            }
+        }
     }
 
     /// `advance(partition, w)`.
@@ -211,6 +277,11 @@ impl Processor {
     /// After a watermark call: upsert the newly ready buckets, then finalize.
     fn tick(&mut self, before: Option<i64>) -> TickOutcome {
         let after = self.clock.global;
+        if let Some(w) = after {
+            if self.live.parallel() && self.changelog.nothing_pending() {
+                return self.tick_sharded(before, w);
+            }
+        }
         let mut out = TickOutcome {
             watermark: after,
             ..TickOutcome::default()
@@ -232,6 +303,41 @@ impl Processor {
             sort_by_address(&mut self.keys, &mut finalized, |b| b);
             out.finalized = finalized.iter().map(|b| self.address(b)).collect();
         }
+        out
+    }
+
+    /// A tick with the shards side by side: each collects its newly ready
+    /// and finalized buckets, then sorts and renders them; here the sorted
+    /// lists are merged into address order and the upserts numbered. With
+    /// nothing pending, a tick's changes are exactly those upserts.
+    fn tick_sharded(&mut self, before: Option<i64>, w: i64) -> TickOutcome {
+        let k = self.live.shard_count();
+        let newly = (before != Some(w)).then(|| (before.map(|b| b as i128), w as i128));
+        let threshold = w as i128 - self.pipeline.lateness() as i128;
+        // Ranks (if worth it) before the shards sort with them.
+        let ranked = self.keys.prepare_ranks(self.live.len() / 8);
+        let keys = &self.keys;
+        let parts = self.live.run(vec![(); k], |_, live, ()| {
+            keywork::tick_share(live, newly, threshold, keys, ranked)
+        });
+        let (ready, finalized): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
+        let mut out = TickOutcome {
+            watermark: Some(w),
+            ..TickOutcome::default()
+        };
+        let ready = merge_sorted(keys, ranked, ready);
+        out.changes.reserve(ready.len());
+        for (b, agg) in ready {
+            out.changes.push(Change {
+                seq: self.changelog.next_seq(),
+                op: ChangeOp::Upsert,
+                result: row(&self.names, keys, &b, &agg),
+            });
+        }
+        out.finalized = merge_sorted(keys, ranked, finalized)
+            .into_iter()
+            .map(|(b, ())| self.address(&b))
+            .collect();
         out
     }
 
@@ -360,6 +466,33 @@ impl Processor {
     /// verify a checkpoint file offline).
     pub fn from_checkpoint(envelope: &[u8]) -> Result<Processor, Rejection> {
         checkpoint::restore(envelope, None).map_err(Rejection::InvalidCheckpoint)
+    }
+}
+
+/// Merges lists sorted in address order (by their buckets) into one.
+fn merge_sorted<T>(
+    keys: &KeyTable,
+    ranked: bool,
+    lists: Vec<Vec<(BucketRef, T)>>,
+) -> Vec<(BucketRef, T)> {
+    let total = lists.iter().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(total);
+    let mut rests: Vec<_> = lists.into_iter().map(Vec::into_iter).collect();
+    let mut heads: Vec<Option<(BucketRef, T)>> = rests.iter_mut().map(Iterator::next).collect();
+    loop {
+        let mut best: Option<(usize, BucketRef)> = None;
+        for (i, head) in heads.iter().enumerate() {
+            if let Some((b, _)) = head {
+                if best.is_none_or(|(_, c)| cmp_prepared(keys, ranked, b, &c).is_lt()) {
+                    best = Some((i, *b));
+                }
+            }
+        }
+        let Some((i, _)) = best else {
+            return out;
+        };
+        let next = rests[i].next();
+        out.push(std::mem::replace(&mut heads[i], next).expect("the best head exists"));
     }
 }
 

@@ -102,6 +102,21 @@ pub(crate) struct Setup {
     pub pipeline: Pipeline,
     /// The pattern engine's document (its limits are the ones in force).
     pub patterns: crate::patterns::Document,
+    /// The window engine's key-hash shards and the threads they run on
+    /// (one pool for the service's life, lent to every processor).
+    pub shards: usize,
+    pub shard_pool: Option<Arc<dyn crate::engine::Executor>>,
+}
+
+impl Setup {
+    /// `p` split into the service's shards (a fresh, recovered or restored
+    /// processor; which shard holds what is never observable).
+    pub fn sharded(&self, mut p: crate::engine::Processor) -> crate::engine::Processor {
+        if let Err(e) = p.set_shards(self.shards, self.shard_pool.clone()) {
+            unreachable!("the shard count was checked at start: {e}");
+        }
+        p
+    }
 }
 
 /// Each engine's epoch (restores so far).
@@ -192,6 +207,8 @@ pub struct Options {
     pub retention: Retention,
     /// Where to count.
     pub metrics: Arc<Metrics>,
+    /// Key-hash shards of the window engine (1-64), each on a thread.
+    pub shards: usize,
 }
 
 /// What the processor lock guards (see `apply`): the engines, stepped by
@@ -280,9 +297,25 @@ impl Service {
     /// What the database serves: its pipeline and pattern document (see
     /// [`Service::resolve_pipeline`], [`Service::resolve_patterns`]).
     fn resolve(writer: &mut Writer, opts: &Options) -> Result<Setup, StartError> {
+        if !(1..=crate::engine::MAX_SHARDS).contains(&opts.shards) {
+            return Err(StartError(format!(
+                "shards must be between 1 and {}, not {}",
+                crate::engine::MAX_SHARDS,
+                opts.shards
+            )));
+        }
+        let shard_pool: Option<Arc<dyn crate::engine::Executor>> = if opts.shards > 1 {
+            Some(Arc::new(
+                crate::shard_pool::ShardPool::new(opts.shards).map_err(StartError)?,
+            ))
+        } else {
+            None
+        };
         Ok(Setup {
             pipeline: Self::resolve_pipeline(writer, opts)?,
             patterns: Self::resolve_patterns(writer, opts)?,
+            shards: opts.shards,
+            shard_pool,
         })
     }
 

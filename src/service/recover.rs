@@ -74,6 +74,7 @@ fn bases(
         })?,
         None => Processor::new(setup.pipeline.clone()),
     };
+    let window = setup.sharded(window);
     let patterns = match writer.base(EngineId::Patterns)? {
         Some(base) => patterns::Engine::restore(&base.envelope, doc).map_err(|r| {
             RecoverError::Invalid(format!(

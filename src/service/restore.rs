@@ -38,7 +38,9 @@ impl Service {
             RestoreSource::Bytes(b) => (None, b),
         };
         // Validate with the engine before touching anything.
-        let processor = restore_processor(&envelope, &self.setup.pipeline)?;
+        let processor = self
+            .setup
+            .sharded(restore_processor(&envelope, &self.setup.pipeline)?);
         let late = processor
             .late(0, usize::MAX)
             .iter()

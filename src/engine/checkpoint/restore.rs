@@ -176,7 +176,7 @@ fn build(state: StateDoc<'_>, target: Option<&Pipeline>) -> Result<Processor, St
     p.keys = keys;
     p.sources = src;
     p.clock = clock;
-    p.live = live;
+    p.live = crate::engine::shards::ShardedLive::from_index(live, &p.keys);
     p.changelog = changelog;
     p.late = late;
     Ok(p)
