@@ -177,30 +177,30 @@ fn shard_scaling<D: DeliveryInput + Clone>(
     if ks.is_empty() {
         return;
     }
-    println!(
-        "shards (four-window pipeline)                      events/s     vs K={}",
-        ks[0]
-    );
-    let mut first = 0.0;
+    println!("shards, four-window pipeline (K interleaved run by run; the ratio is the median of each round's ratio)");
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); ks.len()];
     let mut reference: Option<(u64, String)> = None;
-    for &k in &ks {
-        let mut rates = Vec::new();
-        for _ in 0..runs {
+    for _ in 0..runs {
+        for (i, &k) in ks.iter().enumerate() {
             let mut p = Processor::new(pipeline(windows));
             streamforge::shard_pool::set_shards(&mut p, k).expect("valid shard count");
             let (secs, changes) = run(&mut p, clone_steps(steps));
-            rates.push(events as f64 / secs);
+            rates[i].push(events as f64 / secs);
             let digest = streamforge::engine::sha256_hex(&p.checkpoint());
             match &reference {
                 None => reference = Some((changes, digest)),
                 Some(r) => assert_eq!(r, &(changes, digest), "K={k} changed the output"),
             }
         }
-        let rate = median(rates);
-        if first == 0.0 {
-            first = rate;
-        }
-        println!("K={k:<47} {rate:>14.0} {:>9.2}x", rate / first);
+    }
+    for (i, &k) in ks.iter().enumerate() {
+        let ratios: Vec<f64> = rates[i].iter().zip(&rates[0]).map(|(r, f)| r / f).collect();
+        println!(
+            "{:<44} {:>14.0} {:>11.2}x",
+            format!("K={k}"),
+            median(rates[i].clone()),
+            median(ratios)
+        );
     }
 }
 

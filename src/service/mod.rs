@@ -304,13 +304,7 @@ impl Service {
                 opts.shards
             )));
         }
-        let shard_pool: Option<Arc<dyn crate::engine::Executor>> = if opts.shards > 1 {
-            Some(Arc::new(
-                crate::shard_pool::ShardPool::new(opts.shards).map_err(StartError)?,
-            ))
-        } else {
-            None
-        };
+        let shard_pool = crate::shard_pool::executor(opts.shards).map_err(StartError)?;
         Ok(Setup {
             pipeline: Self::resolve_pipeline(writer, opts)?,
             patterns: Self::resolve_patterns(writer, opts)?,
