@@ -74,7 +74,6 @@ fn bases(
         })?,
         None => Processor::new(setup.pipeline.clone()),
     };
-    let window = setup.sharded(window);
     let patterns = match writer.base(EngineId::Patterns)? {
         Some(base) => patterns::Engine::restore(&base.envelope, doc).map_err(|r| {
             RecoverError::Invalid(format!(
@@ -175,6 +174,14 @@ pub(super) fn replay(
                 },
             )?;
     }
+    // Replay runs the window engine in one shard: the reader and the
+    // verifier already keep both cores busy, and handing each call to shard
+    // threads as well made recovery 25-40 % slower (BENCHMARKS.md). The
+    // state is the same for every shard count; split it now.
+    engines.window = setup.sharded(std::mem::replace(
+        &mut engines.window,
+        Processor::new(setup.pipeline.clone()),
+    ));
     let window = &engines.window;
     let max_change = writer.max_seq(Stream::Changes)?;
     if max_change > window.sequence() {
