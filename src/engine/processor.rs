@@ -325,19 +325,24 @@ impl Processor {
             watermark: Some(w),
             ..TickOutcome::default()
         };
-        let ready = merge_sorted(keys, ranked, ready);
-        out.changes.reserve(ready.len());
-        for (b, agg) in ready {
+        let (names, changelog) = (&self.names, &mut self.changelog);
+        out.changes.reserve(ready.iter().map(Vec::len).sum());
+        merge_sorted(keys, ranked, ready, |(b, agg)| {
             out.changes.push(Change {
-                seq: self.changelog.next_seq(),
+                seq: changelog.next_seq(),
                 op: ChangeOp::Upsert,
-                result: row(&self.names, keys, &b, &agg),
-            });
-        }
-        out.finalized = merge_sorted(keys, ranked, finalized)
-            .into_iter()
-            .map(|(b, ())| self.address(&b))
-            .collect();
+                result: row(names, keys, &b, &agg),
+            })
+        });
+        out.finalized.reserve(finalized.iter().map(Vec::len).sum());
+        merge_sorted(keys, ranked, finalized, |(b, ())| {
+            out.finalized.push(Address {
+                window: names[b.window as usize].clone(),
+                key: keys.name(b.key).clone(),
+                start: b.start,
+                end: b.end,
+            })
+        });
         out
     }
 
@@ -469,30 +474,30 @@ impl Processor {
     }
 }
 
-/// Merges lists sorted in address order (by their buckets) into one.
+/// Merges lists sorted in address order (by their buckets), handing each
+/// item to `emit` in the merged order.
 fn merge_sorted<T>(
     keys: &KeyTable,
     ranked: bool,
     lists: Vec<Vec<(BucketRef, T)>>,
-) -> Vec<(BucketRef, T)> {
-    let total = lists.iter().map(Vec::len).sum();
-    let mut out = Vec::with_capacity(total);
+    mut emit: impl FnMut((BucketRef, T)),
+) {
     let mut rests: Vec<_> = lists.into_iter().map(Vec::into_iter).collect();
-    let mut heads: Vec<Option<(BucketRef, T)>> = rests.iter_mut().map(Iterator::next).collect();
     loop {
-        let mut best: Option<(usize, BucketRef)> = None;
-        for (i, head) in heads.iter().enumerate() {
-            if let Some((b, _)) = head {
-                if best.is_none_or(|(_, c)| cmp_prepared(keys, ranked, b, &c).is_lt()) {
-                    best = Some((i, *b));
+        let mut best: Option<(usize, &BucketRef)> = None;
+        for (i, rest) in rests.iter().enumerate() {
+            if let Some((b, _)) = rest.as_slice().first() {
+                if best.is_none_or(|(_, c)| cmp_prepared(keys, ranked, b, c).is_lt()) {
+                    best = Some((i, b));
                 }
             }
         }
         let Some((i, _)) = best else {
-            return out;
+            return;
         };
-        let next = rests[i].next();
-        out.push(std::mem::replace(&mut heads[i], next).expect("the best head exists"));
+        if let Some(item) = rests[i].next() {
+            emit(item);
+        }
     }
 }
 
