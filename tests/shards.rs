@@ -135,6 +135,7 @@ fn every_shard_count_gives_the_same_bytes() {
     let mut reference: Option<(Vec<String>, State)> = None;
     for k in ["1", "2", "4"] {
         let s = start_with(&dir.path().join(format!("k{k}.db")), k);
+        assert_eq!(s.metric("streamforge_shards"), k.parse::<f64>().unwrap());
         let answers = send(&s, &calls);
         let now = (answers, state(&s));
         assert!(
@@ -193,6 +194,7 @@ fn checkpoints_and_databases_move_between_shard_counts() {
     let db = four.db.clone();
     drop(four);
     let one = start_with(&db, "1");
+    assert_eq!(one.metric("streamforge_shards"), 1.0);
     send(&one, rest);
     assert!(
         state(&one) == expected,

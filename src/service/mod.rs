@@ -668,6 +668,11 @@ impl Service {
                 p.live_buckets() as f64,
             ),
             Gauge::one(
+                "streamforge_shards",
+                "Key-hash shards of the window engine (--shards).",
+                p.shards() as f64,
+            ),
+            Gauge::one(
                 "streamforge_logged_commands",
                 "Commands logged since the last checkpoint or restore.",
                 (logged.window + logged.patterns) as f64,
