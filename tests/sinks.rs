@@ -469,13 +469,25 @@ fn sink_routes_validate_store_mask_and_need_the_token() {
 fn flaky(seed: u64, until: usize) -> impl FnMut(usize, &str) -> Action + Send {
     let mut rng = Rng(seed);
     let mut too_many_sent = false;
-    move |n, _path| {
+    // Every path meets each kind of failure at least once, whatever the
+    // timing spreads over it: its 2nd, 4th and 6th requests fail, reset
+    // and lose their answer; the rest is drawn at random.
+    let mut per_path: std::collections::HashMap<String, usize> = Default::default();
+    move |n, path| {
         if n == 3 && !too_many_sent {
             too_many_sent = true;
             return Action::TooMany(1);
         }
         if n > until {
             return Action::Ok;
+        }
+        let k = per_path.entry(path.to_string()).or_default();
+        *k += 1;
+        match *k {
+            2 => return Action::Fail(500),
+            4 => return Action::Reset,
+            6 => return Action::LostAnswer,
+            _ => {}
         }
         match rng.below(20) {
             0 | 1 => Action::Fail(500),
