@@ -122,27 +122,46 @@ impl Processor {
         let mut out = IngestOutcome::default();
         let mut touched = vec![false; self.pipeline.partitions().len()];
         self.live.track_keys(&self.keys);
-        if self.live.parallel()
+        let sharded = self.live.parallel()
             && self.changelog.nothing_pending()
             && resolved
                 .iter()
                 .filter(|(_, r)| matches!(r, Resolved::Unique(_)))
                 .count()
-                >= self.live.min_events
-        {
-            self.apply_sharded(resolved, &mut touched, &mut out);
-        } else {
-            for (p, r) in resolved {
-                touched[p] = true;
-                match r {
-                    Resolved::Redelivery => out.redeliveries += 1,
-                    Resolved::Duplicate => {
-                        out.duplicates += 1;
+                >= self.live.min_events;
+        // With shards, unique events are admitted here in order and their
+        // window work queued per shard (see `apply_sharded`).
+        let k = if sharded { self.live.shard_count() } else { 0 };
+        let mut jobs: Vec<Vec<Job>> = (0..k)
+            .map(|_| Vec::with_capacity(resolved.len() / k + 16))
+            .collect();
+        let mut order: Vec<u8> = Vec::with_capacity(if sharded { resolved.len() } else { 0 });
+        for (p, r) in resolved {
+            touched[p] = true;
+            match r {
+                Resolved::Redelivery => out.redeliveries += 1,
+                Resolved::Duplicate => {
+                    out.duplicates += 1;
+                    // Sharded means nothing pending: the reconciliation of a
+                    // duplicate is then empty.
+                    if !sharded {
                         self.reconcile(Touches::default(), &mut out.changes)
                     }
-                    Resolved::Unique(no) => self.apply_unique(no, &mut out),
+                }
+                Resolved::Unique(no) => {
+                    let job = self.admit(no, &mut out.late);
+                    if sharded {
+                        let s = self.live.shard_of(job.key);
+                        jobs[s].push(job);
+                        order.push(s as u8);
+                    } else {
+                        self.apply_unique(&job, &mut out.changes);
+                    }
                 }
             }
+        }
+        if sharded {
+            self.apply_sharded(jobs, order, &mut out.changes);
         }
         out.watermark = self.clock.global;
         out.offsets = touched
@@ -195,52 +214,27 @@ impl Processor {
         }
     }
 
-    /// Applies a unique event: late output, window updates, reconciliation.
-    fn apply_unique(&mut self, no: super::sources::EventNo, out: &mut IngestOutcome) {
-        let job = self.admit(no, &mut out.late);
+    /// Applies an admitted unique event's window updates and reconciles.
+    fn apply_unique(&mut self, job: &Job, out: &mut Vec<Change>) {
         let w = self.clock.global;
         let live = self.live.shard_mut(job.key);
-        let touches = keywork::touch(&self.defs, live, &self.changelog, w, &job);
-        self.reconcile(touches, &mut out.changes);
+        let touches = keywork::touch(&self.defs, live, &self.changelog, w, job);
+        self.reconcile(touches, out);
     }
 
-    /// Applies a resolved batch with its per-key work on the shard threads:
-    /// clock and late output here in event order, then every shard runs its
-    /// events in order, then their changes are numbered here in event order.
-    /// Requires no pending restored rows (each event's reconciliation then
-    /// involves its own key only).
-    fn apply_sharded(
-        &mut self,
-        resolved: Vec<(usize, Resolved)>,
-        touched: &mut [bool],
-        out: &mut IngestOutcome,
-    ) {
-        let k = self.live.shard_count();
-        let mut jobs: Vec<Vec<Job>> = (0..k)
-            .map(|_| Vec::with_capacity(resolved.len() / k + 16))
-            .collect();
-        let mut order: Vec<u8> = Vec::with_capacity(resolved.len());
-        for (p, r) in resolved {
-            touched[p] = true;
-            match r {
-                Resolved::Redelivery => out.redeliveries += 1,
-                // Nothing pending: a duplicate's reconciliation is empty.
-                Resolved::Duplicate => out.duplicates += 1,
-                Resolved::Unique(no) => {
-                    let job = self.admit(no, &mut out.late);
-                    let s = self.live.shard_of(job.key);
-                    jobs[s].push(job);
-                    order.push(s as u8);
-                }
-            }
-        }
+    /// Runs the admitted events' per-key work on the shard threads (`jobs[s]`:
+    /// shard `s`'s events in event order; `order`: the shard of each event),
+    /// then numbers and renders their changes here in event order. Requires
+    /// no pending restored rows (each event's reconciliation then involves
+    /// its own key only).
+    fn apply_sharded(&mut self, jobs: Vec<Vec<Job>>, order: Vec<u8>, out: &mut Vec<Change>) {
         let w = self.clock.global;
         let (defs, changelog) = (&self.defs, &self.changelog);
         let results = self.live.run(jobs, |_, live, jobs| {
             keywork::run_jobs(defs, live, changelog, w, &jobs)
         });
         let total: usize = results.iter().map(|(c, _)| c.len()).sum();
-        out.changes.reserve(total);
+        out.reserve(total);
         let mut shards: Vec<_> = results
             .into_iter()
             .map(|(changes, counts)| (changes.into_iter(), counts.into_iter()))
@@ -249,7 +243,7 @@ impl Processor {
             let (changes, counts) = &mut shards[s as usize];
             let n = counts.next().unwrap_or(0);
             for (op, b, agg) in changes.by_ref().take(n as usize) {
-                out.changes.push(Change {
+                out.push(Change {
                     seq: self.changelog.next_seq(),
                     op,
                     result: row(&self.names, &self.keys, &b, &agg),
