@@ -173,8 +173,11 @@ impl AlignedBuckets {
 }
 
 // One value per window of the pipeline: the size difference is irrelevant.
+// Aligned to 128 bytes (two cache lines, what adjacent-line prefetching
+// pulls in together) like [`LiveIndex`]: see there.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
+#[repr(align(128))]
 enum WindowIndex {
     Aligned {
         size: i128,
@@ -187,7 +190,16 @@ enum WindowIndex {
 }
 
 /// All live buckets of all windows.
+///
+/// Aligned to 128 bytes, as is each window's part: with key-hash shards, the
+/// indexes of two shards sit side by side (in one `Vec`, and their window
+/// lists in neighbouring allocations), and every new bucket writes their
+/// counts and map headers. Unpadded, two shard threads wrote the same cache
+/// lines all the time (false sharing): the K=2 engine bench measured 1.30x /
+/// 1.31x over K=1 without the alignment and 1.44x / 1.48x with it, the
+/// same binaries interleaved.
 #[derive(Debug, Clone)]
+#[repr(align(128))]
 pub struct LiveIndex {
     windows: Vec<WindowIndex>,
     len: usize,
