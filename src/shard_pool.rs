@@ -11,10 +11,12 @@
 //! one thread fewer to wake and to share two cores with.
 //!
 //! After its part of a hand-over, a pool thread lingers for up to 1 ms,
-//! yielding, until the next hand-over starts: calls come back to back (a
-//! batch, its watermark call, the next batch), and waking a parked thread on
-//! a virtual machine took 40-70 µs per hand-over in the engine bench, about
-//! 7 % of the K=2 run. Lingering raised the K=2 engine rate from 638-658k to
+//! yielding, until the next hand-over starts — but only while hand-overs
+//! come back to back (the smoothed gap between them under 0.5 ms): a busy
+//! ingest (a batch, its watermark call, the next batch) then never waits
+//! for a parked thread, which on a virtual machine took 40-70 µs per
+//! hand-over in the engine bench, about 7 % of the K=2 run; calls further
+//! apart (one producer waiting for each fsync) do not keep a core spinning. Lingering raised the K=2 engine rate from 638-658k to
 //! 700-800k events/s in interleaved runs, and did not slow the HTTP service
 //! (aligned clients, minimal answers: 126k / 155k events/s without, 153k /
 //! 177k with, alternating runs).
@@ -32,6 +34,13 @@ pub struct ShardPool {
     threads: usize,
     /// Hand-overs so far: a lingering thread waits until this moves.
     runs: Arc<AtomicU64>,
+    /// When the pool was made: times below are nanoseconds since.
+    born: Instant,
+    /// When the last hand-over ended.
+    last_end: AtomicU64,
+    /// The gap between the end of a hand-over and the start of the next,
+    /// smoothed (each new gap counts for 1/4).
+    gap: AtomicU64,
 }
 
 /// How long a pool thread stays awake after its part of a hand-over,
@@ -50,6 +59,9 @@ impl ShardPool {
             pool,
             threads: threads.max(1),
             runs: Arc::new(AtomicU64::new(0)),
+            born: Instant::now(),
+            last_end: AtomicU64::new(0),
+            gap: AtomicU64::new(10 * LINGER.as_nanos() as u64),
         })
     }
 }
@@ -57,6 +69,10 @@ impl ShardPool {
 impl Executor for ShardPool {
     fn run(&self, n: usize, f: &(dyn Fn(usize) + Sync)) {
         let seen = self.runs.fetch_add(1, Ordering::AcqRel) + 1;
+        let start = self.born.elapsed().as_nanos() as u64;
+        let gap = start.saturating_sub(self.last_end.load(Ordering::Relaxed));
+        let smoothed = (self.gap.load(Ordering::Relaxed) / 4 * 3).saturating_add(gap / 4);
+        self.gap.store(smoothed, Ordering::Relaxed);
         self.pool.in_place_scope(|scope| {
             for i in 1..n {
                 scope.spawn(move |_| f(i));
@@ -65,9 +81,16 @@ impl Executor for ShardPool {
                 f(0);
             }
         });
-        // Each thread that worked stays awake for the next hand-over (see
-        // the module docs): a detached task on the pool, which returns as
-        // soon as the next `run` starts or after `LINGER`.
+        self.last_end
+            .store(self.born.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        // While hand-overs come back to back, each thread that worked stays
+        // awake for the next one (see the module docs): a detached task on
+        // the pool, which returns as soon as the next `run` starts or after
+        // `LINGER`. When they come further apart, lingering would only burn
+        // the core.
+        if smoothed > LINGER.as_nanos() as u64 / 2 {
+            return;
+        }
         for _ in 1..n.min(self.threads + 1) {
             let runs = self.runs.clone();
             self.pool.spawn(move || {
