@@ -1,7 +1,8 @@
 //! `streamforge send FILE|-`: replays an NDJSON file of operations.
 //!
 //! The format is the one `benches/gen_workload.py` writes, one
-//! operation per line, sent strictly in file order (with `--lanes N`, each
+//! operation per line, sent strictly in file order, one call at a time,
+//! while the next lines are read and checked (with `--lanes N`, each
 //! partition's operations in file order, up to N partitions side by side:
 //! [`Lanes`]):
 //! - `{"op":"deliver","partition":"p0","offset":0,"event":{...}}`, or a bare
@@ -289,34 +290,6 @@ impl<'a> Sender<'a> {
     }
 }
 
-/// The file strictly in order, one call at a time (the default).
-struct InOrder<'a>(Sender<'a>);
-
-impl Replay for InOrder<'_> {
-    fn line(
-        &mut self,
-        line_no: u64,
-        text: &str,
-        progress: &Progress,
-    ) -> anyhow::Result<Result<(), String>> {
-        match parse_line(text) {
-            Ok(op) => {
-                if self.0.op(line_no, op)? > 0 {
-                    progress.update(self.0.tally.deliveries);
-                }
-                Ok(Ok(()))
-            }
-            Err(e) => Ok(Err(e)),
-        }
-    }
-
-    fn flush(&mut self, progress: &Progress) -> anyhow::Result<()> {
-        self.0.flush()?;
-        progress.update(self.0.tally.deliveries);
-        Ok(())
-    }
-}
-
 /// Names the file line of a rejected batch's failing item.
 fn batch_error(e: CallError, lines: &[u64], wording: &Wording) -> anyhow::Error {
     let (first, last) = (lines[0], lines[lines.len() - 1]);
@@ -461,11 +434,18 @@ pub(super) fn replay(path: &Path, r: &mut impl Replay) -> anyhow::Result<(String
 /// the same lane (the first `lanes` partitions get one each, later ones
 /// share them in turn), so every partition's calls keep the file's order;
 /// only the interleaving across partitions differs from the file's.
+///
+/// The default in-order send is one lane for every partition: the calls are
+/// the same, strictly in file order, but the file is read and parsed on the
+/// calling thread while the lane's call is in flight.
 struct Lanes<'scope, 'env> {
     scope: &'scope std::thread::Scope<'scope, 'env>,
     api: &'env Api,
     batch_size: usize,
     max: usize,
+    /// Whether partitions go side by side (`--lanes N`, N > 1): the words
+    /// of errors say so.
+    parallel: bool,
     lane_of: HashMap<String, usize>,
     inboxes: Vec<SyncSender<(u64, Operation)>>,
     handles: Vec<std::thread::ScopedJoinHandle<'scope, anyhow::Result<Tally>>>,
@@ -501,11 +481,21 @@ impl<'scope, 'env> Lanes<'scope, 'env> {
             let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Operation)>(4096);
             let (api, batch_size, shared) = (self.api, self.batch_size, self.shared.clone());
             let name = partition.to_string();
+            let parallel = self.parallel;
             self.handles.push(self.scope.spawn(move || {
-                let mut sender = Sender::new(api, batch_size, &LANE_DELIVERIES);
+                let wording = if parallel {
+                    &LANE_DELIVERIES
+                } else {
+                    &DELIVERIES
+                };
+                let mut sender = Sender::new(api, batch_size, wording);
                 let fail = |e: anyhow::Error| {
                     shared.failed.store(true, Ordering::SeqCst);
-                    e.context(format!("partition {name} (and any sharing its lane)"))
+                    if parallel {
+                        e.context(format!("partition {name} (and any sharing its lane)"))
+                    } else {
+                        e
+                    }
                 };
                 for (line_no, op) in rx {
                     if shared.failed.load(Ordering::SeqCst) {
@@ -548,10 +538,11 @@ impl<'scope, 'env> Lanes<'scope, 'env> {
             }
         }
         match failure {
-            Some(e) => Err(e.context(
+            Some(e) if self.parallel => Err(e.context(
                 "partitions were sent in parallel (--lanes): the other partitions stopped \
                  at their next call",
             )),
+            Some(e) => Err(e),
             None => Ok(()),
         }
     }
@@ -610,17 +601,14 @@ impl Tally {
 /// parallel (each in file order), else the whole file strictly in order;
 /// prints the final line.
 pub fn run(api: &Api, path: &Path, batch_size: usize, lanes: usize) -> anyhow::Result<()> {
-    let (shown, elapsed, t) = if lanes <= 1 {
-        let mut s = InOrder(Sender::new(api, batch_size, &DELIVERIES));
-        let (shown, elapsed) = replay(path, &mut s)?;
-        (shown, elapsed, s.0.tally)
-    } else {
+    let (shown, elapsed, t) = {
         std::thread::scope(|scope| -> anyhow::Result<_> {
             let mut l = Lanes {
                 scope,
                 api,
                 batch_size: batch_size.max(1),
-                max: lanes,
+                max: lanes.max(1),
+                parallel: lanes > 1,
                 lane_of: HashMap::new(),
                 inboxes: Vec::new(),
                 handles: Vec::new(),
