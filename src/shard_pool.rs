@@ -16,10 +16,11 @@
 //! ingest (a batch, its watermark call, the next batch) then never waits
 //! for a parked thread, which on a virtual machine took 40-70 µs per
 //! hand-over in the engine bench, about 7 % of the K=2 run; calls further
-//! apart (one producer waiting for each fsync) do not keep a core spinning. Lingering raised the K=2 engine rate from 638-658k to
-//! 700-800k events/s in interleaved runs, and did not slow the HTTP service
-//! (aligned clients, minimal answers: 126k / 155k events/s without, 153k /
-//! 177k with, alternating runs).
+//! apart (one producer waiting for each fsync) do not keep a core spinning.
+//! Lingering raised the K=2 engine rate from 638-658k to 700-800k events/s
+//! in interleaved runs, and did not slow the HTTP service (aligned clients,
+//! minimal answers: 126k / 155k events/s without, 153k / 177k with,
+//! alternating runs).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -31,7 +32,6 @@ use crate::engine::{Executor, Processor};
 #[derive(Debug)]
 pub struct ShardPool {
     pool: rayon::ThreadPool,
-    threads: usize,
     /// Hand-overs so far: a lingering thread waits until this moves.
     runs: Arc<AtomicU64>,
     /// When the pool was made: times below are nanoseconds since.
@@ -57,7 +57,6 @@ impl ShardPool {
             .map_err(|e| format!("cannot start {threads} shard threads: {e}"))?;
         Ok(ShardPool {
             pool,
-            threads: threads.max(1),
             runs: Arc::new(AtomicU64::new(0)),
             born: Instant::now(),
             last_end: AtomicU64::new(0),
@@ -91,7 +90,7 @@ impl Executor for ShardPool {
         if smoothed > LINGER.as_nanos() as u64 / 2 {
             return;
         }
-        for _ in 1..n.min(self.threads + 1) {
+        for _ in 1..n.min(self.pool.current_num_threads() + 1) {
             let runs = self.runs.clone();
             self.pool.spawn(move || {
                 let deadline = Instant::now() + LINGER;

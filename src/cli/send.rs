@@ -601,28 +601,26 @@ impl Tally {
 /// parallel (each in file order), else the whole file strictly in order;
 /// prints the final line.
 pub fn run(api: &Api, path: &Path, batch_size: usize, lanes: usize) -> anyhow::Result<()> {
-    let (shown, elapsed, t) = {
-        std::thread::scope(|scope| -> anyhow::Result<_> {
-            let mut l = Lanes {
-                scope,
-                api,
-                batch_size: batch_size.max(1),
-                max: lanes.max(1),
-                parallel: lanes > 1,
-                lane_of: HashMap::new(),
-                inboxes: Vec::new(),
-                handles: Vec::new(),
-                shared: Arc::default(),
-                total: Tally::default(),
-            };
-            let r = replay(path, &mut l);
-            // whatever ended the replay, the lanes are joined before leaving
-            let joined = l.finish();
-            let (shown, elapsed) = r?;
-            joined?;
-            Ok((shown, elapsed, l.total))
-        })?
-    };
+    let (shown, elapsed, t) = std::thread::scope(|scope| -> anyhow::Result<_> {
+        let mut l = Lanes {
+            scope,
+            api,
+            batch_size: batch_size.max(1),
+            max: lanes.max(1),
+            parallel: lanes > 1,
+            lane_of: HashMap::new(),
+            inboxes: Vec::new(),
+            handles: Vec::new(),
+            shared: Arc::default(),
+            total: Tally::default(),
+        };
+        let r = replay(path, &mut l);
+        // whatever ended the replay, the lanes are joined before leaving
+        let joined = l.finish();
+        let (shown, elapsed) = r?;
+        joined?;
+        Ok((shown, elapsed, l.total))
+    })?;
     println!(
         "sent {shown}: {} deliveries in {} batches, {} advances, {} idles; {} changes, {} late; {:.2} s, {} events/s",
         t.deliveries,

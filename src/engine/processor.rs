@@ -330,12 +330,7 @@ impl Processor {
         });
         out.finalized.reserve(finalized.iter().map(Vec::len).sum());
         merge_sorted(keys, ranked, finalized, |(b, ())| {
-            out.finalized.push(Address {
-                window: names[b.window as usize].clone(),
-                key: keys.name(b.key).clone(),
-                start: b.start,
-                end: b.end,
-            })
+            out.finalized.push(self.address(&b))
         });
         out
     }
