@@ -633,9 +633,13 @@ fn changes_rows(conn: &rusqlite::Connection, after: u64, limit: u32) -> Result<V
     let limit = limit as usize;
     let mut out = Vec::new();
     let take = |first: i64, body: ValueRef<'_>, out: &mut Vec<(u64, String)>| -> Result<()> {
-        // Sequences are consecutive: from the next one, as many as fit.
+        // A chunk's sequences are consecutive from `first`; chunks need not
+        // be (a restore beyond the stored head leaves a gap before the
+        // next change). From the next sequence wanted, or the chunk's first
+        // if that is later, as many as fit.
         let room = (limit - out.len().min(limit)) as u64;
-        let from = out.last().map_or(after, |(s, _)| *s).saturating_add(1);
+        let next = out.last().map_or(after, |(s, _)| *s).saturating_add(1);
+        let from = next.max(first.max(0) as u64);
         let want = from..=from.saturating_add(room).saturating_sub(1);
         chunk_rows_in(first.max(0) as u64, body, want, |s, c| {
             out.push((s, c.to_string()))
@@ -910,5 +914,55 @@ mod tests {
             w.chunk_at(5).unwrap(),
             Some((5, br#"[{"seq":5}]"#.to_vec()))
         );
+    }
+
+    /// A restore beyond the stored head (a fresh database, or an older
+    /// checkpoint restored and then a newer one) leaves no changes up to
+    /// its sequence: pages after any position hold the stored changes that
+    /// follow it, and following `next` loses none.
+    #[test]
+    fn pages_after_a_gap_in_the_sequences_start_at_the_first_change_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let mut w = Writer::open(&db).unwrap();
+        w.restore(&restored(22)).unwrap();
+        let all = changes(23, 6);
+        let chunks: Vec<Vec<u8>> = all.chunks(2).map(chunk::encode).collect();
+        let rows: Vec<CommandRow<'_>> = chunks
+            .iter()
+            .enumerate()
+            .map(|(i, c)| CommandRow {
+                engine: EngineId::Window,
+                kind: "ndjson",
+                body: b"{}",
+                encoding: crate::store::body::RAW,
+                changes: Some((23 + 2 * i as u64, 24 + 2 * i as u64, c)),
+                records: (Stream::Late, &[]),
+            })
+            .collect();
+        w.append(&rows).unwrap();
+        let mut r = Reader::open(&db).unwrap();
+        for after in 0..=30u64 {
+            let held: Vec<(u64, String)> =
+                json(&all).into_iter().filter(|(s, _)| *s > after).collect();
+            for limit in 1..=8u32 {
+                let p = r.changes_page(after, limit).unwrap();
+                assert_eq!(p.head, 28);
+                let want: Vec<_> = held.iter().take(limit as usize).cloned().collect();
+                assert_eq!(p.rows, want, "after {after}, limit {limit}");
+                // following the pages from `after` reads every change once
+                let mut read = Vec::new();
+                let mut at = after;
+                loop {
+                    let p = r.changes_page(at, limit).unwrap();
+                    let Some(last) = p.rows.last().map(|(s, _)| *s) else {
+                        break;
+                    };
+                    read.extend(p.rows);
+                    at = last;
+                }
+                assert_eq!(read, held, "after {after}, limit {limit}");
+            }
+        }
     }
 }
