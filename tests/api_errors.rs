@@ -116,6 +116,58 @@ fn rejections_say_what_is_wrong_in_the_users_terms() {
     assert_eq!(s.snapshot(), before, "nothing was applied");
 }
 
+/// `-0` has no fraction and no exponent: it is the integer 0 wherever a
+/// request carries an integer (offset, timestamp, value, watermarks of both
+/// engines); `-0.0` and `-0e0` are fractions and are refused.
+#[test]
+fn minus_zero_is_the_integer_zero_in_every_request() {
+    let dir = tempdir();
+    let s = start(&dir.path().join("db"), &[]);
+    let zero = |v: &str| {
+        format!(
+            r#"{{"partition":"p0","offset":{v},"event":{{"id":"e","key":"k","timestamp":{v},"value":{v}}}}}"#
+        )
+    };
+    for bad in ["-0.0", "-0e0", "-0E-1"] {
+        let r = s.post("/events", &zero(bad));
+        assert!(detail(&r, 400, "bad_request").contains("must be an integer"));
+        let r = s.post(
+            "/watermarks",
+            &format!(r#"{{"partition":"p0","watermark":{bad}}}"#),
+        );
+        detail(&r, 400, "bad_request");
+        detail(
+            &s.post("/patterns/advance", &format!(r#"{{"watermark":{bad}}}"#)),
+            400,
+            "bad_request",
+        );
+    }
+    let fresh = s.snapshot();
+    let first = s.ok("/events", &zero("-0"));
+    assert!(first.contains(r#""offsets":{"p0":0}"#), "{first}");
+    // the same delivery written with 0: an identical redelivery, a no-op
+    let again = s.ok("/events", &zero("0"));
+    assert!(again.contains(r#""changes":[]"#), "{again}");
+    let status = s.get("/status").json();
+    assert_eq!(status["partitions"]["p0"]["offset"], 0);
+    s.ok("/watermarks", r#"{"partition":"p0","watermark":-0}"#);
+    let status = s.get("/status").json();
+    assert_eq!(status["partitions"]["p0"]["progress"], 0);
+    assert_ne!(s.snapshot(), fresh);
+    // the pattern engine's watermark, and its event time
+    s.ok(
+        "/patterns/events",
+        r#"{"id":"x","key":"k","kind":"login","time":-0}"#,
+    );
+    let adv = s.ok("/patterns/advance", r#"{"watermark":-0}"#);
+    assert!(adv.contains(r#""watermark":0"#), "{adv}");
+    let st = s.get("/patterns/status").json();
+    assert_eq!(
+        (st["watermark"].as_i64(), st["buffered"].as_i64()),
+        (Some(0), Some(0))
+    );
+}
+
 #[test]
 fn common_ndjson_types_lower_case_bearer_and_dashboard_server_urls() {
     let dir = tempdir();

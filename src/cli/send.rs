@@ -44,11 +44,11 @@ struct Line {
     #[serde(default)]
     op: Option<Kind>,
     partition: String,
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "present_offset")]
     offset: Option<i64>,
     #[serde(default)]
     event: Option<Event>,
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "present_watermark")]
     watermark: Option<i64>,
 }
 
@@ -60,9 +60,15 @@ enum Kind {
     Idle,
 }
 
-/// A present field must hold an integer (`null` is refused, as the server does).
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    i64::deserialize(d).map(Some)
+/// A present field must hold an integer (`null` is refused, `-0` is 0: the
+/// server's rules and words).
+fn present_offset<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    crate::engine::strict::int_field(d, "offset").map(Some)
+}
+
+/// As [`present_offset`], for `watermark`.
+fn present_watermark<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    crate::engine::strict::int_field(d, "watermark").map(Some)
 }
 
 /// One checked operation.

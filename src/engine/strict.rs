@@ -95,9 +95,38 @@ impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for ObjectSeed<T> {
 }
 
 /// Deserializes an `i64` field named `field` with errors in the user's
-/// terms.
+/// terms. `-0` is an integer token (no fraction, no exponent) and reads as
+/// 0; serde_json reads it as the float `-0.0`, indistinguishable from the
+/// token `-0.0` by then, so the field is taken as its raw token first.
+/// Works on deserializers that borrow from their input (`from_slice`,
+/// `from_str`), which every caller uses.
 pub fn int_field<'de, D: Deserializer<'de>>(d: D, field: &'static str) -> Result<i64, D::Error> {
-    d.deserialize_i64(IntVisitor(field))
+    let raw = <&'de serde_json::value::RawValue>::deserialize(d)?;
+    int_token(raw.get(), field).map_err(de::Error::custom)
+}
+
+/// Reads one JSON value's text (`-3`, `-0`, `1.5`, `"x"`) as the `i64`
+/// field `field`, with [`int_field`]'s rules and messages (no position).
+pub fn int_token(token: &str, field: &'static str) -> Result<i64, String> {
+    if token == "-0" {
+        return Ok(0);
+    }
+    let mut inner = serde_json::Deserializer::from_str(token);
+    inner
+        .deserialize_i64(IntVisitor(field))
+        .and_then(|v| inner.end().map(|()| v))
+        .map_err(|e| without_position(&e))
+}
+
+/// A serde_json error's message without the " at line L column C" it adds
+/// (the outer deserializer adds the position in the whole body).
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    match text.strip_suffix(&suffix) {
+        Some(message) => message.to_owned(),
+        None => text,
+    }
 }
 
 struct IntVisitor(&'static str);
@@ -189,5 +218,24 @@ mod tests {
             parse(r#"{"a":"x","b":-9223372036854775808}"#).unwrap().b,
             i64::MIN
         );
+    }
+
+    #[test]
+    fn minus_zero_is_the_integer_zero_and_minus_zero_point_zero_a_fraction() {
+        assert_eq!(parse(r#"{"a":"x","b":-0}"#).unwrap().b, 0);
+        assert_eq!(parse(r#"{"a":"x", "b" : -0 }"#).unwrap().b, 0);
+        for (body, want) in [
+            (r#"{"a":"x","b":-0.0}"#, "got -0"),
+            (r#"{"a":"x","b":-0e0}"#, "got -0"),
+            (r#"{"a":"x","b":-00}"#, "invalid number"),
+            (r#"{"a":"x","b":-}"#, "invalid number"),
+        ] {
+            let e = parse(body).unwrap_err();
+            assert!(e.contains(want), "{body}: {e}");
+        }
+        // the position is the body's (just after the number), once
+        let e = parse(r#"{"a":"x","b":1.5}"#).unwrap_err();
+        assert!(e.ends_with(" at line 1 column 17"), "{e}");
+        assert_eq!(e.matches(" at line ").count(), 1, "{e}");
     }
 }
