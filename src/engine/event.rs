@@ -54,7 +54,9 @@ pub struct Delivery {
 
 /// A delivery parsed without copying its strings out of the request body
 /// (they are borrowed wherever the JSON has no escapes). Same wire shape and
-/// validation as [`Delivery`].
+/// validation as [`Delivery`], except that its integers are read
+/// directly ([`strict::int_field_direct`]): a `-0` is refused unless the
+/// body goes through `service::parse::deliveries`, which reads it as 0.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeliveryRef<'a> {
@@ -62,11 +64,27 @@ pub struct DeliveryRef<'a> {
     #[serde(borrow)]
     pub partition: Cow<'a, str>,
     /// Offset; `None` is append mode.
-    #[serde(default, deserialize_with = "present_i64")]
+    #[serde(default, deserialize_with = "present_i64_direct")]
     pub offset: Option<i64>,
     /// The event.
     #[serde(borrow, deserialize_with = "event_ref_object")]
     pub event: EventRef<'a>,
+}
+
+impl DeliveryRef<'_> {
+    /// The same delivery owning its strings.
+    pub fn into_owned(self) -> DeliveryRef<'static> {
+        DeliveryRef {
+            partition: Cow::Owned(self.partition.into_owned()),
+            offset: self.offset,
+            event: EventRef {
+                id: Cow::Owned(self.event.id.into_owned()),
+                key: Cow::Owned(self.event.key.into_owned()),
+                timestamp: self.event.timestamp,
+                value: self.event.value,
+            },
+        }
+    }
 }
 
 /// An event borrowing its strings; see [`DeliveryRef`].
@@ -80,11 +98,19 @@ pub struct EventRef<'a> {
     #[serde(borrow)]
     pub key: Cow<'a, str>,
     /// Event time.
-    #[serde(deserialize_with = "timestamp_field")]
+    #[serde(deserialize_with = "timestamp_direct")]
     pub timestamp: i64,
     /// Value.
-    #[serde(deserialize_with = "value_field")]
+    #[serde(deserialize_with = "value_direct")]
     pub value: i64,
+}
+
+fn timestamp_direct<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    strict::int_field_direct(d, "timestamp")
+}
+
+fn value_direct<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    strict::int_field_direct(d, "value")
 }
 
 fn timestamp_field<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
@@ -184,6 +210,10 @@ fn non_empty_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error>
 
 fn present_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
     strict::int_field(d, "offset").map(Some)
+}
+
+fn present_i64_direct<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    strict::int_field_direct(d, "offset").map(Some)
 }
 
 /// Writes an `i128` as an `i64` when it fits: the same digits, without the

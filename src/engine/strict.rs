@@ -105,11 +105,32 @@ pub fn int_field<'de, D: Deserializer<'de>>(d: D, field: &'static str) -> Result
     int_token(raw.get(), field).map_err(de::Error::custom)
 }
 
+/// [`int_field`] read straight from serde_json's number, without taking the
+/// raw token first: faster, but serde_json reads `-0` as the float `-0.0`,
+/// so `-0` is refused here. For input known to hold no `-0` token: the
+/// request bodies of `POST /events`, whose parser writes a `-0` integer as
+/// ` 0` before parsing (`service::parse`).
+pub fn int_field_direct<'de, D: Deserializer<'de>>(
+    d: D,
+    field: &'static str,
+) -> Result<i64, D::Error> {
+    d.deserialize_i64(IntVisitor(field))
+}
+
 /// Reads one JSON value's text (`-3`, `-0`, `1.5`, `"x"`) as the `i64`
 /// field `field`, with [`int_field`]'s rules and messages (no position).
 pub fn int_token(token: &str, field: &'static str) -> Result<i64, String> {
-    if token == "-0" {
-        return Ok(0);
+    // The common case first: an optional minus and at most 18 digits
+    // always fit (the token is valid JSON: no leading zeros but `0`).
+    let (negative, digits) = match token.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        all => (false, all),
+    };
+    if (1..=18).contains(&digits.len()) && digits.iter().all(u8::is_ascii_digit) {
+        let v = digits
+            .iter()
+            .fold(0i64, |v, d| v * 10 + i64::from(d - b'0'));
+        return Ok(if negative { -v } else { v });
     }
     let mut inner = serde_json::Deserializer::from_str(token);
     inner

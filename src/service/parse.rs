@@ -63,8 +63,56 @@ impl fmt::Display for ParseError {
     }
 }
 
-/// Parses a `POST /events` body.
+/// Parses a `POST /events` body. A `-0` integer (no fraction, no
+/// exponent) is 0; the deliveries read integers straight from serde_json,
+/// which cannot tell `-0` from `-0.0`, so a body holding one is parsed as a
+/// copy with each such token written ` 0` (same length: error positions
+/// hold), its deliveries owning their strings.
 pub fn deliveries(body: &[u8], framing: Framing) -> Result<Parsed<'_>, ParseError> {
+    match without_minus_zero(body) {
+        None => parse_deliveries(body, framing),
+        Some(copy) => {
+            let parsed = parse_deliveries(&copy, framing)?;
+            Ok(Parsed {
+                items: parsed
+                    .items
+                    .into_iter()
+                    .map(DeliveryRef::into_owned)
+                    .collect(),
+                batch: parsed.batch,
+            })
+        }
+    }
+}
+
+/// A copy of `body` with every `-0` integer token outside strings written
+/// ` 0`, or `None` when there is none (`-0.0`, `-0e1`, `-01` and `"-0"`
+/// stay as they are).
+fn without_minus_zero(body: &[u8]) -> Option<Vec<u8>> {
+    memchr::memmem::find(body, b"-0")?;
+    let mut copy: Option<Vec<u8>> = None;
+    let (mut in_string, mut escaped) = (false, false);
+    for (i, &b) in body.iter().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if b == b'-'
+            && body.get(i + 1) == Some(&b'0')
+            && !matches!(body.get(i + 2), Some(b'0'..=b'9' | b'.' | b'e' | b'E'))
+        {
+            copy.get_or_insert_with(|| body.to_vec())[i] = b' ';
+        }
+    }
+    copy
+}
+
+fn parse_deliveries(body: &[u8], framing: Framing) -> Result<Parsed<'_>, ParseError> {
     let items = match framing {
         Framing::Ndjson => {
             // Blank lines (including a final newline) separate nothing and
@@ -297,5 +345,74 @@ impl<'de> Visitor<'de> for RawSeed<'_, 'de> {
             self.0.borrow_mut().push(v);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ints(body: &str, framing: Framing) -> Result<Vec<(Option<i64>, i64, i64)>, ParseError> {
+        deliveries(body.as_bytes(), framing).map(|p| {
+            p.items
+                .iter()
+                .map(|d| (d.offset, d.event.timestamp, d.event.value))
+                .collect()
+        })
+    }
+
+    fn one(offset: &str, ts: &str, value: &str, key: &str) -> String {
+        format!(
+            r#"{{"partition":"p0","offset":{offset},"event":{{"id":"e","key":"{key}","timestamp":{ts},"value":{value}}}}}"#
+        )
+    }
+
+    #[test]
+    fn minus_zero_is_zero_and_minus_zero_point_zero_a_fraction() {
+        let body = one("-0", "-0", "-0", "k-0");
+        assert_eq!(ints(&body, Framing::Json).unwrap(), [(Some(0), 0, 0)]);
+        let d = deliveries(body.as_bytes(), Framing::Json).unwrap();
+        // strings are the body's, untouched (owned: the body was copied)
+        assert_eq!(d.items[0].event.key, "k-0");
+        let batch = format!(
+            "[{},{}]",
+            one("0", "5", "1", r#"a\"-0"#),
+            one("1", "-0", "-07", "b")
+        );
+        let e = ints(&batch, Framing::Json).unwrap_err();
+        assert!(
+            matches!(&e, ParseError::Malformed { index: Some(1), .. }),
+            "{e:?}"
+        );
+        let batch = format!(
+            "[{},{}]",
+            one("0", "5", "1", r#"a\"-0"#),
+            one("1", "-0", "-7", "b")
+        );
+        assert_eq!(
+            ints(&batch, Framing::Json).unwrap(),
+            [(Some(0), 5, 1), (Some(1), 0, -7)]
+        );
+        let nd = format!(
+            "{}\n{}\n",
+            one("0", "1", "-0", "x"),
+            one("1", "-0", "2", "y")
+        );
+        assert_eq!(
+            ints(&nd, Framing::Ndjson).unwrap(),
+            [(Some(0), 1, 0), (Some(1), 0, 2)]
+        );
+        for bad in ["-0.0", "-0e0", "-0E+1", "-00", "-", "--0"] {
+            let e = ints(&one("0", bad, "1", "k"), Framing::Json).unwrap_err();
+            assert!(
+                matches!(e, ParseError::Malformed { index: None, .. }),
+                "{bad}"
+            );
+        }
+        // the same message and position as before the copy
+        let e = ints(&one("-0", "1.5", "1", "k"), Framing::Json).unwrap_err();
+        let plain = ints(&one(" 0", "1.5", "1", "k"), Framing::Json).unwrap_err();
+        assert_eq!(e.to_string(), plain.to_string());
+        assert!(e.to_string().contains("got 1.5"), "{e}");
     }
 }
