@@ -140,8 +140,8 @@ pub fn int_token(token: &str, field: &'static str) -> Result<i64, String> {
 }
 
 /// A serde_json error's message without the " at line L column C" it adds
-/// (the outer deserializer adds the position in the whole body).
-fn without_position(e: &serde_json::Error) -> String {
+/// (an outer deserializer, or the caller, says where).
+pub fn without_position(e: &serde_json::Error) -> String {
     let text = e.to_string();
     let suffix = format!(" at line {} column {}", e.line(), e.column());
     match text.strip_suffix(&suffix) {

@@ -195,9 +195,7 @@ fn is_trailing(e: &serde_json::Error) -> bool {
 /// (the line is the caller's to name: NDJSON counts lines of the body, a
 /// JSON body has its own).
 fn located(e: &serde_json::Error) -> String {
-    let full = e.to_string();
-    let suffix = format!(" at line {} column {}", e.line(), e.column());
-    let what = full.strip_suffix(&suffix).unwrap_or(&full);
+    let what = strict::without_position(e);
     if e.line() == 0 {
         format!(": {what}")
     } else if e.line() == 1 {
