@@ -97,15 +97,18 @@ impl Service {
         origin: Origin,
     ) -> Result<CheckpointMeta, ServiceError> {
         let (envelope, covers) = inner.envelope(engine);
-        let meta = {
+        let (meta, version) = {
             let mut w = self.writer();
-            self.base_version.fetch_add(1, Ordering::SeqCst);
-            w.checkpoint(engine, &envelope, covers.sequence, origin)
-        }
-        .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
+            let version = self.base_version.fetch_add(1, Ordering::SeqCst) + 1;
+            (
+                w.checkpoint(engine, &envelope, covers.sequence, origin),
+                version,
+            )
+        };
+        let meta = meta.inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
         *self.queue().logged.get_mut(engine) = 0;
         self.metrics.checkpoint_stored(meta.bytes);
-        self.retain(engine, covers);
+        self.retain(engine, covers, version);
         Ok(meta)
     }
 
@@ -114,16 +117,22 @@ impl Service {
     /// configured) the output pages more than the retained count behind the
     /// head, never past the base (a replay checks its output against them).
     /// Failures are logged only: nothing acknowledged depends on pruning.
-    fn retain(&self, engine: EngineId, covers: Covers) {
+    ///
+    /// `version` is the base version the checkpoint was stored with. The
+    /// pages are pruned only while it still holds (checked under the
+    /// writer, which a restore holds to store itself): after a restore
+    /// the checkpoint's sequences and the heads read before it no longer
+    /// describe the stored history, and the restore's own base is newer.
+    fn retain(&self, engine: EngineId, covers: Covers, version: u64) {
         let r = self.retention;
-        let heads = *self.heads.borrow();
         let mut w = self.writer();
         if let Err(e) = w.prune_checkpoints(engine, r.checkpoints.max(1)) {
             tracing::warn!(error = %e, "pruning old automatic checkpoints failed");
         }
-        if engine != EngineId::Window {
+        if engine != EngineId::Window || self.base_version.load(Ordering::SeqCst) != version {
             return;
         }
+        let heads = *self.heads.borrow();
         let through = |head: u64, keep: u64, base: u64| {
             if keep == 0 {
                 0
@@ -202,13 +211,13 @@ impl Service {
         };
         let envelope = snapshot.envelope();
         match self.store_in_pieces(engine, &envelope, covers.sequence, up_to, version) {
-            Ok(Some(meta)) => {
+            Ok(Some((meta, version))) => {
                 let mut q = self.queue();
                 let n = q.logged.get_mut(engine);
                 *n = n.saturating_sub(logged);
                 drop(q);
                 self.metrics.checkpoint_stored(meta.bytes);
-                self.retain(engine, covers);
+                self.retain(engine, covers, version);
             }
             // a restore or another checkpoint moved the base meanwhile
             Ok(None) => {}
@@ -223,8 +232,9 @@ impl Service {
     /// short transaction of its own (the writer is released between pieces,
     /// so group commits interleave instead of waiting behind a write of tens
     /// of MB), then the transaction that links them, makes the checkpoint the
-    /// recovery base and removes the engine's commands up to `up_to`. `None`
-    /// when the base moved since `version` (the pieces are dropped).
+    /// recovery base and removes the engine's commands up to `up_to`, with
+    /// the base version it set. `None` when the base moved since `version`
+    /// (the pieces are dropped).
     fn store_in_pieces(
         &self,
         engine: EngineId,
@@ -232,7 +242,7 @@ impl Service {
         sequence: u64,
         up_to: i64,
         version: u64,
-    ) -> crate::store::Result<Option<CheckpointMeta>> {
+    ) -> crate::store::Result<Option<(CheckpointMeta, u64)>> {
         let mut staging = None;
         for piece in envelope.chunks(crate::store::PIECE_BYTES) {
             staging = Some(self.writer().stage_piece(staging, piece)?);
@@ -248,9 +258,9 @@ impl Service {
             w.drop_pieces(staging)?;
             return Ok(None);
         }
-        self.base_version.fetch_add(1, Ordering::SeqCst);
+        let version = self.base_version.fetch_add(1, Ordering::SeqCst) + 1;
         w.link_checkpoint(engine, staging, sha256, envelope.len(), sequence, up_to)
-            .map(Some)
+            .map(|meta| Some((meta, version)))
     }
 
     /// The final checkpoints of a graceful shutdown: one per engine that

@@ -296,7 +296,20 @@ impl Writer {
             tx.execute("DELETE FROM pruned WHERE stream = 'late'", [])
                 .op("DELETE FROM pruned (restore)")?;
         }
-        match r.checkpoint_id {
+        // A restore by id whose checkpoint was deleted since it was read (an
+        // automatic one rotated out meanwhile) keeps the envelope it read.
+        let by_id = match r.checkpoint_id {
+            Some(id) => tx
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id = ?1)",
+                    [id],
+                    |row| row.get::<_, bool>(0),
+                )
+                .op("SELECT checkpoints (restore)")?
+                .then_some(id),
+            None => None,
+        };
+        match by_id {
             Some(id) => tx.execute(
                 "INSERT OR REPLACE INTO recovery_bases (engine, checkpoint_id, envelope, sequence)
                  VALUES (?1, ?2, NULL, ?3)",
@@ -914,6 +927,60 @@ mod tests {
             w.chunk_at(5).unwrap(),
             Some((5, br#"[{"seq":5}]"#.to_vec()))
         );
+    }
+
+    /// A restore by id whose checkpoint was deleted after it was read (an
+    /// automatic checkpoint rotated out meanwhile) still succeeds, with the
+    /// envelope it read as the recovery base.
+    #[test]
+    fn a_restore_by_id_of_a_checkpoint_deleted_meanwhile_keeps_its_envelope() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let mut w = Writer::open(&db).unwrap();
+        let kept = w
+            .checkpoint(
+                EngineId::Window,
+                b"{\"kept\":1}",
+                0,
+                crate::store::Origin::User,
+            )
+            .unwrap();
+        let gone = w
+            .checkpoint(
+                EngineId::Window,
+                b"{\"gone\":1}",
+                0,
+                crate::store::Origin::User,
+            )
+            .unwrap();
+        let envelope = w.checkpoint_envelope(gone.id).unwrap().unwrap();
+        assert!(w.delete_checkpoint(EngineId::Window, gone.id).unwrap());
+        let r = Restored {
+            checkpoint_id: Some(gone.id),
+            envelope: &envelope,
+            ..restored(0)
+        };
+        assert_eq!(w.restore(&r).unwrap(), 1);
+        assert_eq!(
+            w.base(EngineId::Window).unwrap().unwrap().envelope,
+            envelope
+        );
+        // by id while it exists: the base names it
+        let r = Restored {
+            checkpoint_id: Some(kept.id),
+            envelope: b"{\"kept\":1}",
+            ..restored(0)
+        };
+        assert_eq!(w.restore(&r).unwrap(), 2);
+        let (inline, id): (Option<Vec<u8>>, Option<i64>) = w
+            .conn
+            .query_row(
+                "SELECT envelope, checkpoint_id FROM recovery_bases WHERE engine = 'window'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((inline, id), (None, Some(kept.id)));
     }
 
     /// A restore beyond the stored head (a fresh database, or an older
