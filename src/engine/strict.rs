@@ -120,17 +120,8 @@ pub fn int_field_direct<'de, D: Deserializer<'de>>(
 /// Reads one JSON value's text (`-3`, `-0`, `1.5`, `"x"`) as the `i64`
 /// field `field`, with [`int_field`]'s rules and messages (no position).
 pub fn int_token(token: &str, field: &'static str) -> Result<i64, String> {
-    // The common case first: an optional minus and at most 18 digits
-    // always fit (the token is valid JSON: no leading zeros but `0`).
-    let (negative, digits) = match token.as_bytes() {
-        [b'-', rest @ ..] => (true, rest),
-        all => (false, all),
-    };
-    if (1..=18).contains(&digits.len()) && digits.iter().all(u8::is_ascii_digit) {
-        let v = digits
-            .iter()
-            .fold(0i64, |v, d| v * 10 + i64::from(d - b'0'));
-        return Ok(if negative { -v } else { v });
+    if token == "-0" {
+        return Ok(0);
     }
     let mut inner = serde_json::Deserializer::from_str(token);
     inner
