@@ -53,6 +53,9 @@ fn exit(result: anyhow::Result<()>) -> ExitCode {
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = Config::from_args(&args).map_err(anyhow::Error::msg)?;
+    // One database, one process: the lock comes before anything reads or
+    // writes the database, and is held until this process ends.
+    let mut lock = streamforge::store::DbLock::acquire(&config.service.db)?;
     // A database that would be refused is refused before anything listens.
     streamforge::service::Service::preflight(&config.service)?;
     // Calls run their locked section on the blocking pool; a small pool is
@@ -67,10 +70,14 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.addr))?;
         let addr = listener.local_addr()?;
+        lock.record_address(&addr.to_string()).map_err(|e| {
+            anyhow::anyhow!("cannot write the lock file {}: {e}", lock.path().display())
+        })?;
         println!("listening on {addr}");
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
         server::run(listener, config, shutdown_signal()).await?;
+        drop(lock);
         Ok(())
     })
 }

@@ -488,3 +488,103 @@ fn compressed_command_bodies_replay_exactly_after_sigkill() {
     assert_eq!(s.all_late(), reference.1);
     assert_eq!(s.snapshot(), reference.2);
 }
+
+/// Runs `streamforge serve` on `db` expecting it to exit by itself (a
+/// refused start); kills it and fails if it is still running at the
+/// deadline. Returns its exit status and stderr.
+fn refused_start(db: &std::path::Path) -> (std::process::ExitStatus, String) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_streamforge"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+        .arg(db)
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn streamforge");
+    let status = {
+        let end = std::time::Instant::now() + DEADLINE;
+        loop {
+            if let Some(st) = child.try_wait().expect("wait") {
+                break st;
+            }
+            if std::time::Instant::now() > end {
+                let _ = child.kill();
+                panic!("a second server on the same database kept running");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let out = child.wait_with_output().expect("output");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("listening on"),
+        "the refused server listened"
+    );
+    (status, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn one_database_one_server_and_kill_9_never_leaves_a_stale_lock() {
+    let dir = tempdir();
+    let db = dir.path().join("sf.db");
+    let ops = workload(22, 40);
+    let mut first = start(&db, &["--checkpoint-every", "7"]);
+    let mut acked = Acked::default();
+    for op in &ops {
+        assert_eq!(op.send(&first).status, 200);
+        acked.record(op);
+    }
+    let before = (first.all_changes(), first.all_late(), first.snapshot());
+    let checkpoints = first.get("/checkpoints").body;
+
+    // A second server on the same database, also through another spelling
+    // of its path: refused at once, naming the database and the holder.
+    let addr = first.base.trim_start_matches("http://").to_string();
+    let other_spelling = dir.path().join(".").join("sf.db");
+    for path in [&db, &other_spelling] {
+        let (status, stderr) = refused_start(path);
+        assert_eq!(status.code(), Some(1), "stderr: {stderr}");
+        assert!(stderr.contains(&path.display().to_string()), "{stderr}");
+        assert!(
+            stderr.contains(&format!("pid {}", first.pid())),
+            "{stderr}"
+        );
+        assert!(stderr.contains(&format!("listening on {addr}")), "{stderr}");
+        assert!(stderr.contains("in use by another streamforge process"));
+    }
+    // The first one serves on, its state and checkpoints untouched, and
+    // takes more writes.
+    assert_eq!(
+        (first.all_changes(), first.all_late(), first.snapshot()),
+        before
+    );
+    assert_eq!(first.get("/checkpoints").body, checkpoints);
+    let more = workload(23, 60);
+    // the second workload continues the first's offsets: send only the
+    // advances and batches that the first accepts, as acknowledged writes
+    for op in &more {
+        let r = op.send(&first);
+        assert!(r.status == 200 || r.status == 409, "{}", r.body);
+        if r.status == 200 {
+            acked.record(op);
+        }
+    }
+    let acknowledged = (first.all_changes(), first.all_late(), first.snapshot());
+
+    // kill -9: the operating system releases the lock; a new server starts
+    // without anyone removing a file, and recovers everything acknowledged.
+    first.kill();
+    let second = start(&db, &["--checkpoint-every", "7"]);
+    acked.check(&second);
+    assert_eq!(
+        (second.all_changes(), second.all_late(), second.snapshot()),
+        acknowledged
+    );
+    // and now it is the one that holds the database
+    let (status, stderr) = refused_start(&db);
+    assert_eq!(status.code(), Some(1), "stderr: {stderr}");
+    assert!(
+        stderr.contains(&format!("pid {}", second.pid())),
+        "{stderr}"
+    );
+}

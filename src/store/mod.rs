@@ -25,6 +25,7 @@ mod body;
 mod checkpoints;
 pub mod chunk;
 mod error;
+mod lock;
 mod log;
 pub mod migrate;
 mod sinks;
@@ -39,6 +40,7 @@ use rusqlite::{Connection, OpenFlags};
 pub use body::StoredBody;
 pub use checkpoints::{sha256_hex, CheckpointMeta, Origin, PIECE_BYTES};
 pub use error::{Error, Result};
+pub use lock::{lock_path, DbLock, LockError};
 pub use log::{chunk_rows, Base, CommandRow, Page, PageRefusal, Restored, Stream};
 pub use sinks::{BatchRow, SinkRow};
 
