@@ -545,10 +545,7 @@ fn one_database_one_server_and_kill_9_never_leaves_a_stale_lock() {
         let (status, stderr) = refused_start(path);
         assert_eq!(status.code(), Some(1), "stderr: {stderr}");
         assert!(stderr.contains(&path.display().to_string()), "{stderr}");
-        assert!(
-            stderr.contains(&format!("pid {}", first.pid())),
-            "{stderr}"
-        );
+        assert!(stderr.contains(&format!("pid {}", first.pid())), "{stderr}");
         assert!(stderr.contains(&format!("listening on {addr}")), "{stderr}");
         assert!(stderr.contains("in use by another streamforge process"));
     }

@@ -170,7 +170,11 @@ fn check_log(log: &[Request], secret: Option<&str>) {
         if let Some(sec) = secret {
             assert_eq!(
                 r.header("x-streamforge-signature"),
-                Some(streamforge::sinks::signature(sec, &r.body).as_str())
+                Some(
+                    streamforge::sinks::signature(sec, &r.body)
+                        .unwrap()
+                        .as_str()
+                )
             );
         }
         let sink = b["sink_id"].as_str().unwrap().to_string();
@@ -1107,4 +1111,79 @@ fn sinks_run_on_their_own_lower_priority_threads() {
         panic!("--sink-nice 20 was accepted");
     };
     assert!(e.contains("--sink-nice"), "{e}");
+}
+
+#[test]
+fn an_unreadable_recorded_batch_stops_the_sink_and_nothing_is_sent_in_its_place() {
+    let dir = tempdir();
+    let db = dir.path().join("db");
+    let rcv = Receiver::start(None, |_, _| Action::Ok);
+    // Batch 3 of the sink is recorded, then the process stops right
+    // before sending it.
+    let mut s = start_env(
+        &db,
+        &args(&[]),
+        &[("STREAMFORGE_SINK_FAULT", "before_send:3:ch")],
+    );
+    create(
+        &s,
+        json!({"name":"ch","url":format!("{}/changes", rcv.base),"stream":"changes",
+               "batch_size":3,"start":"start"}),
+    );
+    for op in &workload(31, 40) {
+        assert_eq!(op.send(&s).status, 200, "{op:?}");
+    }
+    let needle = "sink ch fault point before_send reached at batch 3";
+    wait_until(needle, DEADLINE, || {
+        s.stderr().contains(needle).then_some(())
+    });
+    let cursor = sink(&s, "ch")["cursor"].as_u64().unwrap();
+    s.kill();
+    let before = rcv.log().len();
+    // The recorded batch 3 becomes unreadable on disk (as a damaged page
+    // would make it).
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let n = conn
+            .execute(
+                "UPDATE sink_batches SET frozen = '[{\"seq\":' WHERE batch = 3",
+                [],
+            )
+            .unwrap();
+        assert_eq!(n, 1, "batch 3 is recorded");
+    }
+    let s = start(&db, &args(&[]));
+    let v = wait_until("the sink to stop", DEADLINE, || {
+        let v = sink(&s, "ch");
+        (v["state"] == "stopped").then_some(v)
+    });
+    let err = v["last_error"].as_str().unwrap();
+    assert!(err.contains("stored batch 3 is unreadable"), "{err}");
+    assert_eq!(v["cursor"].as_u64().unwrap(), cursor, "the cursor moved");
+    assert_eq!(
+        s.metric("streamforge_sink_stopped{sink=\"ch\"}"),
+        1.0,
+        "{}",
+        s.get("/metrics").body
+    );
+    // The service goes on (more output is produced and stays in the
+    // stream); the sink sends nothing in the stopped batch's place: no
+    // request after the restart at all, empty or not.
+    for op in &workload(32, 10)[4..] {
+        let r = op.send(&s);
+        assert!(r.status == 200 || r.status == 409, "{}", r.body);
+    }
+    assert_eq!(s.get("/readyz").status, 200);
+    let v = sink(&s, "ch");
+    assert_eq!(v["state"], "stopped");
+    assert_eq!(v["cursor"].as_u64().unwrap(), cursor);
+    assert_eq!(rcv.log().len(), before, "the stopped sink sent a request");
+    assert!(
+        rcv.log().iter().all(|r| {
+            let b: Value = serde_json::from_slice(&r.body).unwrap();
+            b["batch"].as_u64().unwrap() < 3
+        }),
+        "batch 3 (or a later one) reached the receiver"
+    );
+    assert!(before > 0, "batches 1 and 2 were sent");
 }

@@ -27,13 +27,13 @@ pub fn idempotency_key(uid: &str, batch: u64) -> String {
     format!("{uid}-{batch}")
 }
 
-/// `sha256=<hex HMAC-SHA256 of the body with the secret as key>`.
-pub fn signature(secret: &str, body: &[u8]) -> String {
-    // HMAC takes keys of any length; this never fails.
-    let mut mac = match Hmac::<Sha256>::new_from_slice(secret.as_bytes()) {
-        Ok(m) => m,
-        Err(_) => return String::new(),
-    };
+/// `sha256=<hex HMAC-SHA256 of the body with the secret as key>`. HMAC
+/// takes keys of any length, so the key setup cannot fail today; should a
+/// future `hmac` refuse a key, the error stops the sink (never an empty or
+/// missing signature).
+pub fn signature(secret: &str, body: &[u8]) -> Result<String, Unreadable> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes())
+        .map_err(|e| Unreadable(format!("cannot set up the HMAC-SHA256 signature: {e}")))?;
     mac.update(body);
     let tag = mac.finalize().into_bytes();
     let mut out = String::with_capacity(7 + 64);
@@ -41,8 +41,15 @@ pub fn signature(secret: &str, body: &[u8]) -> String {
     for b in tag {
         out.push_str(&format!("{b:02x}"));
     }
-    out
+    Ok(out)
 }
+
+/// A stored batch that cannot be sent as it was recorded (its frozen
+/// records do not parse, a reset of a `changes` sink has no rows, the
+/// signature cannot be made): the sink stops with this message and never
+/// moves its cursor past the batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable(pub String);
 
 /// The records of a batch: the rows its filter keeps, in order.
 pub fn keep<'a>(
@@ -57,62 +64,74 @@ pub fn keep<'a>(
 }
 
 /// The records of a frozen batch (a JSON array of the range's records).
-pub fn frozen_rows(frozen: &str) -> Vec<&str> {
+pub fn frozen_rows(batch: u64, frozen: &str) -> Result<Vec<&str>, Unreadable> {
     serde_json::from_str::<Vec<&serde_json::value::RawValue>>(frozen)
         .map(|v| v.into_iter().map(|r| r.get()).collect())
-        .unwrap_or_default()
-}
-
-fn json_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+        .map_err(|e| {
+            Unreadable(format!(
+                "stored batch {batch} is unreadable (its frozen records are not a JSON array: {e})"
+            ))
+        })
 }
 
 /// The body of a batch (docs/sinks.md, "The request"): its fields in this
 /// order: `sink`, `sink_id`, `batch`, `stream`, `epoch`, `first`, `last`,
 /// `reset` (only a reset), `records`, and for `changes` `watermark` and
 /// `lateness`.
-pub fn render(id: &Ident<'_>, b: &BatchRow, records: &[&str]) -> Vec<u8> {
+pub fn render(id: &Ident<'_>, b: &BatchRow, records: &[&str]) -> Result<Vec<u8>, Unreadable> {
     let size = 256
         + records.iter().map(|r| r.len() + 1).sum::<usize>()
         + b.snapshot.as_ref().map_or(0, String::len);
-    let mut out = String::with_capacity(size);
-    out.push_str("{\"sink\":");
-    out.push_str(&json_str(id.name));
-    out.push_str(",\"sink_id\":");
-    out.push_str(&json_str(id.uid));
-    out.push_str(&format!(
-        ",\"batch\":{},\"stream\":\"{}\",\"epoch\":{},\"first\":{},\"last\":{}",
-        b.batch,
-        id.stream.name(),
-        b.epoch,
-        b.first,
-        b.last
-    ));
+    // Strings through the canonical writer (serde_json's escaping; it
+    // cannot fail).
+    use crate::canonical::writer::string;
+    let mut out: Vec<u8> = Vec::with_capacity(size);
+    out.extend_from_slice(b"{\"sink\":");
+    string(&mut out, id.name);
+    out.extend_from_slice(b",\"sink_id\":");
+    string(&mut out, id.uid);
+    out.extend_from_slice(
+        format!(
+            ",\"batch\":{},\"stream\":\"{}\",\"epoch\":{},\"first\":{},\"last\":{}",
+            b.batch,
+            id.stream.name(),
+            b.epoch,
+            b.first,
+            b.last
+        )
+        .as_bytes(),
+    );
     if let Some(after) = b.reset_after {
-        out.push_str(&format!(",\"reset\":{{\"after\":{after}"));
+        out.extend_from_slice(format!(",\"reset\":{{\"after\":{after}").as_bytes());
         if id.stream == Stream::Changes {
-            out.push_str(",\"rows\":");
-            out.push_str(b.snapshot.as_deref().unwrap_or("[]"));
+            let rows = b.snapshot.as_deref().ok_or_else(|| {
+                Unreadable(format!(
+                    "stored batch {} is unreadable (a reset of a changes sink without its rows)",
+                    b.batch
+                ))
+            })?;
+            out.extend_from_slice(b",\"rows\":");
+            out.extend_from_slice(rows.as_bytes());
         }
-        out.push('}');
+        out.push(b'}');
     }
-    out.push_str(",\"records\":[");
+    out.extend_from_slice(b",\"records\":[");
     for (n, r) in records.iter().enumerate() {
         if n > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push_str(r);
+        out.extend_from_slice(r.as_bytes());
     }
-    out.push(']');
+    out.push(b']');
     if id.stream == Stream::Changes {
         match b.watermark {
-            Some(w) => out.push_str(&format!(",\"watermark\":{w}")),
-            None => out.push_str(",\"watermark\":null"),
+            Some(w) => out.extend_from_slice(format!(",\"watermark\":{w}").as_bytes()),
+            None => out.extend_from_slice(b",\"watermark\":null"),
         }
-        out.push_str(&format!(",\"lateness\":{}", id.lateness));
+        out.extend_from_slice(format!(",\"lateness\":{}", id.lateness).as_bytes());
     }
-    out.push('}');
-    out.into_bytes()
+    out.push(b'}');
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -123,7 +142,7 @@ mod tests {
     fn hmac_sha256_matches_rfc_4231_case_2() {
         // RFC 4231, test case 2: key "Jefe", data "what do ya want for nothing?"
         assert_eq!(
-            signature("Jefe", b"what do ya want for nothing?"),
+            signature("Jefe", b"what do ya want for nothing?").unwrap(),
             "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
     }
@@ -147,7 +166,7 @@ mod tests {
             frozen: None,
         };
         assert_eq!(
-            String::from_utf8(render(&id, &b, &[])).unwrap(),
+            String::from_utf8(render(&id, &b, &[]).unwrap()).unwrap(),
             r#"{"sink":"wh","sink_id":"u1","batch":3,"stream":"changes","epoch":1,"first":11,"last":10,"reset":{"after":10,"rows":[]},"records":[],"watermark":20,"lateness":5}"#
         );
         let id = Ident {
@@ -161,7 +180,7 @@ mod tests {
             ..b
         };
         assert_eq!(
-            String::from_utf8(render(&id, &b, &[r#"{"seq":1}"#, r#"{"seq":2}"#])).unwrap(),
+            String::from_utf8(render(&id, &b, &[r#"{"seq":1}"#, r#"{"seq":2}"#]).unwrap()).unwrap(),
             r#"{"sink":"wh","sink_id":"u1","batch":3,"stream":"patterns","epoch":1,"first":1,"last":2,"records":[{"seq":1},{"seq":2}]}"#
         );
     }

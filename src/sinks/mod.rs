@@ -98,6 +98,10 @@ pub enum State {
     /// The service cannot read or record the sink's stream (storage is
     /// failing); it tries again by itself.
     Paused,
+    /// A recorded batch cannot be sent as it was recorded (`last_error`
+    /// says why): the sink sends nothing more and its cursor stays before
+    /// that batch until it is deleted (or the service restarts).
+    Stopped,
 }
 
 /// A sink's delivery status in this process.
@@ -165,6 +169,12 @@ impl Status {
     fn paused(&self, error: &str) {
         let mut s = self.lock();
         s.state = State::Paused;
+        s.last_error = Some(error.to_string());
+    }
+
+    fn stopped(&self, error: &str) {
+        let mut s = self.lock();
+        s.state = State::Stopped;
         s.last_error = Some(error.to_string());
     }
 }
@@ -550,29 +560,37 @@ impl Sinks {
     }
 
     /// The sinks' lines of `GET /metrics`: per sink (label `sink`),
-    /// records delivered and failed attempts since the start, and the lag.
+    /// records delivered and failed attempts since the start, the lag, and
+    /// whether it stopped. A sink whose figures cannot be read (storage
+    /// failing, an unreadable configuration) is named in a `#` comment line
+    /// with the error instead of being left out silently.
     pub fn metrics_text(&self) -> String {
         let mut out = String::new();
-        let Ok(rows) = self.svc.sink_read(|r| r.sinks()) else {
-            return out;
+        let rows = match self.svc.sink_read(|r| r.sinks()) {
+            Ok(rows) => rows,
+            Err(e) => return format!("# sinks: cannot read the sinks: {}\n", one_line(&e)),
         };
         let mut delivered = Vec::new();
         let mut failed = Vec::new();
         let mut lag = Vec::new();
+        let mut stopped = Vec::new();
         for row in &rows {
-            let spec: Spec = match serde_json::from_str(&row.config) {
-                Ok(s) => s,
-                Err(_) => continue,
-            };
-            let Ok(v) = self.view(row, &spec) else {
-                continue;
+            let label = row.name.replace('\\', "\\\\").replace('"', "\\\"");
+            let view = serde_json::from_str::<Spec>(&row.config)
+                .map_err(|e| format!("unreadable configuration: {e}"))
+                .and_then(|spec| self.view(row, &spec).map_err(|e| format!("{e:?}")));
+            let v = match view {
+                Ok(v) => v,
+                Err(e) => {
+                    out.push_str(&format!("# sink \"{label}\": {}\n", one_line(&e)));
+                    continue;
+                }
             };
             let st = self
                 .running()
                 .get(&row.id)
                 .map(|r| r.status.get())
                 .unwrap_or_else(|| Status::new().get());
-            let label = row.name.replace('\\', "\\\\").replace('"', "\\\"");
             delivered.push(format!(
                 "streamforge_sink_delivered_total{{sink=\"{label}\"}} {}",
                 st.delivered
@@ -584,6 +602,10 @@ impl Sinks {
             lag.push(format!(
                 "streamforge_sink_lag{{sink=\"{label}\"}} {}",
                 v.lag
+            ));
+            stopped.push(format!(
+                "streamforge_sink_stopped{{sink=\"{label}\"}} {}",
+                u8::from(st.state == State::Stopped)
             ));
         }
         for (name, kind, help, lines) in [
@@ -605,12 +627,24 @@ impl Sinks {
                 "Sequences of each sink's stream after its cursor (records still to go through).",
                 lag,
             ),
+            (
+                "streamforge_sink_stopped",
+                "gauge",
+                "1 when a sink stopped because a recorded batch cannot be sent (see its last_error), else 0.",
+                stopped,
+            ),
         ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
             for l in lines {
-                let _ = writeln!(out, "{l}");
+                out.push_str(&l);
+                out.push('\n');
             }
         }
         out
     }
+}
+
+/// `e` on one line (a metrics comment ends at the line's end).
+fn one_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string().replace(['\n', '\r'], " ")
 }

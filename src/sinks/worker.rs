@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::service::{Heads, Service, ServiceError};
 use crate::store::{BatchRow, Stream};
 
-use super::body::{self, Ident};
+use super::body::{self, Ident, Unreadable};
 use super::spec::Spec;
 use super::{Shared, Status};
 
@@ -47,6 +47,26 @@ struct FormOut {
     moved: Option<(u64, u64)>,
     total: u64,
     watermark: Option<i64>,
+}
+
+/// Why loading or forming batches failed.
+enum Failure {
+    /// Storage failed: the sink pauses and tries again.
+    Storage(ServiceError),
+    /// A recorded batch cannot be sent as recorded: the sink stops.
+    Unreadable(Unreadable),
+}
+
+impl From<ServiceError> for Failure {
+    fn from(e: ServiceError) -> Self {
+        Failure::Storage(e)
+    }
+}
+
+impl From<Unreadable> for Failure {
+    fn from(e: Unreadable) -> Self {
+        Failure::Unreadable(e)
+    }
 }
 
 /// The outcome of a round.
@@ -111,19 +131,18 @@ impl Worker {
         }
     }
 
-    fn ready(&self, row: BatchRow, records: &[&str]) -> Ready {
-        let bytes = body::render(&self.ident(), &row, records);
-        let signature = self
-            .spec
-            .secret
-            .as_deref()
-            .map(|s| body::signature(s, &bytes));
-        Ready {
+    fn ready(&self, row: BatchRow, records: &[&str]) -> Result<Ready, Unreadable> {
+        let bytes = body::render(&self.ident(), &row, records)?;
+        let signature = match self.spec.secret.as_deref() {
+            Some(s) => Some(body::signature(s, &bytes)?),
+            None => None,
+        };
+        Ok(Ready {
             row,
             body: Bytes::from(bytes),
             signature,
             records: records.len() as u64,
-        }
+        })
     }
 
     fn stopping(&self) -> bool {
@@ -136,11 +155,12 @@ impl Worker {
         let mut queue = loop {
             match self.load().await {
                 Ok(q) => break q,
-                Err(e) => {
+                Err(Failure::Storage(e)) => {
                     if !self.pause(&e).await {
                         return;
                     }
                 }
+                Err(Failure::Unreadable(e)) => return self.stop(e).await,
             }
         };
         loop {
@@ -165,7 +185,9 @@ impl Worker {
                             }
                             match self.load().await {
                                 Ok(q) => queue = q,
-                                Err(_) => continue,
+                                // Paused above; the next round tries again.
+                                Err(Failure::Storage(_)) => continue,
+                                Err(Failure::Unreadable(e)) => return self.stop(e).await,
                             }
                         } else {
                             queue.extend(v);
@@ -177,11 +199,12 @@ impl Worker {
                             return;
                         }
                     }
-                    Err(e) => {
+                    Err(Failure::Storage(e)) => {
                         if !self.pause(&e).await {
                             return;
                         }
                     }
+                    Err(Failure::Unreadable(e)) => return self.stop(e).await,
                 }
                 continue;
             }
@@ -212,33 +235,34 @@ impl Worker {
 
     /// The batches recorded before a restart (rendered exactly as when they
     /// were formed), made durable before any is sent.
-    async fn load(&mut self) -> Result<VecDeque<Ready>, ServiceError> {
+    async fn load(&mut self) -> Result<VecDeque<Ready>, Failure> {
         let (svc, id, stream) = (self.svc.clone(), self.id, self.stream);
         let filter = self.spec.filter.clone();
         let rows = blocking(move || {
             svc.sink_read(|r| {
                 let mut out = Vec::new();
                 for b in r.sink_batches(id)? {
-                    let records: Vec<String> = match (&b.frozen, b.first <= b.last) {
-                        (Some(f), _) => {
-                            body::keep(stream, filter.as_ref(), body::frozen_rows(f).into_iter())
+                    let records: Result<Vec<String>, Unreadable> =
+                        match (&b.frozen, b.first <= b.last) {
+                            (Some(f), _) => body::frozen_rows(b.batch, f).map(|rows| {
+                                body::keep(stream, filter.as_ref(), rows.into_iter())
+                                    .into_iter()
+                                    .map(str::to_string)
+                                    .collect()
+                            }),
+                            (None, true) => {
+                                let rows = r.rows_between(stream, b.first, b.last)?;
+                                Ok(body::keep(
+                                    stream,
+                                    filter.as_ref(),
+                                    rows.iter().map(|(_, j)| j.as_str()),
+                                )
                                 .into_iter()
                                 .map(str::to_string)
-                                .collect()
-                        }
-                        (None, true) => {
-                            let rows = r.rows_between(stream, b.first, b.last)?;
-                            body::keep(
-                                stream,
-                                filter.as_ref(),
-                                rows.iter().map(|(_, j)| j.as_str()),
-                            )
-                            .into_iter()
-                            .map(str::to_string)
-                            .collect()
-                        }
-                        (None, false) => Vec::new(),
-                    };
+                                .collect())
+                            }
+                            (None, false) => Ok(Vec::new()),
+                        };
                     out.push((b, records));
                 }
                 Ok(out)
@@ -249,17 +273,17 @@ impl Worker {
             let svc = self.svc.clone();
             blocking(move || svc.sink_write(|w| w.sink_sync())).await?;
         }
-        Ok(rows
-            .into_iter()
-            .map(|(b, recs)| {
-                let refs: Vec<&str> = recs.iter().map(String::as_str).collect();
-                self.ready(b, &refs)
-            })
-            .collect())
+        let mut ready = VecDeque::with_capacity(rows.len());
+        for (b, recs) in rows {
+            let recs = recs?;
+            let refs: Vec<&str> = recs.iter().map(String::as_str).collect();
+            ready.push_back(self.ready(b, &refs)?);
+        }
+        Ok(ready)
     }
 
     /// Forms and records the next batches.
-    async fn round(&mut self) -> Result<Round, ServiceError> {
+    async fn round(&mut self) -> Result<Round, Failure> {
         self.rx.borrow_and_update();
         let inp = FormIn {
             sink: self.id,
@@ -295,14 +319,11 @@ impl Worker {
         if out.batches.is_empty() {
             return Ok(Round::Moved);
         }
-        let ready = out
-            .batches
-            .into_iter()
-            .map(|(b, recs)| {
-                let refs: Vec<&str> = recs.iter().map(String::as_str).collect();
-                self.ready(b, &refs)
-            })
-            .collect();
+        let mut ready = Vec::with_capacity(out.batches.len());
+        for (b, recs) in out.batches {
+            let refs: Vec<&str> = recs.iter().map(String::as_str).collect();
+            ready.push(self.ready(b, &refs)?);
+        }
         Ok(Round::Formed(ready, synced))
     }
 
@@ -390,6 +411,21 @@ impl Worker {
                 Ok(Err(_)) => return false,
             }
         }
+    }
+
+    /// A recorded batch that cannot be sent as recorded: the sink stops
+    /// (state `stopped`, the reason in `last_error`, the metric
+    /// `streamforge_sink_stopped`) with its cursor before the batch, and
+    /// waits for shutdown or its deletion; nothing is sent in its place.
+    async fn stop(mut self, e: Unreadable) {
+        tracing::error!(
+            sink = %self.name,
+            error = %e.0,
+            "sink stopped: a recorded batch cannot be sent; its cursor stays before it \
+             (delete and recreate the sink, or restore, to go on)"
+        );
+        self.status.stopped(&e.0);
+        while self.wait_for_output().await {}
     }
 
     /// A storage failure: the sink is paused and tries again later.
