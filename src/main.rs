@@ -74,18 +74,31 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             anyhow::anyhow!("cannot write the lock file {}: {e}", lock.path().display())
         })?;
         println!("listening on {addr}");
-        use std::io::Write as _;
-        let _ = std::io::stdout().flush();
+        flush_stdout();
         server::run(listener, config, shutdown_signal()).await?;
         drop(lock);
         Ok(())
     })
 }
 
+/// Flushes the start-up lines (`listening on`, `ready`) that scripts wait
+/// for; a stdout that cannot be written to is logged, not fatal (the
+/// server still serves, and /readyz says when it is ready).
+fn flush_stdout() {
+    use std::io::Write as _;
+    if let Err(e) = std::io::stdout().flush() {
+        tracing::warn!(error = %e, "cannot write to stdout");
+    }
+}
+
 /// Completes on SIGINT or SIGTERM.
 async fn shutdown_signal() {
     let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            // No Ctrl-C handler: SIGTERM still stops the server.
+            tracing::warn!(error = %e, "cannot listen for Ctrl-C; stop the server with SIGTERM");
+            std::future::pending::<()>().await;
+        }
     };
     #[cfg(unix)]
     let term = async {

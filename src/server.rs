@@ -32,6 +32,9 @@ pub struct Config {
 impl Config {
     /// Builds the configuration from the `serve` flags (reads `--pipeline`).
     pub fn from_args(args: &ServeArgs) -> Result<Config, String> {
+        for o in &args.cors_origins {
+            api::cors_origin(o)?;
+        }
         let (pipeline, explicit) = load(
             args.pipeline.as_deref(),
             "--pipeline",
@@ -55,6 +58,7 @@ impl Config {
                 patterns_explicit,
                 checkpoint_every: args.checkpoint_every,
                 retention: Retention {
+                    // Beyond usize: keep them all.
                     checkpoints: usize::try_from(args.keep_checkpoints).unwrap_or(usize::MAX),
                     changes: args.retain_changes,
                     late: args.retain_late,
@@ -135,6 +139,7 @@ pub async fn run(
         if let Some(s) = cell_for_signal.get() {
             s.begin_shutdown();
         }
+        // Err: the receiver is gone because the server already stopped.
         let _ = stopping_tx.send(());
     };
     let server = tokio::spawn(async move {
@@ -160,6 +165,7 @@ pub async fn run(
             return Err(ServerError(e));
         }
     };
+    // Set once, here, before anything else sets them: `set` cannot fail.
     let _ = sinks_cell.set(sinks.clone());
     let _ = cell.set(svc.clone());
     let rec = svc.recovery();
@@ -176,7 +182,9 @@ pub async fn run(
     );
     {
         use std::io::Write as _;
-        let _ = std::io::stdout().flush();
+        if let Err(e) = std::io::stdout().flush() {
+            tracing::warn!(error = %e, "cannot write to stdout");
+        }
     }
     // If the signal came during recovery, the streams opened since must end too.
     let svc_for_stop = svc.clone();

@@ -6,7 +6,6 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 
 use crate::engine::Rejection;
 use crate::service::ServiceError;
@@ -125,20 +124,6 @@ pub struct ApiError {
     pub earliest: Option<u64>,
 }
 
-#[derive(Serialize)]
-struct Problem<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    title: &'static str,
-    status: u16,
-    code: &'static str,
-    detail: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    index: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    earliest: Option<u64>,
-}
-
 impl ApiError {
     /// An error without index.
     pub fn new(code: Code, detail: impl Into<String>) -> ApiError {
@@ -214,18 +199,30 @@ impl ApiError {
         }
     }
 
-    /// The problem+json body bytes.
+    /// The problem+json body bytes: `type`, `title`, `status`, `code`,
+    /// `detail`[, `index`][, `earliest`], written with the canonical
+    /// writer (strings and integers: it cannot fail).
     pub fn body(&self) -> Vec<u8> {
-        let p = Problem {
-            kind: "about:blank",
-            title: self.code.title(),
-            status: self.code.status().as_u16(),
-            code: self.code.as_str(),
-            detail: &self.detail,
-            index: self.index,
-            earliest: self.earliest,
-        };
-        serde_json::to_vec(&p).unwrap_or_default()
+        use crate::canonical::writer::{int, string};
+        let mut out = Vec::with_capacity(96 + self.detail.len());
+        out.extend_from_slice(b"{\"type\":\"about:blank\",\"title\":");
+        string(&mut out, self.code.title());
+        out.extend_from_slice(b",\"status\":");
+        int(&mut out, self.code.status().as_u16());
+        out.extend_from_slice(b",\"code\":");
+        string(&mut out, self.code.as_str());
+        out.extend_from_slice(b",\"detail\":");
+        string(&mut out, &self.detail);
+        if let Some(index) = self.index {
+            out.extend_from_slice(b",\"index\":");
+            int(&mut out, index as u64);
+        }
+        if let Some(earliest) = self.earliest {
+            out.extend_from_slice(b",\"earliest\":");
+            int(&mut out, earliest);
+        }
+        out.push(b'}');
+        out
     }
 }
 
@@ -247,5 +244,52 @@ impl IntoResponse for ApiError {
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         resp
+    }
+}
+
+#[cfg(test)]
+mod body_tests {
+    use super::*;
+    use serde::Serialize;
+
+    #[derive(Serialize)]
+    struct Problem<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        title: &'static str,
+        status: u16,
+        code: &'static str,
+        detail: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        index: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        earliest: Option<u64>,
+    }
+
+    #[test]
+    fn problem_bodies_are_what_serde_json_writes() {
+        for (code, detail, index, earliest) in [
+            (Code::BadRequest, "a \"q\" \\ \u{1}é", None, None),
+            (Code::OffsetConflict, "", Some(3usize), None),
+            (Code::Pruned, "gone", None, Some(u64::MAX)),
+            (Code::Unavailable, "x", Some(usize::MAX), Some(0)),
+        ] {
+            let e = ApiError {
+                code,
+                detail: detail.to_string(),
+                index,
+                earliest,
+            };
+            let p = Problem {
+                kind: "about:blank",
+                title: code.title(),
+                status: code.status().as_u16(),
+                code: code.as_str(),
+                detail,
+                index,
+                earliest,
+            };
+            assert_eq!(e.body(), serde_json::to_vec(&p).unwrap());
+        }
     }
 }

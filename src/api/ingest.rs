@@ -21,10 +21,8 @@ use super::AppState;
 use crate::service::parse::Framing;
 use crate::service::{IngestAnswer, Reply, TickAnswer};
 
-fn push_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
-    // Strings, integers and engine records: serialization cannot fail.
-    let _ = serde_json::to_writer(&mut *out, v);
-}
+use crate::canonical::writer::{int, opt_int, string};
+use crate::engine::write_json_array;
 
 /// What the request prefers (RFC 7240): `Prefer: return=minimal` (in any
 /// case, among other preferences) asks for counts instead of records.
@@ -66,23 +64,23 @@ fn ingest_body(a: &IngestAnswer, reply: Reply) -> Vec<u8> {
     out.extend_from_slice(b"{\"changes\":");
     match reply {
         Reply::Full => out.extend_from_slice(&a.changes),
-        Reply::Minimal => push_json(&mut out, &a.change_count),
+        Reply::Minimal => int(&mut out, a.change_count as u64),
     }
     out.extend_from_slice(b",\"late\":");
     match reply {
         Reply::Full => out.extend_from_slice(&a.late),
-        Reply::Minimal => push_json(&mut out, &a.late_count),
+        Reply::Minimal => int(&mut out, a.late_count as u64),
     }
     out.extend_from_slice(b",\"watermark\":");
-    push_json(&mut out, &a.watermark);
+    opt_int(&mut out, a.watermark);
     out.extend_from_slice(b",\"offsets\":{");
     for (i, (p, c)) in a.offsets.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        push_json(&mut out, p);
+        string(&mut out, p);
         out.push(b':');
-        push_json(&mut out, c);
+        int(&mut out, *c);
     }
     out.extend_from_slice(b"}}");
     out
@@ -95,14 +93,14 @@ fn tick_body(a: &TickAnswer, reply: Reply) -> Vec<u8> {
     out.extend_from_slice(b"{\"changes\":");
     match reply {
         Reply::Full => out.extend_from_slice(&a.changes),
-        Reply::Minimal => push_json(&mut out, &a.change_count),
+        Reply::Minimal => int(&mut out, a.change_count as u64),
     }
     out.extend_from_slice(b",\"watermark\":");
-    push_json(&mut out, &a.watermark);
+    opt_int(&mut out, a.watermark);
     out.extend_from_slice(b",\"finalized\":");
     match reply {
-        Reply::Full => push_json(&mut out, &a.finalized),
-        Reply::Minimal => push_json(&mut out, &a.finalized.len()),
+        Reply::Full => write_json_array(&mut out, &a.finalized),
+        Reply::Minimal => int(&mut out, a.finalized.len() as u64),
     }
     out.push(b'}');
     out
@@ -119,6 +117,7 @@ pub async fn post_events(
     let ndjson = extract::is_ndjson(
         headers
             .get(header::CONTENT_TYPE)
+            // A Content-Type that is not visible ASCII is not NDJSON's.
             .and_then(|v| v.to_str().ok()),
     );
     let framing = if ndjson {

@@ -201,6 +201,17 @@ pub fn router(
     app.layer(middleware::from_fn_with_state(state, observe))
 }
 
+/// Checks a `--cors-origin` value: `*`, or an origin that can be sent as
+/// a header value (a trailing `/` is ignored).
+pub fn cors_origin(o: &str) -> Result<(), String> {
+    if o == "*" {
+        return Ok(());
+    }
+    HeaderValue::from_str(o.trim_end_matches('/'))
+        .map(drop)
+        .map_err(|e| format!("--cors-origin {o:?} is not a usable origin: {e}"))
+}
+
 fn cors(origins: &[String]) -> Option<CorsLayer> {
     if origins.is_empty() {
         return None;
@@ -208,6 +219,7 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
     let allow = if origins.iter().any(|o| o == "*") {
         AllowOrigin::any()
     } else {
+        // Checked at start (`cors_origin`): every origin is a header value.
         AllowOrigin::list(
             origins
                 .iter()
@@ -290,6 +302,7 @@ fn percent_decode(s: &str) -> Vec<u8> {
     while i < b.len() {
         match b[i] {
             b'%' if i + 2 < b.len() => {
+                // Not `%XX` hex: the `%` is kept as it is (as browsers do).
                 let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
                 match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
                     Some(v) => {

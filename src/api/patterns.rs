@@ -108,6 +108,7 @@ pub async fn post_events(
     let framing = if extract::is_ndjson(
         headers
             .get(header::CONTENT_TYPE)
+            // A Content-Type that is not visible ASCII is not NDJSON's.
             .and_then(|v| v.to_str().ok()),
     ) {
         Framing::Ndjson

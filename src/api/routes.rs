@@ -267,15 +267,21 @@ pub async fn restore_body(
 pub async fn get_metrics(State(st): State<AppState>) -> Response {
     let sinks = st.sinks.get().cloned();
     let text = match st.service.get().cloned() {
-        Some(svc) => blocking(move || {
-            let mut t = svc.metrics_text();
-            if let Some(s) = sinks {
-                t.push_str(&s.metrics_text());
+        Some(svc) => {
+            let rendered = blocking(move || {
+                let mut t = svc.metrics_text();
+                if let Some(s) = sinks {
+                    t.push_str(&s.metrics_text());
+                }
+                Ok(t)
+            })
+            .await;
+            match rendered {
+                Ok(t) => t,
+                // A panic while rendering: a 503 problem, never an empty page.
+                Err(e) => return e.into_response(),
             }
-            Ok(t)
-        })
-        .await
-        .unwrap_or_default(),
+        }
         None => st.metrics.render(&[]),
     };
     (

@@ -157,13 +157,31 @@ async fn stream_of(
                 return None;
             }
             let (s, stream, after, epoch) = (c.svc.clone(), c.stream, c.after, c.epoch);
-            let page = blocking(move || {
+            let page = match blocking(move || {
                 s.page(stream, after, PAGE, Some(epoch))
                     .map_err(ApiError::from)
             })
             .await
-            .ok()?;
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    // The next page cannot be read (storage failing, pruned
+                    // meanwhile): the stream ends, saying why in the log;
+                    // the client reconnects with its Last-Event-ID and gets
+                    // the problem (or the rest of the stream) then.
+                    tracing::warn!(
+                        stream = stream.name(),
+                        after,
+                        code = e.code.as_str(),
+                        error = %e.detail,
+                        "stream ended: cannot read its next page"
+                    );
+                    return None;
+                }
+            };
             if page.rows.is_empty() && page.rewound_to.is_none() {
+                // Err: the service's heads are gone (it is shutting down):
+                // the stream ends.
                 c.rx.changed().await.ok()?;
                 continue;
             }

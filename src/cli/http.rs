@@ -141,7 +141,13 @@ impl Api {
             return Ok(resp);
         }
         let status = resp.status().as_u16();
-        let body = resp.text().unwrap_or_default();
+        let body = resp.text().map_err(|e| {
+            CallError::Transport(format!(
+                "HTTP {status} from {}, whose answer could not be read: {}",
+                self.base,
+                root_cause(&e)
+            ))
+        })?;
         Err(match serde_json::from_str::<Problem>(&body) {
             Ok(p) => CallError::Problem(p),
             Err(_) => CallError::Status { status, body },

@@ -33,7 +33,6 @@
 //! occurrences), so after an error the file is sent again from that line
 //! on, not from the start.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -331,20 +330,18 @@ fn check(path: &Path) -> anyhow::Result<String> {
 /// absence, and a table of its stages; then the limits.
 pub(super) fn summary(doc: &Document, shown: &str) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{shown}: valid, {}",
+    out.push_str(&format!(
+        "{shown}: valid, {}\n",
         plural(doc.patterns().len() as u64, "pattern")
-    );
+    ));
     for p in doc.patterns() {
-        let _ = writeln!(
-            out,
-            "pattern {}: within {}, skip {}, absence {}",
+        out.push_str(&format!(
+            "pattern {}: within {}, skip {}, absence {}\n",
             p.name,
             p.within,
             p.skip.name(),
             if p.absence.is_some() { "yes" } else { "no" }
-        );
+        ));
         let mut rows = vec![vec![
             "  stage".to_string(),
             "min".into(),
@@ -364,11 +361,10 @@ pub(super) fn summary(doc: &Document, shown: &str) -> String {
         out.push_str(&text::table(&rows));
     }
     let l = doc.limits();
-    let _ = writeln!(
-        out,
-        "limits: max_results_per_advance {}, active_states {}",
+    out.push_str(&format!(
+        "limits: max_results_per_advance {}, active_states {}\n",
         l.max_results_per_advance, l.active_states
-    );
+    ));
     out
 }
 
@@ -439,6 +435,7 @@ impl<'a> Node<'a> {
                 while *at < b.len() && !b",]} \t\r\n".contains(&b[*at]) {
                     *at += 1;
                 }
+                // Cut at ASCII delimiters of a `str`: still UTF-8.
                 Node::Scalar(std::str::from_utf8(&b[start..*at]).unwrap_or(""))
             }
         }
@@ -520,6 +517,7 @@ fn string_token<'a>(b: &'a [u8], at: &mut usize) -> &'a str {
             _ => *at += 1,
         }
     }
+    // Cut at ASCII quotes of a `str`: still UTF-8.
     std::str::from_utf8(&b[start..(*at).min(b.len())]).unwrap_or("")
 }
 

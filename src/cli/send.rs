@@ -398,6 +398,7 @@ pub(super) fn replay(path: &Path, r: &mut impl Replay) -> anyhow::Result<(String
     } else {
         let f =
             std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        // Without its size, the progress bar shows no total.
         let len = f.metadata().ok().map(|m| m.len());
         (Box::new(f), len, path.display().to_string())
     };

@@ -17,8 +17,6 @@
 //! hold no whitespace, control character, `"` or `\`; otherwise as JSON
 //! strings (`""`, `"a b"`), so every line splits on spaces unambiguously.
 
-use std::fmt::Write as _;
-
 use super::wire::{Address, Change, Late, Op, PatternRecord, Row};
 
 /// A name, bare or JSON-quoted (see the module docs).
@@ -54,11 +52,10 @@ pub fn row(r: &Row) -> String {
         r.start,
         r.end
     );
-    let _ = write!(
-        s,
+    s.push_str(&format!(
         " count={} sum={} min={} max={}",
         r.count, r.sum, r.min, r.max
-    );
+    ));
     s
 }
 
@@ -96,12 +93,12 @@ pub fn pattern_record(r: &PatternRecord) -> String {
         r.end_time
     );
     for (stage, events) in &r.captures.0 {
-        let _ = write!(s, " {}=", name(stage));
+        s.push_str(&format!(" {}=", name(stage)));
         if events.is_empty() {
             s.push('-');
         }
         for (i, e) in events.iter().enumerate() {
-            let _ = write!(s, "{}#{}", if i == 0 { "" } else { "," }, e.ordinal);
+            s.push_str(&format!("{}#{}", if i == 0 { "" } else { "," }, e.ordinal));
         }
     }
     s
@@ -131,7 +128,7 @@ pub fn table(rows: &[Vec<String>]) -> String {
             if i + 1 == r.len() {
                 line.push_str(c);
             } else {
-                let _ = write!(line, "{c:<w$}  ", w = widths[i]);
+                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
             }
         }
         out.push_str(line.trim_end());

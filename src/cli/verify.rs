@@ -5,7 +5,6 @@
 //! checkpoint, whose envelope holds its patterns but is restored only against
 //! the document of the service that took it (docs/patterns.md, "Checkpoints").
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
@@ -45,19 +44,18 @@ pub fn describe_patterns(path: &Path, doc: Option<&Path>) -> anyhow::Result<Stri
     })?;
     let status = engine.status();
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "valid pattern checkpoint {} ({} bytes, sha256 {})",
+    out.push_str(&format!(
+        "valid pattern checkpoint {} ({} bytes, sha256 {})\n",
         path.display(),
         bytes.len(),
         sha256_hex(&bytes)
-    );
+    ));
     let names: Vec<String> = document.pattern_names().iter().map(|n| name(n)).collect();
-    let _ = writeln!(out, "patterns: {} ({from})", names.join(", "));
-    let _ = writeln!(out, "watermark: {}", status.watermark);
-    let _ = writeln!(out, "buffered: {}", status.buffered);
-    let _ = writeln!(out, "next ordinal: {}", status.next_ordinal);
-    let _ = writeln!(out, "sequence: {}", status.sequence);
+    out.push_str(&format!("patterns: {} ({from})\n", names.join(", ")));
+    out.push_str(&format!("watermark: {}\n", status.watermark));
+    out.push_str(&format!("buffered: {}\n", status.buffered));
+    out.push_str(&format!("next ordinal: {}\n", status.next_ordinal));
+    out.push_str(&format!("sequence: {}\n", status.sequence));
     let mut rows = vec![vec![
         "  pattern".to_string(),
         "keys".into(),
@@ -89,19 +87,17 @@ pub fn describe(path: &Path) -> anyhow::Result<String> {
     let digest = sha256_hex(&bytes);
     let pipeline = p.pipeline();
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "valid checkpoint {} ({} bytes, sha256 {digest})",
+    out.push_str(&format!(
+        "valid checkpoint {} ({} bytes, sha256 {digest})\n",
         path.display(),
         bytes.len()
-    );
+    ));
     let parts: Vec<String> = pipeline.partitions().iter().map(|s| name(s)).collect();
-    let _ = writeln!(
-        out,
-        "pipeline: partitions {}; lateness {}",
+    out.push_str(&format!(
+        "pipeline: partitions {}; lateness {}\n",
         parts.join(", "),
         pipeline.lateness()
-    );
+    ));
     for (w, def) in pipeline.windows() {
         let def = match *def {
             WindowDef::Fixed { size } => format!("fixed size {size}"),
@@ -109,13 +105,13 @@ pub fn describe(path: &Path) -> anyhow::Result<String> {
             WindowDef::Session { gap } => format!("session gap {gap}"),
             WindowDef::StreamTime { size } => format!("stream_time size {size}"),
         };
-        let _ = writeln!(out, "  window {}: {def}", name(w));
+        out.push_str(&format!("  window {}: {def}\n", name(w)));
     }
-    let _ = writeln!(out, "watermark: {}", opt(p.watermark()));
-    let _ = writeln!(out, "sequence: {}", p.sequence());
-    let _ = writeln!(out, "live buckets: {}", p.live_buckets());
-    let _ = writeln!(out, "visible rows: {}", p.results(None, None).len());
-    let _ = writeln!(out, "late records: {}", p.late_len());
+    out.push_str(&format!("watermark: {}\n", opt(p.watermark())));
+    out.push_str(&format!("sequence: {}\n", p.sequence()));
+    out.push_str(&format!("live buckets: {}\n", p.live_buckets()));
+    out.push_str(&format!("visible rows: {}\n", p.results(None, None).len()));
+    out.push_str(&format!("late records: {}\n", p.late_len()));
     let mut rows = vec![vec![
         "  partition".to_string(),
         "offset".into(),

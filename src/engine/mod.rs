@@ -31,8 +31,8 @@ pub mod pipeline;
 
 pub use error::{BatchRejection, Rejection};
 pub use event::{
-    Address, Change, ChangeOp, Delivery, DeliveryInput, DeliveryRef, Event, EventRef, LateRecord,
-    WindowResult,
+    json_array, write_json_array, Address, Change, ChangeOp, Delivery, DeliveryInput, DeliveryRef,
+    Event, EventRef, LateRecord, WindowResult, WriteJson,
 };
 pub use pipeline::{Pipeline, PipelineError, WindowDef};
 

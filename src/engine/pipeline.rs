@@ -180,6 +180,7 @@ impl Pipeline {
 
     /// Index of a partition in `partitions()`.
     pub fn partition_index(&self, name: &str) -> Option<usize> {
+        // Err of a search: not a partition (None).
         self.partitions
             .binary_search_by(|p| p.as_str().cmp(name))
             .ok()

@@ -38,7 +38,6 @@
 //!   moved `late_by` earlier, behind what its partition already reported.
 
 use std::collections::VecDeque;
-use std::fmt::Write as _;
 
 /// The event time of the first event (2023-11-14T22:13:20Z in milliseconds).
 pub const T0: i64 = 1_700_000_000_000;
@@ -356,25 +355,21 @@ impl Op {
                 value,
                 ..
             } => {
-                let _ = write!(s, "{{\"op\":\"deliver\",\"partition\":\"p{partition}\",");
+                s.push_str(&format!(
+                    "{{\"op\":\"deliver\",\"partition\":\"p{partition}\","
+                ));
                 if with_offset {
-                    let _ = write!(s, "\"offset\":{offset},");
+                    s.push_str(&format!("\"offset\":{offset},"));
                 }
-                let _ = write!(
-                    s,
-                    "\"event\":{{\"id\":{},\"key\":{},\"timestamp\":{timestamp},\"value\":{value}}}}}",
+                s.push_str(&format!("\"event\":{{\"id\":{},\"key\":{},\"timestamp\":{timestamp},\"value\":{value}}}}}",
                     json_string(id),
-                    json_string(key)
-                );
+                    json_string(key)));
             }
             Op::Advance {
                 partition,
                 watermark,
             } => {
-                let _ = write!(
-                    s,
-                    "{{\"op\":\"advance\",\"partition\":\"p{partition}\",\"watermark\":{watermark}}}"
-                );
+                s.push_str(&format!("{{\"op\":\"advance\",\"partition\":\"p{partition}\",\"watermark\":{watermark}}}"));
             }
         }
         s
@@ -391,7 +386,7 @@ fn json_string(s: &str) -> String {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
             c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
+                out.push_str(&format!("\\u{:04x}", c as u32));
             }
             c => out.push(c),
         }

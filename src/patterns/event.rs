@@ -89,6 +89,7 @@ impl<'a> Reader<'a> {
     }
     #[inline]
     fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        // `bytes(N)` gives exactly N bytes: the conversion cannot fail.
         self.bytes(N)?.try_into().ok()
     }
     #[inline]
@@ -157,6 +158,7 @@ impl<'a> Iterator for Fields<'a> {
 }
 
 fn put_len(buf: &mut Vec<u8>, n: usize) {
+    // Lengths are bounded by the request body limit, far below 2^32.
     buf.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
 }
 
@@ -178,6 +180,7 @@ fn put_names(buf: &mut Vec<u8>, id: &[u8], key: &[u8], kind: &[u8]) {
 const CHECKED: u32 = 1 << 31;
 
 fn set_count(buf: &mut [u8], n: usize, checked: bool) {
+    // Field counts are bounded by the document's limits, far below 2^31.
     let n = u32::try_from(n).unwrap_or(u32::MAX) & !CHECKED;
     let word = if checked { n | CHECKED } else { n };
     if let Some(c) = buf.get_mut(12..16) {
@@ -218,6 +221,7 @@ fn put_field(buf: &mut Vec<u8>, name: &[u8], v: ValueRef<'_>) {
 /// Text held by an event (always valid UTF-8: it was a `&str`).
 #[inline]
 fn text(b: &[u8]) -> &str {
+    // Cut at the boundaries it was written with: cannot fail.
     std::str::from_utf8(b).unwrap_or_default()
 }
 
@@ -499,6 +503,8 @@ impl EventParser {
     /// duplicate or unknown keys; every rule met), or `None` to leave it to
     /// the general reader. It never accepts what the general reader refuses.
     fn fast(&mut self, json: &[u8]) -> Option<Event> {
+        // Here and below, `.ok()?` means "leave it to the general reader",
+        // which reports every error.
         std::str::from_utf8(json).ok()?;
         let mut s = Scan { b: json, at: 0 };
         let (mut id, mut key, mut kind, mut time) = (None, None, None, None);

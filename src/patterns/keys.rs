@@ -130,6 +130,7 @@ impl Keys {
 
     #[cold]
     fn insert(&mut self, key: &str) -> Option<KeyId> {
+        // None: the key table is full; callers check the room first.
         let id = KeyId::try_from(self.names.len()).ok()?;
         let name: Arc<str> = Arc::from(key);
         self.ids.insert(Name::new(key, &name), id);

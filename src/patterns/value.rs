@@ -259,6 +259,25 @@ pub(crate) fn compare_ref(left: ValueRef<'_>, op: Op, right: ValueRef<'_>) -> bo
 mod tests {
     use super::*;
 
+    #[test]
+    fn document_doubles_are_written_as_serde_json_writes_them() {
+        for d in [
+            2.0,
+            -0.0,
+            0.1,
+            1e300,
+            -1.5e-300,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+            123456789.125,
+        ] {
+            let mut buf = Vec::new();
+            write(&mut buf, &Value::Double(d), Syntax::Document);
+            assert_eq!(buf, serde_json::to_vec(&d).unwrap(), "{d}");
+        }
+    }
+
     fn dec(s: &str) -> Value {
         Value::Decimal(Decimal::parse(s).unwrap())
     }
@@ -394,9 +413,15 @@ pub(crate) fn write_ref(buf: &mut Vec<u8>, v: ValueRef<'_>, syntax: Syntax) {
         ValueRef::Integer(i) => int(buf, i),
         ValueRef::Double(d) => match syntax {
             Syntax::Document => {
-                // serde_json's writer: shortest round trip, with a fraction or
-                // an exponent (2.0, -0.0, 1e300); a finite f64 never fails
-                let _ = serde_json::to_writer(&mut *buf, &d);
+                // What serde_json writes for a finite f64 (it calls zmij):
+                // shortest round trip, with a fraction or an exponent (2.0,
+                // -0.0, 1e+300). Documents hold finite doubles only; a
+                // non-finite one would be written as serde_json does: null.
+                if d.is_finite() {
+                    buf.extend_from_slice(zmij::Buffer::new().format_finite(d).as_bytes());
+                } else {
+                    buf.extend_from_slice(b"null");
+                }
             }
             Syntax::State => {
                 buf.extend_from_slice(b"{\"double\":");

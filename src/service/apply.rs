@@ -9,7 +9,7 @@
 //! 3. **Commit** (`commit`): group commit; the answer goes out only after
 //!    the transaction that holds the call.
 
-use crate::engine::{Address, DeliveryRef};
+use crate::engine::{json_array, Address, DeliveryRef};
 use crate::store::StoredBody;
 
 use super::command::{Applied, Command, Output};
@@ -57,23 +57,6 @@ pub struct TickAnswer {
     pub watermark: Option<i64>,
     /// Addresses finalized by the call, in address order.
     pub finalized: Vec<Address>,
-}
-
-/// The compact JSON array of `items` (each element exactly as serde writes
-/// it alone): the answer's changes. Engine records always serialize (no
-/// maps with non-string keys, no failing `Serialize`); a failure would only
-/// cut the answer short, never what is stored.
-pub(super) fn json_array<T: serde::Serialize>(items: &[T]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(2 + items.len() * 160);
-    out.push(b'[');
-    for (i, c) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        let _ = serde_json::to_writer(&mut out, c);
-    }
-    out.push(b']');
-    out
 }
 
 impl Service {

@@ -314,8 +314,16 @@ impl Service {
                         .iter()
                         .any(|e| q.logged.get(*e) >= self.checkpoint_every)
                 {
-                    // The checkpointer thread takes it after these calls.
-                    let _ = self.checkpoint_due.try_send(());
+                    // The checkpointer thread takes it after these calls
+                    // (a full channel: one is already due).
+                    if let Err(std::sync::mpsc::TrySendError::Disconnected(())) =
+                        self.checkpoint_due.try_send(())
+                    {
+                        tracing::error!(
+                            "the checkpoint thread has ended: no automatic checkpoints \
+                             (the command log keeps every call; restart the service)"
+                        );
+                    }
                 }
                 false
             }

@@ -109,6 +109,7 @@ impl Faults {
 /// should that fail. Nothing after this point runs.
 fn die(what: &str) -> ! {
     tracing::warn!(fault = what, "injected fault: SIGKILL");
+    // If `kill` cannot run, the abort below ends the process anyway.
     let _ = std::process::Command::new("kill")
         .arg("-KILL")
         .arg(std::process::id().to_string())

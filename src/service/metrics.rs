@@ -4,7 +4,6 @@
 //! observed by the api around every request; the rest by the write path.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -40,20 +39,19 @@ impl Histogram {
         let sep = if labels.is_empty() { "" } else { "," };
         for (i, b) in bounds.iter().enumerate() {
             let c = self.counts.get(i).copied().unwrap_or(0);
-            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {c}");
+            out.push_str(&format!("{name}_bucket{{{labels}{sep}le=\"{b}\"}} {c}\n"));
         }
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
+        out.push_str(&format!(
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}\n",
             self.count
-        );
+        ));
         let braces = if labels.is_empty() {
             String::new()
         } else {
             format!("{{{labels}}}")
         };
-        let _ = writeln!(out, "{name}_sum{braces} {}", self.sum);
-        let _ = writeln!(out, "{name}_count{braces} {}", self.count);
+        out.push_str(&format!("{name}_sum{braces} {}\n", self.sum));
+        out.push_str(&format!("{name}_count{braces} {}\n", self.count));
     }
 }
 
@@ -192,37 +190,40 @@ impl Metrics {
             } else {
                 "gauge"
             };
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}",
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}\n",
                 c.load(Ordering::Relaxed)
-            );
+            ));
         }
         for g in gauges {
-            let _ = writeln!(out, "# HELP {} {}\n# TYPE {} gauge", g.name, g.help, g.name);
+            out.push_str(&format!(
+                "# HELP {} {}\n# TYPE {} gauge\n",
+                g.name, g.help, g.name
+            ));
             for (labels, v) in &g.samples {
                 match labels {
                     None => {
-                        let _ = writeln!(out, "{} {v}", g.name);
+                        out.push_str(&format!("{} {v}\n", g.name));
                     }
                     Some((label, value)) => {
-                        let _ =
-                            writeln!(out, "{}{{{label}=\"{}\"}} {v}", g.name, escape_label(value));
+                        out.push_str(&format!(
+                            "{}{{{label}=\"{}\"}} {v}\n",
+                            g.name,
+                            escape_label(value)
+                        ));
                     }
                 }
             }
         }
         let name = "streamforge_checkpoint_size_bytes";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Checkpoint envelope sizes.\n# TYPE {name} histogram"
-        );
+        out.push_str(&format!(
+            "# HELP {name} Checkpoint envelope sizes.\n# TYPE {name} histogram\n"
+        ));
         lock(&self.checkpoint_sizes).render(&mut out, name, "", SIZE_BUCKETS);
         let name = "streamforge_request_duration_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} HTTP request latency by route and status.\n# TYPE {name} histogram"
-        );
+        out.push_str(&format!(
+            "# HELP {name} HTTP request latency by route and status.\n# TYPE {name} histogram\n"
+        ));
         for ((route, status), h) in lock(&self.latency).iter() {
             let labels = format!("route=\"{}\",status=\"{status}\"", escape_label(route));
             h.render(&mut out, name, &labels, LATENCY_BUCKETS);

@@ -99,6 +99,7 @@ impl Service {
         let Applied::PatternAdvance(o) = applied else {
             return Err(ServiceError::Unavailable("internal mix-up".into()));
         };
+        // An encoding error fails the commit below with that error.
         let output = enc
             .as_ref()
             .map(|e| json_records(e.records()))

@@ -131,6 +131,7 @@ fn restore_processor(envelope: &[u8], pipeline: &Pipeline) -> Result<Processor, 
 fn restore_fault(epoch: u64) {
     static AT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
     let at = AT.get_or_init(|| {
+        // The testing hook: unset or not `restore:EPOCH` means none.
         let v = std::env::var("STREAMFORGE_SINK_FAULT").ok()?;
         v.strip_prefix("restore:")?.parse().ok()
     });

@@ -23,7 +23,6 @@ pub mod spec;
 mod worker;
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -261,6 +260,7 @@ fn new_uid(name: &str) -> String {
     use std::sync::atomic::AtomicU64;
     static N: AtomicU64 = AtomicU64::new(0);
     #[allow(clippy::disallowed_methods)] // an id, not a time
+    // A clock before 1970 gives 0: the other inputs still differ.
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -270,7 +270,7 @@ fn new_uid(name: &str) -> String {
     h.update(std::process::id().to_le_bytes());
     h.update(N.fetch_add(1, Ordering::Relaxed).to_le_bytes());
     h.finalize()[..8].iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
+        s.push_str(&format!("{b:02x}"));
         s
     })
 }
@@ -328,6 +328,7 @@ pub struct SinkView {
 impl Sinks {
     /// Starts the sinks' own runtime and a worker for every stored sink.
     pub fn start(svc: Arc<Service>, opts: Options) -> Result<Arc<Sinks>, String> {
+        // The testing hook: unset or not `point:batch[:sink]` means none.
         let fault = std::env::var("STREAMFORGE_SINK_FAULT").ok().and_then(|v| {
             let (p, rest) = v.split_once(':')?;
             let (b, sink) = match rest.split_once(':') {
@@ -344,6 +345,7 @@ impl Sinks {
             .map_err(|e| format!("cannot build the sinks' HTTP client: {e}"))?;
         let seed = {
             #[allow(clippy::disallowed_methods)] // jitter seed
+            // A clock before 1970 gives 0: the pid still varies the seed.
             let t = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default();

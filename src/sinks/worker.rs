@@ -519,6 +519,7 @@ impl Worker {
         let retry_after = if matches!(status.as_u16(), 429 | 503) {
             resp.headers()
                 .get(reqwest::header::RETRY_AFTER)
+                // An unreadable Retry-After: the sink's own backoff.
                 .and_then(|v| v.to_str().ok())
                 .and_then(retry_after)
         } else {
@@ -577,12 +578,15 @@ fn retry_after(v: &str) -> Option<Duration> {
     const MAX: Duration = Duration::from_secs(3600);
     let v = v.trim();
     if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        // All digits: only too many fail to parse, i.e. beyond the cap.
         return Some(Duration::from_secs(v.parse::<u64>().unwrap_or(u64::MAX)).min(MAX));
     }
+    // Not a date either: the sink's own backoff.
     let at = httpdate::parse_http_date(v).ok()?;
     // A wall-clock read: Retry-After dates are wall-clock times.
     #[allow(clippy::disallowed_methods)]
     let now = std::time::SystemTime::now();
+    // Err: a date in the past, i.e. retry now.
     Some(at.duration_since(now).unwrap_or_default().min(MAX))
 }
 

@@ -161,11 +161,13 @@ mod tests {
         assert!(unpack(LZ4, short).is_err());
         // truncations and flipped bytes: an error or other bytes, never a panic
         for cut in [5, s.bytes.len() / 2, s.bytes.len() - 1] {
+            // Either outcome is fine here: the test is that it returns.
             let _ = unpack(LZ4, s.bytes[..cut].to_vec());
         }
         for i in (4..s.bytes.len()).step_by(37) {
             let mut b = s.bytes.clone();
             b[i] ^= 0x5A;
+            // Either outcome is fine: the test is that it returns.
             let _ = unpack(LZ4, b);
         }
     }

@@ -12,7 +12,7 @@
 
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
-use super::error::{Op, Result};
+use super::error::{Error, Op, Result};
 use super::{created_at_now, EngineId, Reader, Writer};
 
 /// A stored checkpoint's metadata (`GET /checkpoints` row).
@@ -53,6 +53,7 @@ pub(super) fn envelope_by_id(conn: &rusqlite::Connection, id: i64) -> Result<Opt
     let Some(staging) = pieces_from else {
         return Ok(Some(envelope));
     };
+    // A capacity hint only.
     let mut out = Vec::with_capacity(usize::try_from(bytes).unwrap_or(0));
     let mut st = conn
         .prepare_cached("SELECT bytes FROM checkpoint_pieces WHERE staging = ?1 ORDER BY id")
@@ -141,7 +142,9 @@ impl Writer {
             Stored::Pieces(staging, sha, bytes) => (&[][..], Some(staging), sha, bytes),
         };
         let created_at = created_at_now();
-        let seq = i64::try_from(sequence).unwrap_or(i64::MAX);
+        let seq = i64::try_from(sequence).map_err(|_| {
+            Error::Corrupt(format!("sequence {sequence} is beyond SQLite's integers"))
+        })?;
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -299,6 +302,7 @@ impl Writer {
                 .op("prepare SELECT old checkpoints")?;
             let rows = st
                 .query_map(
+                    // More than SQLite's integers can count: keep them all.
                     params![i64::try_from(keep).unwrap_or(i64::MAX), engine.name()],
                     |r| r.get(0),
                 )

@@ -300,8 +300,7 @@ fn put_u64(out: &mut String, mut v: u64, width: usize) {
         }
     }
     at = at.min(buf.len() - width.min(buf.len()));
-    // ASCII digits.
-    out.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
+    out.extend(buf[at..].iter().map(|&d| char::from(d)));
 }
 
 /// Appends `v` as serde_json writes it.

@@ -255,9 +255,15 @@ impl WalCopier {
         self.progress.copied.store(0, Ordering::Relaxed);
     }
 
-    /// Asks for a checkpoint soon (never blocks).
+    /// Asks for a checkpoint soon (never blocks; a full channel means one
+    /// is already asked for).
     pub fn poke(&self) {
-        let _ = self.tx.try_send(());
+        if let Err(std::sync::mpsc::TrySendError::Disconnected(())) = self.tx.try_send(()) {
+            tracing::error!(
+                "the WAL copier thread has ended: the writer copies the WAL itself \
+                 once it reaches 1 GiB"
+            );
+        }
     }
 }
 
@@ -286,6 +292,7 @@ impl Reader {
 // The service's one wall-clock read: metadata only, never in an envelope.
 #[allow(clippy::disallowed_methods)]
 pub fn created_at_now() -> String {
+    // A clock before 1970 reads as 1970 (metadata only).
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
