@@ -507,3 +507,40 @@ impl Snapshot {
         self.0.sequence()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pipeline with more windows than a `u16` counts: window numbers
+    /// must not wrap (they did, and the 65,537th window, a fixed one,
+    /// then updated the first, a session window: a panic).
+    #[test]
+    fn more_than_65536_windows_keep_their_own_numbers() {
+        let mut windows = vec![("a".to_string(), WindowDef::Session { gap: 5 })];
+        windows.extend((0..65_536).map(|i| (format!("b{i:05}"), WindowDef::Fixed { size: 10 })));
+        let pipeline = Pipeline::new(vec!["p".into()], windows, 0).unwrap();
+        let mut p = Processor::new(pipeline.clone());
+        let out = p
+            .ingest(vec![Delivery {
+                partition: "p".into(),
+                offset: None,
+                event: Event {
+                    id: "e".into(),
+                    key: "k".into(),
+                    timestamp: 3,
+                    value: 7,
+                },
+            }])
+            .unwrap();
+        assert!(out.changes.is_empty());
+        assert_eq!(p.live_buckets(), 65_537);
+        let t = p.advance("p", 10).unwrap();
+        assert_eq!(t.changes.len(), 65_537);
+        assert_eq!(&*t.changes[0].result.window, "a");
+        assert_eq!((t.changes[0].result.start, t.changes[0].result.end), (3, 8));
+        assert_eq!(&*t.changes[65_536].result.window, "b65535");
+        let back = Processor::restore(&p.checkpoint(), &pipeline).unwrap();
+        assert_eq!(back.checkpoint(), p.checkpoint());
+    }
+}

@@ -33,7 +33,7 @@ use crate::engine::changelog::Changelog;
 use crate::engine::event::Event;
 use crate::engine::keys::KeyTable;
 use crate::engine::late::LateOutput;
-use crate::engine::live::{BucketRef, LiveIndex};
+use crate::engine::live::{BucketRef, LiveIndex, WinNo};
 use crate::engine::num::is_multiple;
 use crate::engine::processor::Processor;
 use crate::engine::sources::Sources;
@@ -126,11 +126,18 @@ fn build(state: StateDoc<'_>, target: Option<&Pipeline>) -> Result<Processor, St
     }
 
     // Operator states.
-    let live = live_from_doc(&state.windows, &p.pipeline, &mut keys, clock.global)?;
+    let windows = Windows::of(&p.pipeline);
+    let live = live_from_doc(
+        &state.windows,
+        &p.pipeline,
+        &windows,
+        &mut keys,
+        clock.global,
+    )?;
     let changelog = changelog_from_doc(
         state.changelog.sequence,
         &state.changelog.visible,
-        p.pipeline.windows(),
+        &windows,
         &mut keys,
         &live,
         clock.global,
@@ -249,18 +256,34 @@ fn doc_cmp(a: &ResultDoc<'_>, b: &ResultDoc<'_>) -> Ordering {
     ))
 }
 
+/// The pipeline's windows by name: each with its number (name order) and
+/// definition.
+pub struct Windows<'p>(BTreeMap<&'p str, (WinNo, WindowDef)>);
+
+impl<'p> Windows<'p> {
+    /// The windows of `pipeline`.
+    pub fn of(pipeline: &'p Pipeline) -> Windows<'p> {
+        Windows(
+            pipeline
+                .windows()
+                .iter()
+                .enumerate()
+                .map(|(no, (name, def))| (name.as_str(), (no, *def)))
+                .collect(),
+        )
+    }
+}
+
 /// A row's bucket and aggregate, with its window's definition.
 fn bucket_of(
     r: &ResultDoc<'_>,
-    windows: &BTreeMap<String, WindowDef>,
+    windows: &Windows<'_>,
     keys: &mut KeyTable,
     what: &str,
 ) -> Result<(BucketRef, Agg, WindowDef), String> {
-    let (window, def) = windows
-        .iter()
-        .enumerate()
-        .find(|(_, (n, _))| **n == *r.window)
-        .map(|(window, (_, def))| (window, *def))
+    let &(window, def) = windows
+        .0
+        .get(&*r.window)
         .ok_or_else(|| format!("{what}: unknown window {:?}", r.window))?;
     // Bounds derived from i64 inputs stay within about ±2^65; anything far
     // outside cannot be a window and would make later arithmetic overflow.
@@ -302,6 +325,7 @@ fn check_order(rows: &[ResultDoc<'_>], what: &str) -> Result<(), String> {
 pub fn live_from_doc(
     rows: &[ResultDoc<'_>],
     pipeline: &Pipeline,
+    windows: &Windows<'_>,
     keys: &mut KeyTable,
     watermark: Option<i64>,
 ) -> Result<LiveIndex, String> {
@@ -310,7 +334,7 @@ pub fn live_from_doc(
     let lateness = pipeline.lateness() as i128;
     for (i, r) in rows.iter().enumerate() {
         let what = format!("windows[{i}]");
-        let (b, agg, def) = bucket_of(r, pipeline.windows(), keys, &what)?;
+        let (b, agg, def) = bucket_of(r, windows, keys, &what)?;
         agg.check_bounds()
             .map_err(|m| format!("{what}: aggregate bounds: {m}"))?;
         let width = r.end - r.start;
@@ -358,7 +382,7 @@ pub fn live_from_doc(
 pub fn changelog_from_doc(
     sequence: u64,
     rows: &[ResultDoc<'_>],
-    windows: &BTreeMap<String, WindowDef>,
+    windows: &Windows<'_>,
     keys: &mut KeyTable,
     live: &LiveIndex,
     watermark: Option<i64>,
