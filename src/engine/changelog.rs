@@ -116,7 +116,7 @@ pub fn cmp_prepared(keys: &KeyTable, ranked: bool, a: &BucketRef, b: &BucketRef)
 /// Builds a result row.
 pub fn row(names: &[Arc<str>], keys: &KeyTable, b: &BucketRef, agg: &Agg) -> WindowResult {
     WindowResult {
-        window: names[b.window as usize].clone(),
+        window: names[b.window].clone(),
         key: keys.name(b.key).clone(),
         start: b.start,
         end: b.end,
@@ -176,22 +176,6 @@ impl Changelog {
     #[inline]
     pub fn is_visible(&self, b: &BucketRef) -> bool {
         self.pending.is_empty() || !self.pending.contains(b)
-    }
-
-    /// The visible row of `b` before the current call, given `W`.
-    #[inline]
-    pub fn visible_before(
-        &self,
-        live: &LiveIndex,
-        watermark: Option<i64>,
-        b: &BucketRef,
-    ) -> Option<Agg> {
-        let w = watermark? as i128;
-        if b.end <= w && self.is_visible(b) {
-            live.get(b).copied()
-        } else {
-            None
-        }
     }
 
     /// Reconciles the touched buckets against the current ready view and

@@ -7,9 +7,14 @@ use std::fmt;
 
 const INLINE: usize = 22;
 
-/// A stored event id.
+/// A stored event id. Its representation is private, so every `IdStr` is
+/// made by [`IdStr::from_cow`] from a `str`: inline bytes are always whole
+/// UTF-8.
 #[derive(Clone, PartialEq, Eq)]
-pub enum IdStr {
+pub struct IdStr(Repr);
+
+#[derive(Clone, PartialEq, Eq)]
+enum Repr {
     /// Up to 22 bytes, inline.
     Inline {
         /// Length in bytes.
@@ -26,39 +31,48 @@ impl IdStr {
     #[inline]
     pub fn from_cow(s: Cow<'_, str>) -> IdStr {
         match s {
-            Cow::Borrowed(b) if b.len() <= INLINE => Self::inline(b.as_bytes()),
-            Cow::Owned(o) if o.len() <= INLINE => Self::inline(o.as_bytes()),
-            other => IdStr::Heap(other.into_owned().into_boxed_str()),
+            Cow::Borrowed(b) if b.len() <= INLINE => Self::inline(b),
+            Cow::Owned(o) if o.len() <= INLINE => Self::inline(&o),
+            other => IdStr(Repr::Heap(other.into_owned().into_boxed_str())),
         }
     }
 
+    /// `s` (at most `INLINE` bytes) inline.
     #[inline]
-    fn inline(bytes: &[u8]) -> IdStr {
+    fn inline(s: &str) -> IdStr {
         let mut buf = [0u8; INLINE];
-        for (d, s) in buf.iter_mut().zip(bytes) {
-            *d = *s;
+        for (d, b) in buf.iter_mut().zip(s.as_bytes()) {
+            *d = *b;
         }
-        IdStr::Inline {
-            len: bytes.len() as u8,
+        IdStr(Repr::Inline {
+            len: s.len() as u8,
             buf,
-        }
+        })
     }
 
     /// The bytes of the id.
     #[inline]
     pub fn as_bytes(&self) -> &[u8] {
-        match self {
-            IdStr::Inline { len, buf } => &buf[..*len as usize],
-            IdStr::Heap(s) => s.as_bytes(),
+        match &self.0 {
+            Repr::Inline { len, buf } => buf.get(..usize::from(*len)).unwrap_or(buf),
+            Repr::Heap(s) => s.as_bytes(),
         }
     }
 
-    /// The id as a string (ids are stored from `str`s, so always UTF-8).
+    /// The id as a string.
     pub fn as_str(&self) -> &str {
-        match self {
-            IdStr::Inline { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
-            IdStr::Heap(s) => s,
+        match &self.0 {
+            // Inline bytes are a whole `str` (see `inline`): the empty
+            // fallback is never taken.
+            Repr::Inline { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
+            Repr::Heap(s) => s,
         }
+    }
+
+    /// Whether the id is stored inline.
+    #[cfg(test)]
+    fn is_inline(&self) -> bool {
+        matches!(self.0, Repr::Inline { .. })
     }
 }
 
@@ -84,7 +98,7 @@ mod tests {
         ] {
             let id = IdStr::from_cow(Cow::Borrowed(s));
             assert_eq!(id.as_str(), s);
-            assert_eq!(matches!(id, IdStr::Inline { .. }), s.len() <= INLINE);
+            assert_eq!(id.is_inline(), s.len() <= INLINE);
             assert_eq!(IdStr::from_cow(Cow::Owned(s.to_string())), id);
         }
     }

@@ -14,8 +14,7 @@ use super::aggregate::Agg;
 use super::changelog::{diff, sort_prepared, Changelog, Touches};
 use super::event::ChangeOp;
 use super::keys::{KeyId, KeyTable};
-use super::live::{BucketRef, LiveIndex, WinNo};
-use super::pipeline::WindowDef;
+use super::live::{AlignedDef, BucketRef, LiveIndex, WindowIndex};
 use super::window::{aligned_start, sliding_starts};
 
 /// A unique event as the windows see it.
@@ -35,14 +34,9 @@ pub struct Job {
 
 /// Adds a unique event to every window it belongs to, on the shard holding
 /// its key; returns the buckets it touched with their visible rows before.
-/// `w` is the global watermark.
-pub fn touch(
-    defs: &[WindowDef],
-    live: &mut LiveIndex,
-    changelog: &Changelog,
-    w: Option<i64>,
-    job: &Job,
-) -> Touches {
+/// `w` is the global watermark. Each window of the index assigns the event
+/// by its own definition.
+pub fn touch(live: &mut LiveIndex, changelog: &Changelog, w: Option<i64>, job: &Job) -> Touches {
     let Job {
         key,
         timestamp: ts,
@@ -52,25 +46,37 @@ pub fn touch(
     } = *job;
     let ready = |end: i128| w.is_some_and(|w| end <= w as i128);
     let mut touches = Touches::default();
-    for (i, def) in defs.iter().enumerate() {
-        let window = i as WinNo;
-        let mut add_aligned = |start: i128| {
-            let b = live.aligned_ref(window, key, start);
-            if ready(b.end) {
-                touches.push(b, changelog.visible_before(live, w, &b));
-            }
-            live.add_aligned(window, key, start, value);
-        };
-        match *def {
-            WindowDef::Fixed { size } if !late => add_aligned(aligned_start(ts, size)),
-            WindowDef::Sliding { size, step } if !late => {
-                for start in sliding_starts(ts, size, step) {
-                    add_aligned(start);
+    for index in live.windows_mut() {
+        match index {
+            WindowIndex::Aligned(window) => {
+                let def = window.def();
+                let mut add = |start: i128| {
+                    let b = window.bucket(key, start);
+                    if ready(b.end) {
+                        // The visible row before the call: ready buckets
+                        // are visible unless a restore left them pending.
+                        let old = if changelog.is_visible(&b) {
+                            window.get(key, start).copied()
+                        } else {
+                            None
+                        };
+                        touches.push(b, old);
+                    }
+                    window.add(key, start, value);
+                };
+                match def {
+                    AlignedDef::Fixed { size } if !late => add(aligned_start(ts, size)),
+                    AlignedDef::Sliding { size, step } if !late => {
+                        for start in sliding_starts(ts, size, step) {
+                            add(start);
+                        }
+                    }
+                    AlignedDef::StreamTime { size } => add(aligned_start(stream_time, size)),
+                    _ => {}
                 }
             }
-            WindowDef::StreamTime { size } => add_aligned(aligned_start(stream_time, size)),
-            WindowDef::Session { gap } if !late => {
-                let merged = live.add_session(window, key, ts, gap, value, |b, agg| {
+            WindowIndex::Session(window) if !late => {
+                let merged = window.add(key, ts, value, |b, agg| {
                     if ready(b.end) {
                         touches.note(b, changelog.is_visible(&b).then_some(*agg));
                     }
@@ -79,7 +85,7 @@ pub fn touch(
                     touches.note(merged, None);
                 }
             }
-            _ => {}
+            WindowIndex::Session(_) => {}
         }
     }
     touches
@@ -120,7 +126,6 @@ pub fn one_key_changes(
 /// Runs a shard's jobs in order: their changes and how many each job
 /// produced.
 pub fn run_jobs(
-    defs: &[WindowDef],
     live: &mut LiveIndex,
     changelog: &Changelog,
     w: Option<i64>,
@@ -130,7 +135,7 @@ pub fn run_jobs(
     let mut counts = Vec::with_capacity(jobs.len());
     for job in jobs {
         let before = changes.len();
-        let touches = touch(defs, live, changelog, w, job);
+        let touches = touch(live, changelog, w, job);
         one_key_changes(touches, live, w, &mut changes);
         counts.push((changes.len() - before) as u32);
     }

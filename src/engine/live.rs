@@ -20,8 +20,10 @@ use super::hash::FxMap;
 use super::keys::KeyId;
 use super::pipeline::WindowDef;
 
-/// Index of a window in the pipeline's name order.
-pub type WinNo = u16;
+/// Index of a window in the pipeline's name order. A `usize` (not a
+/// narrower integer a large pipeline could wrap): a bucket address is 48
+/// bytes either way (its `i128` bounds align it to 16).
+pub type WinNo = usize;
 
 /// A bucket address in interned form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -172,21 +174,151 @@ impl AlignedBuckets {
     }
 }
 
+/// The live buckets of one window, with the window's definition: an event
+/// is assigned by the index it updates (see `keywork::touch`), so an
+/// aligned add on a session window, or the reverse, cannot be written.
 // One value per window of the pipeline: the size difference is irrelevant.
 // Aligned to 128 bytes (two cache lines, what adjacent-line prefetching
 // pulls in together) like [`LiveIndex`]: see there.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 #[repr(align(128))]
-enum WindowIndex {
-    Aligned {
-        size: i128,
-        buckets: AlignedBuckets,
+pub enum WindowIndex {
+    /// A fixed, sliding or stream-time window.
+    Aligned(AlignedWindow),
+    /// A session window.
+    Session(SessionWindow),
+}
+
+/// The definition of an aligned window (every kind but `session`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlignedDef {
+    /// `fixed`: one window by timestamp.
+    Fixed {
+        /// Width.
+        size: i64,
     },
-    Session {
-        per_key: FxMap<KeyId, BTreeMap<i128, Session>>,
-        by_end: BTreeSet<(i128, KeyId, i128)>,
+    /// `sliding`: every window containing the timestamp.
+    Sliding {
+        /// Width.
+        size: i64,
+        /// Distance between starts.
+        step: i64,
     },
+    /// `stream_time`: one window by stream time.
+    StreamTime {
+        /// Width.
+        size: i64,
+    },
+}
+
+/// The buckets of an aligned window: `[start, start + size)` per key.
+#[derive(Debug, Clone)]
+pub struct AlignedWindow {
+    window: WinNo,
+    def: AlignedDef,
+    size: i128,
+    buckets: AlignedBuckets,
+    len: usize,
+}
+
+impl AlignedWindow {
+    /// The window's definition.
+    #[inline]
+    pub fn def(&self) -> AlignedDef {
+        self.def
+    }
+
+    /// The address of `key`'s bucket `[start, start + size)`.
+    #[inline]
+    pub fn bucket(&self, key: KeyId, start: i128) -> BucketRef {
+        BucketRef {
+            window: self.window,
+            key,
+            start,
+            end: start + self.size,
+        }
+    }
+
+    /// The aggregate of `key`'s bucket at `start`, if live.
+    #[inline]
+    pub fn get(&self, key: KeyId, start: i128) -> Option<&Agg> {
+        self.buckets.get(start, key)
+    }
+
+    /// Adds `value` to `key`'s bucket at `start`, creating it if needed.
+    #[inline]
+    pub fn add(&mut self, key: KeyId, start: i128, value: i64) {
+        if self.buckets.add(start, key, value) {
+            self.len += 1;
+        }
+    }
+}
+
+/// The sessions of a session window: per key by start, plus a by-end set.
+#[derive(Debug, Clone)]
+pub struct SessionWindow {
+    window: WinNo,
+    gap: i64,
+    per_key: FxMap<KeyId, BTreeMap<i128, Session>>,
+    by_end: BTreeSet<(i128, KeyId, i128)>,
+    len: usize,
+}
+
+impl SessionWindow {
+    /// Adds an event: the session `[t, t + gap)` merged with every live
+    /// session of `key` it intersects or touches. `removed(b, agg)` is
+    /// called for each session that disappears (before it does); returns
+    /// the resulting session's address.
+    pub fn add(
+        &mut self,
+        key: KeyId,
+        timestamp: i64,
+        value: i64,
+        mut removed: impl FnMut(BucketRef, &Agg),
+    ) -> BucketRef {
+        let window = self.window;
+        let mut start = timestamp as i128;
+        let mut end = start + self.gap as i128;
+        let mut agg = Agg::of(value);
+        let sessions = self.per_key.entry(key).or_default();
+        // Sessions are disjoint and non-touching, so walking down from the
+        // last one starting at or before `end` visits exactly the ones that
+        // intersect or touch, while their end reaches `start`.
+        let mut merged: Vec<(i128, Session)> = Vec::new();
+        for (&s_start, s) in sessions.range(..=end).rev() {
+            if s.end < start {
+                break;
+            }
+            merged.push((s_start, *s));
+        }
+        for (s_start, s) in merged {
+            sessions.remove(&s_start);
+            removed(
+                BucketRef {
+                    window,
+                    key,
+                    start: s_start,
+                    end: s.end,
+                },
+                &s.agg,
+            );
+            self.by_end.remove(&(s.end, key, s_start));
+            self.len -= 1;
+            agg.merge(&s.agg);
+            start = start.min(s_start);
+            end = end.max(s.end);
+        }
+        sessions.insert(start, Session { end, agg });
+        self.by_end.insert((end, key, start));
+        self.len += 1;
+        BucketRef {
+            window,
+            key,
+            start,
+            end,
+        }
+    }
 }
 
 /// All live buckets of all windows.
@@ -202,7 +334,6 @@ enum WindowIndex {
 #[repr(align(128))]
 pub struct LiveIndex {
     windows: Vec<WindowIndex>,
-    len: usize,
 }
 
 impl LiveIndex {
@@ -210,131 +341,69 @@ impl LiveIndex {
     pub fn new<'a>(defs: impl IntoIterator<Item = &'a WindowDef>) -> LiveIndex {
         let windows = defs
             .into_iter()
-            .map(|def| match *def {
-                WindowDef::Fixed { size }
-                | WindowDef::StreamTime { size }
-                | WindowDef::Sliding { size, .. } => WindowIndex::Aligned {
-                    size: size as i128,
-                    buckets: AlignedBuckets::new(),
-                },
-                WindowDef::Session { .. } => WindowIndex::Session {
-                    per_key: FxMap::default(),
-                    by_end: BTreeSet::new(),
-                },
+            .enumerate()
+            .map(|(window, def)| {
+                let aligned = |def: AlignedDef, size: i64| {
+                    WindowIndex::Aligned(AlignedWindow {
+                        window,
+                        def,
+                        size: size as i128,
+                        buckets: AlignedBuckets::new(),
+                        len: 0,
+                    })
+                };
+                match *def {
+                    WindowDef::Fixed { size } => aligned(AlignedDef::Fixed { size }, size),
+                    WindowDef::Sliding { size, step } => {
+                        aligned(AlignedDef::Sliding { size, step }, size)
+                    }
+                    WindowDef::StreamTime { size } => {
+                        aligned(AlignedDef::StreamTime { size }, size)
+                    }
+                    WindowDef::Session { gap } => WindowIndex::Session(SessionWindow {
+                        window,
+                        gap,
+                        per_key: FxMap::default(),
+                        by_end: BTreeSet::new(),
+                        len: 0,
+                    }),
+                }
             })
             .collect();
-        LiveIndex { windows, len: 0 }
+        LiveIndex { windows }
     }
 
     /// Number of live buckets.
     pub fn len(&self) -> usize {
-        self.len
+        self.windows
+            .iter()
+            .map(|w| match w {
+                WindowIndex::Aligned(a) => a.len,
+                WindowIndex::Session(s) => s.len,
+            })
+            .sum()
+    }
+
+    /// Every window, in name order, to update.
+    #[inline]
+    pub fn windows_mut(&mut self) -> std::slice::IterMut<'_, WindowIndex> {
+        self.windows.iter_mut()
     }
 
     /// The aggregate of a live bucket.
     #[inline]
     pub fn get(&self, b: &BucketRef) -> Option<&Agg> {
-        match &self.windows[b.window as usize] {
-            WindowIndex::Aligned { size, buckets } => {
-                if b.end - b.start != *size {
+        match self.windows.get(b.window)? {
+            WindowIndex::Aligned(a) => {
+                if b.end - b.start != a.size {
                     return None;
                 }
-                buckets.get(b.start, b.key)
+                a.buckets.get(b.start, b.key)
             }
-            WindowIndex::Session { per_key, .. } => {
-                let s = per_key.get(&b.key)?.get(&b.start)?;
-                (s.end == b.end).then_some(&s.agg)
+            WindowIndex::Session(s) => {
+                let session = s.per_key.get(&b.key)?.get(&b.start)?;
+                (session.end == b.end).then_some(&session.agg)
             }
-        }
-    }
-
-    /// Adds `value` to the aligned bucket `[start, start + size)`, creating
-    /// it if needed. Returns its address.
-    #[inline]
-    pub fn add_aligned(&mut self, window: WinNo, key: KeyId, start: i128, value: i64) -> BucketRef {
-        let WindowIndex::Aligned { size, buckets } = &mut self.windows[window as usize] else {
-            unreachable!("aligned add on a session window")
-        };
-        if buckets.add(start, key, value) {
-            self.len += 1;
-        }
-        BucketRef {
-            window,
-            key,
-            start,
-            end: start + *size,
-        }
-    }
-
-    /// The aligned bucket `[start, start+size)` of `window` for `key`.
-    pub fn aligned_ref(&self, window: WinNo, key: KeyId, start: i128) -> BucketRef {
-        let end = match &self.windows[window as usize] {
-            WindowIndex::Aligned { size, .. } => start + *size,
-            WindowIndex::Session { .. } => start,
-        };
-        BucketRef {
-            window,
-            key,
-            start,
-            end,
-        }
-    }
-
-    /// Adds an event to session `window`: the session `[t, t + gap)` merged
-    /// with every live session of `key` it intersects or touches.
-    /// `removed(b, agg)` is called for each session that disappears (before
-    /// it does); returns the resulting session's address.
-    pub fn add_session(
-        &mut self,
-        window: WinNo,
-        key: KeyId,
-        timestamp: i64,
-        gap: i64,
-        value: i64,
-        mut removed: impl FnMut(BucketRef, &Agg),
-    ) -> BucketRef {
-        let WindowIndex::Session { per_key, by_end } = &mut self.windows[window as usize] else {
-            unreachable!("session add on an aligned window")
-        };
-        let mut start = timestamp as i128;
-        let mut end = start + gap as i128;
-        let mut agg = Agg::of(value);
-        let sessions = per_key.entry(key).or_default();
-        // Sessions are disjoint and non-touching, so walking down from the
-        // last one starting at or before `end` visits exactly the ones that
-        // intersect or touch, while their end reaches `start`.
-        let mut merged = Vec::new();
-        for (&s_start, s) in sessions.range(..=end).rev() {
-            if s.end < start {
-                break;
-            }
-            merged.push(s_start);
-        }
-        for s_start in merged {
-            let s = sessions.remove(&s_start).expect("listed session");
-            removed(
-                BucketRef {
-                    window,
-                    key,
-                    start: s_start,
-                    end: s.end,
-                },
-                &s.agg,
-            );
-            by_end.remove(&(s.end, key, s_start));
-            self.len -= 1;
-            agg.merge(&s.agg);
-            start = start.min(s_start);
-            end = end.max(s.end);
-        }
-        sessions.insert(start, Session { end, agg });
-        by_end.insert((end, key, start));
-        self.len += 1;
-        BucketRef {
-            window,
-            key,
-            start,
-            end,
         }
     }
 
@@ -342,10 +411,10 @@ impl LiveIndex {
     /// no lower bound).
     pub fn for_each_ending_in(&self, lo: Option<i128>, hi: i128, mut f: impl FnMut(BucketRef)) {
         use std::ops::Bound::{Excluded, Included, Unbounded};
-        for (w, index) in self.windows.iter().enumerate() {
-            let window = w as WinNo;
+        for index in &self.windows {
             match index {
-                WindowIndex::Aligned { size, buckets } => {
+                WindowIndex::Aligned(a) => {
+                    let size = a.size;
                     let lower = match lo {
                         Some(lo) => Excluded(lo - size),
                         None => Unbounded,
@@ -356,10 +425,10 @@ impl LiveIndex {
                             continue;
                         }
                     }
-                    for (start, keys) in buckets.range((lower, Included(upper))) {
+                    for (start, keys) in a.buckets.range((lower, Included(upper))) {
                         for &key in keys.keys() {
                             f(BucketRef {
-                                window,
+                                window: a.window,
                                 key,
                                 start,
                                 end: start + size,
@@ -367,7 +436,7 @@ impl LiveIndex {
                         }
                     }
                 }
-                WindowIndex::Session { by_end, .. } => {
+                WindowIndex::Session(s) => {
                     let lower = match lo {
                         Some(lo) => Excluded((lo, KeyId::MAX, i128::MAX)),
                         None => Unbounded,
@@ -375,11 +444,12 @@ impl LiveIndex {
                     if lo.is_some_and(|lo| lo >= hi) {
                         continue;
                     }
-                    for &(end, key, start) in
-                        by_end.range((lower, Included((hi, KeyId::MAX, i128::MAX))))
+                    for &(end, key, start) in s
+                        .by_end
+                        .range((lower, Included((hi, KeyId::MAX, i128::MAX))))
                     {
                         f(BucketRef {
-                            window,
+                            window: s.window,
                             key,
                             start,
                             end,
@@ -393,13 +463,12 @@ impl LiveIndex {
     /// Removes and returns every live bucket with `end < threshold`.
     pub fn finalize_below(&mut self, threshold: i128) -> Vec<BucketRef> {
         let mut out = Vec::new();
-        for (w, index) in self.windows.iter_mut().enumerate() {
-            let window = w as WinNo;
+        for index in &mut self.windows {
             match index {
-                WindowIndex::Aligned { size, buckets } => {
-                    let size = *size;
-                    let len = &mut self.len;
-                    while buckets.pop_first_below(threshold - size, |start, keys| {
+                WindowIndex::Aligned(a) => {
+                    let (window, size) = (a.window, a.size);
+                    let len = &mut a.len;
+                    while a.buckets.pop_first_below(threshold - size, |start, keys| {
                         *len -= keys.len();
                         out.extend(keys.keys().map(|&key| BucketRef {
                             window,
@@ -409,21 +478,21 @@ impl LiveIndex {
                         }));
                     }) {}
                 }
-                WindowIndex::Session { per_key, by_end } => {
-                    while let Some(&(end, key, start)) = by_end.first() {
+                WindowIndex::Session(s) => {
+                    while let Some(&(end, key, start)) = s.by_end.first() {
                         if end >= threshold {
                             break;
                         }
-                        by_end.pop_first();
-                        if let Some(sessions) = per_key.get_mut(&key) {
+                        s.by_end.pop_first();
+                        if let Some(sessions) = s.per_key.get_mut(&key) {
                             sessions.remove(&start);
                             if sessions.is_empty() {
-                                per_key.remove(&key);
+                                s.per_key.remove(&key);
                             }
                         }
-                        self.len -= 1;
+                        s.len -= 1;
                         out.push(BucketRef {
-                            window,
+                            window: s.window,
                             key,
                             start,
                             end,
@@ -437,36 +506,35 @@ impl LiveIndex {
 
     /// Every live bucket of every window with its aggregate, in no particular
     /// order (callers sort by address).
-    pub fn buckets(&self, mut f: impl FnMut(BucketRef, &Agg)) {
-        for (w, index) in self.windows.iter().enumerate() {
-            let window = w as WinNo;
+    pub fn buckets<'s>(&'s self, mut f: impl FnMut(BucketRef, &'s Agg)) {
+        for index in &self.windows {
             match index {
-                WindowIndex::Aligned { size, buckets } => {
-                    for (start, keys) in buckets.range(..) {
+                WindowIndex::Aligned(a) => {
+                    for (start, keys) in a.buckets.range(..) {
                         for (&key, agg) in keys {
                             f(
                                 BucketRef {
-                                    window,
+                                    window: a.window,
                                     key,
                                     start,
-                                    end: start + size,
+                                    end: start + a.size,
                                 },
                                 agg,
                             );
                         }
                     }
                 }
-                WindowIndex::Session { per_key, .. } => {
-                    for (&key, sessions) in per_key {
-                        for (&start, s) in sessions {
+                WindowIndex::Session(s) => {
+                    for (&key, sessions) in &s.per_key {
+                        for (&start, session) in sessions {
                             f(
                                 BucketRef {
-                                    window,
+                                    window: s.window,
                                     key,
                                     start,
-                                    end: s.end,
+                                    end: session.end,
                                 },
-                                &s.agg,
+                                &session.agg,
                             );
                         }
                     }
@@ -475,19 +543,22 @@ impl LiveIndex {
         }
     }
 
-    /// Restore: inserts a bucket whose address is known to be valid and new.
-    /// For sessions, fails if it intersects or touches a live session.
+    /// Restore: inserts a bucket whose address the caller checked against
+    /// the window's definition. Fails if the address exists, or for
+    /// sessions if it intersects or touches a live session.
     pub fn insert_restored(&mut self, b: BucketRef, agg: Agg) -> Result<(), String> {
-        match &mut self.windows[b.window as usize] {
-            WindowIndex::Aligned { buckets, .. } => {
-                if !buckets.insert(b.start, b.key, agg) {
+        match self.windows.get_mut(b.window) {
+            None => return Err(format!("window number {} is not in the index", b.window)),
+            Some(WindowIndex::Aligned(a)) => {
+                if !a.buckets.insert(b.start, b.key, agg) {
                     return Err("duplicate bucket address".into());
                 }
+                a.len += 1;
             }
-            WindowIndex::Session { per_key, by_end } => {
-                let sessions = per_key.entry(b.key).or_default();
-                if let Some((_, s)) = sessions.range(..=b.end).next_back() {
-                    if s.end >= b.start {
+            Some(WindowIndex::Session(s)) => {
+                let sessions = s.per_key.entry(b.key).or_default();
+                if let Some((_, prev)) = sessions.range(..=b.end).next_back() {
+                    if prev.end >= b.start {
                         return Err(format!(
                             "sessions [{}, {}) and another of the same window and key intersect or touch",
                             b.start, b.end
@@ -495,10 +566,35 @@ impl LiveIndex {
                     }
                 }
                 sessions.insert(b.start, Session { end: b.end, agg });
-                by_end.insert((b.end, b.key, b.start));
+                s.by_end.insert((b.end, b.key, b.start));
+                s.len += 1;
             }
         }
-        self.len += 1;
         Ok(())
+    }
+
+    /// Resharding: puts in place a bucket of another live index with the
+    /// same windows (both built from the processor's definitions) whose key
+    /// has its buckets here only. Such a bucket is valid and new here (the
+    /// index it came from held it once, and its key's sessions do not
+    /// intersect or touch), so nothing is checked and nothing can fail.
+    pub fn place(&mut self, b: BucketRef, agg: Agg) {
+        match &mut self.windows[b.window] {
+            WindowIndex::Aligned(a) => {
+                if a.buckets.insert(b.start, b.key, agg) {
+                    a.len += 1;
+                }
+            }
+            WindowIndex::Session(s) => {
+                let sessions = s.per_key.entry(b.key).or_default();
+                if sessions
+                    .insert(b.start, Session { end: b.end, agg })
+                    .is_none()
+                {
+                    s.len += 1;
+                }
+                s.by_end.insert((b.end, b.key, b.start));
+            }
+        }
     }
 }

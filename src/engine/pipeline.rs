@@ -158,9 +158,53 @@ impl Pipeline {
         Pipeline::new(doc.partitions, doc.windows.0, doc.lateness)
     }
 
-    /// The `GET /pipeline` shape, `{"partitions": [...], "windows": {...}, "lateness": L}`.
+    /// The `GET /pipeline` shape, `{"partitions": [...], "windows": {...}, "lateness": L}`:
+    /// exactly what `serde_json` writes for this struct (field order, each
+    /// definition with its `kind` first), written here so that it cannot
+    /// fail.
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("pipeline serializes")
+        use crate::canonical::writer::{int, key, string};
+        let mut b = Vec::with_capacity(128);
+        b.extend_from_slice(b"{\"partitions\":[");
+        for (i, p) in self.partitions.iter().enumerate() {
+            if i > 0 {
+                b.push(b',');
+            }
+            string(&mut b, p);
+        }
+        b.extend_from_slice(b"],\"windows\":{");
+        for (i, (name, def)) in self.windows.iter().enumerate() {
+            if i > 0 {
+                b.push(b',');
+            }
+            key(&mut b, name);
+            match *def {
+                WindowDef::Fixed { size } => {
+                    b.extend_from_slice(b"{\"kind\":\"fixed\",\"size\":");
+                    int(&mut b, size);
+                }
+                WindowDef::Sliding { size, step } => {
+                    b.extend_from_slice(b"{\"kind\":\"sliding\",\"size\":");
+                    int(&mut b, size);
+                    b.extend_from_slice(b",\"step\":");
+                    int(&mut b, step);
+                }
+                WindowDef::Session { gap } => {
+                    b.extend_from_slice(b"{\"kind\":\"session\",\"gap\":");
+                    int(&mut b, gap);
+                }
+                WindowDef::StreamTime { size } => {
+                    b.extend_from_slice(b"{\"kind\":\"stream_time\",\"size\":");
+                    int(&mut b, size);
+                }
+            }
+            b.push(b'}');
+        }
+        b.extend_from_slice(b"},\"lateness\":");
+        int(&mut b, self.lateness);
+        b.push(b'}');
+        // Only `str`s and ASCII were written: the lossy path is never taken.
+        String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
 
     /// Partition names, sorted.
@@ -208,6 +252,27 @@ mod tests {
         let b = Pipeline::from_json(br#"{"lateness":3,"windows":{"s":{"gap":5,"kind":"session"},"x":{"size":10,"kind":"fixed"}},"partitions":["a","b"]}"#).unwrap();
         assert!(a.equivalent(&b));
         assert_eq!(a.to_json(), b.to_json());
+    }
+
+    #[test]
+    fn to_json_is_what_serde_json_writes() {
+        let names = ["a", "é\u{7f}\u{2028}😀", "q\"\\\n\t\u{1}\u{1f}", "z z"];
+        let windows = vec![
+            (names[1].to_string(), WindowDef::Fixed { size: i64::MAX }),
+            (
+                names[2].to_string(),
+                WindowDef::Sliding { size: 10, step: 3 },
+            ),
+            (names[3].to_string(), WindowDef::Session { gap: 1 }),
+            (names[0].to_string(), WindowDef::StreamTime { size: 7 }),
+        ];
+        let p = Pipeline::new(
+            names.iter().map(|n| n.to_string()).collect(),
+            windows,
+            i64::MAX,
+        )
+        .unwrap();
+        assert_eq!(p.to_json(), serde_json::to_string(&p).unwrap());
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::hash::StrIndex;
 use super::keys::KeyTable;
 use super::keywork::{self, Job};
 use super::late::LateOutput;
-use super::live::{BucketRef, WinNo};
+use super::live::BucketRef;
 use super::shards::{Executor, ShardedLive};
 use super::sources::{Resolved, Sources};
 use super::watermark::WatermarkState;
@@ -195,9 +195,9 @@ impl Processor {
         let rec = self.sources.event(no);
         let (key, timestamp, value) = (rec.key, rec.timestamp, rec.value);
         self.clock.observe(timestamp);
-        let late = self.clock.is_late(timestamp, self.pipeline.lateness());
-        if late {
-            let watermark = self.clock.global.expect("late implies a watermark");
+        // The watermark the event is late against, if it is late.
+        let late_at = self.clock.late_at(timestamp, self.pipeline.lateness());
+        if let Some(watermark) = late_at {
             let seq = self.late.push(no, watermark);
             late_out.push(LateRecord {
                 seq,
@@ -209,7 +209,7 @@ impl Processor {
             key,
             timestamp,
             value,
-            late,
+            late: late_at.is_some(),
             stream_time: self.clock.stream_time(),
         }
     }
@@ -218,7 +218,7 @@ impl Processor {
     fn apply_unique(&mut self, job: &Job, out: &mut Vec<Change>) {
         let w = self.clock.global;
         let live = self.live.shard_mut(job.key);
-        let touches = keywork::touch(&self.defs, live, &self.changelog, w, job);
+        let touches = keywork::touch(live, &self.changelog, w, job);
         self.reconcile(touches, out);
     }
 
@@ -229,9 +229,9 @@ impl Processor {
     /// its own key only).
     fn apply_sharded(&mut self, jobs: Vec<Vec<Job>>, order: Vec<u8>, out: &mut Vec<Change>) {
         let w = self.clock.global;
-        let (defs, changelog) = (&self.defs, &self.changelog);
+        let changelog = &self.changelog;
         let results = self.live.run(jobs, |_, live, jobs| {
-            keywork::run_jobs(defs, live, changelog, w, &jobs)
+            keywork::run_jobs(live, changelog, w, &jobs)
         });
         let total: usize = results.iter().map(|(c, _)| c.len()).sum();
         out.reserve(total);
@@ -337,7 +337,7 @@ impl Processor {
 
     fn address(&self, b: &BucketRef) -> Address {
         Address {
-            window: self.names[b.window as usize].clone(),
+            window: self.names[b.window].clone(),
             key: self.keys.name(b.key).clone(),
             start: b.start,
             end: b.end,
@@ -386,7 +386,7 @@ impl Processor {
         };
         let window = match window {
             Some(name) => match self.names.iter().position(|n| **n == *name) {
-                Some(i) => Some(i as WinNo),
+                Some(i) => Some(i),
                 None => return Vec::new(),
             },
             None => None,
@@ -505,5 +505,42 @@ impl Snapshot {
     /// The change sequence of that state.
     pub fn sequence(&self) -> u64 {
         self.0.sequence()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pipeline with more windows than a `u16` counts: window numbers
+    /// must not wrap (they did, and the 65,537th window, a fixed one,
+    /// then updated the first, a session window: a panic).
+    #[test]
+    fn more_than_65536_windows_keep_their_own_numbers() {
+        let mut windows = vec![("a".to_string(), WindowDef::Session { gap: 5 })];
+        windows.extend((0..65_536).map(|i| (format!("b{i:05}"), WindowDef::Fixed { size: 10 })));
+        let pipeline = Pipeline::new(vec!["p".into()], windows, 0).unwrap();
+        let mut p = Processor::new(pipeline.clone());
+        let out = p
+            .ingest(vec![Delivery {
+                partition: "p".into(),
+                offset: None,
+                event: Event {
+                    id: "e".into(),
+                    key: "k".into(),
+                    timestamp: 3,
+                    value: 7,
+                },
+            }])
+            .unwrap();
+        assert!(out.changes.is_empty());
+        assert_eq!(p.live_buckets(), 65_537);
+        let t = p.advance("p", 10).unwrap();
+        assert_eq!(t.changes.len(), 65_537);
+        assert_eq!(&*t.changes[0].result.window, "a");
+        assert_eq!((t.changes[0].result.start, t.changes[0].result.end), (3, 8));
+        assert_eq!(&*t.changes[65_536].result.window, "b65535");
+        let back = Processor::restore(&p.checkpoint(), &pipeline).unwrap();
+        assert_eq!(back.checkpoint(), p.checkpoint());
     }
 }

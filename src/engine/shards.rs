@@ -51,12 +51,15 @@ pub trait Executor: Send + Sync + Debug {
     fn run(&self, n: usize, f: &(dyn Fn(usize) + Sync));
 }
 
-/// Takes what a shard thread was handed (once per slot and call).
-fn take_slot<T>(slot: &Mutex<Option<T>>) -> T {
-    slot.lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .take()
-        .expect("one thread per shard takes its slot once")
+/// One shard's part of [`ShardedLive::run`]: its input until a call of the
+/// executor takes it, then (once that call returns) its result.
+enum Slot<'a, I, R> {
+    /// Not started.
+    Todo(&'a mut LiveIndex, I),
+    /// Taken by a call that has not returned.
+    Running,
+    /// Finished.
+    Done(R),
 }
 
 /// The shard of a key with `k` shards: a stable hash of its bytes, so the
@@ -118,12 +121,12 @@ impl ShardedLive {
             let old = std::mem::replace(&mut self.shards, vec![LiveIndex::new(defs); k]);
             self.shard_of.clear();
             self.track_keys(keys);
+            // Every key's buckets are in one old shard and move to one new
+            // one, into an index of the same windows.
             for shard in &old {
                 shard.buckets(|b, agg| {
                     let s = self.shard_of[b.key as usize] as usize;
-                    self.shards[s]
-                        .insert_restored(b, *agg)
-                        .expect("a bucket of a valid index moves to an empty place");
+                    self.shards[s].place(b, *agg);
                 });
             }
         }
@@ -181,25 +184,38 @@ impl ShardedLive {
         debug_assert_eq!(inputs.len(), self.shards.len());
         match &self.pool {
             Some(pool) => {
-                let slots: Vec<Mutex<Option<(&mut LiveIndex, I)>>> = self
+                let slots: Vec<Mutex<Slot<'_, I, R>>> = self
                     .shards
                     .iter_mut()
                     .zip(inputs)
-                    .map(|x| Mutex::new(Some(x)))
+                    .map(|(live, input)| Mutex::new(Slot::Todo(live, input)))
                     .collect();
-                let results: Vec<Mutex<Option<R>>> =
-                    slots.iter().map(|_| Mutex::new(None)).collect();
                 pool.run(slots.len(), &|i| {
-                    let (live, input) = take_slot(&slots[i]);
-                    let r = f(i, live, input);
-                    *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                    // A call for no shard, or a second one for the same
+                    // shard, finds nothing to do. The lock is not held
+                    // while `f` runs.
+                    let Some(slot) = slots.get(i) else { return };
+                    let lock = || slot.lock().unwrap_or_else(|p| p.into_inner());
+                    let taken = std::mem::replace(&mut *lock(), Slot::Running);
+                    if let Slot::Todo(live, input) = taken {
+                        let r = f(i, live, input);
+                        *lock() = Slot::Done(r);
+                    }
                 });
-                results
+                slots
                     .into_iter()
-                    .map(|r| {
-                        r.into_inner()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .expect("the executor ran every shard")
+                    .enumerate()
+                    .map(|(i, slot)| {
+                        match slot.into_inner().unwrap_or_else(|p| p.into_inner()) {
+                            Slot::Done(r) => r,
+                            // A shard the executor skipped runs here.
+                            Slot::Todo(live, input) => f(i, live, input),
+                            // Its call of `f` panicked and the executor
+                            // swallowed the panic (the service's pool
+                            // propagates it): not reachable from any input,
+                            // as `f` is the engine's own, non-panicking code.
+                            Slot::Running => panic!("a shard's work panicked"),
+                        }
                     })
                     .collect()
             }
@@ -232,7 +248,7 @@ impl ShardedLive {
     }
 
     /// Every live bucket with its aggregate, in no particular order.
-    pub fn buckets(&self, mut f: impl FnMut(BucketRef, &Agg)) {
+    pub fn buckets<'s>(&'s self, mut f: impl FnMut(BucketRef, &'s Agg)) {
         for shard in &self.shards {
             shard.buckets(&mut f);
         }

@@ -83,11 +83,15 @@ impl<T: Clone> Chunked<T> {
     /// Appends.
     #[inline]
     pub fn push(&mut self, x: T) {
-        if self.len.is_multiple_of(CHUNK) {
-            self.chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
+        match self.chunks.last_mut() {
+            // The last chunk has room unless `len` is a multiple of CHUNK.
+            Some(last) if !self.len.is_multiple_of(CHUNK) => Arc::make_mut(last).push(x),
+            _ => {
+                let mut chunk = Vec::with_capacity(CHUNK);
+                chunk.push(x);
+                self.chunks.push(Arc::new(chunk));
+            }
         }
-        let last = self.chunks.last_mut().expect("a chunk with room");
-        Arc::make_mut(last).push(x);
         self.len += 1;
     }
 
@@ -209,7 +213,9 @@ impl Sources {
             }
         }
         while self.events.len() > mark.events_len {
-            let rec = self.events.pop().expect("non-empty");
+            let Some(rec) = self.events.pop() else {
+                break;
+            };
             let pos = self.events.len() as u32;
             self.index.remove(StrIndex::hash(rec.id.as_str()), pos);
         }

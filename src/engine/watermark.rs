@@ -88,10 +88,11 @@ impl WatermarkState {
     }
 
     /// Lateness: a unique event is late iff a global watermark W exists
-    /// and `timestamp + lateness < W` (equality is accepted).
-    pub fn is_late(&self, timestamp: i64, lateness: i64) -> bool {
+    /// and `timestamp + lateness < W` (equality is accepted). Returns the
+    /// `W` it is late against, so a late record always has its watermark.
+    pub fn late_at(&self, timestamp: i64, lateness: i64) -> Option<i64> {
         self.global
-            .is_some_and(|w| (timestamp as i128) + (lateness as i128) < w as i128)
+            .filter(|&w| (timestamp as i128) + (lateness as i128) < w as i128)
     }
 }
 
@@ -123,10 +124,10 @@ mod tests {
     fn lateness_boundary_is_accepted() {
         let mut c = WatermarkState::new(1);
         c.advance(0, 10);
-        assert!(!c.is_late(7, 3));
-        assert!(c.is_late(6, 3));
+        assert_eq!(c.late_at(7, 3), None);
+        assert_eq!(c.late_at(6, 3), Some(10));
         c.advance(0, i64::MAX);
-        assert!(!c.is_late(i64::MAX - 1, 1));
-        assert!(c.is_late(i64::MIN, i64::MAX));
+        assert_eq!(c.late_at(i64::MAX - 1, 1), None);
+        assert_eq!(c.late_at(i64::MIN, i64::MAX), Some(i64::MAX));
     }
 }

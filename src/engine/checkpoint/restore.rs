@@ -24,10 +24,10 @@
 //! - late: every record is a delivered event with a watermark `<= W`.
 
 use std::cmp::Ordering;
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
 use super::sha256_hex;
-use super::state::{EnvelopeDoc, EventDoc, Part, ResultDoc, StateDoc};
+use super::state::{EnvelopeDoc, EventDoc, ResultDoc, StateDoc};
 use crate::engine::aggregate::Agg;
 use crate::engine::changelog::Changelog;
 use crate::engine::event::Event;
@@ -93,13 +93,12 @@ fn build(state: StateDoc<'_>, target: Option<&Pipeline>) -> Result<Processor, St
 
     // The watermark state (`clock` in the checkpoint): exactly the pipeline's partitions.
     let mut clock = WatermarkState::new(parts.len());
-    same_names(
+    let at = partition_indices(
         "clock.partitions",
         &parts,
         state.clock.partitions.0.iter().map(|(k, _)| k),
     )?;
-    for (name, pc) in &state.clock.partitions.0 {
-        let i = p.pipeline.partition_index(name).expect("checked name");
+    for ((_, pc), i) in state.clock.partitions.0.iter().zip(at) {
         clock.progress[i] = pc.progress;
         clock.idle[i] = pc.idle;
     }
@@ -108,14 +107,11 @@ fn build(state: StateDoc<'_>, target: Option<&Pipeline>) -> Result<Processor, St
     check_clock(&clock)?;
 
     // Sources and identities.
-    let Part::Parsed(sources) = state.sources else {
-        unreachable!("parsed documents hold parsed parts")
-    };
-    same_names("sources", &parts, sources.0.iter().map(|(k, _)| k))?;
+    let sources = state.sources;
+    let at = partition_indices("sources", &parts, sources.0.iter().map(|(k, _)| k))?;
     let mut keys = KeyTable::default();
     let mut src = Sources::new(parts.len());
-    for (name, events) in sources.0 {
-        let i = p.pipeline.partition_index(&name).expect("checked name");
+    for ((name, events), i) in sources.0.into_iter().zip(at) {
         for (offset, e) in events.into_iter().enumerate() {
             src.restore_push(i, to_event(e), &mut keys)
                 .map_err(|m| format!("sources[{name:?}][{offset}]: {m}"))?;
@@ -130,17 +126,18 @@ fn build(state: StateDoc<'_>, target: Option<&Pipeline>) -> Result<Processor, St
     }
 
     // Operator states.
-    let Part::Parsed(windows) = state.windows else {
-        unreachable!("parsed documents hold parsed parts")
-    };
-    let live = live_from_doc(&windows, &p.pipeline, &p.names, &mut keys, clock.global)?;
-    let Part::Parsed(visible) = state.changelog.visible else {
-        unreachable!("parsed documents hold parsed parts")
-    };
+    let windows = Windows::of(&p.pipeline);
+    let live = live_from_doc(
+        &state.windows,
+        &p.pipeline,
+        &windows,
+        &mut keys,
+        clock.global,
+    )?;
     let changelog = changelog_from_doc(
         state.changelog.sequence,
-        &visible,
-        &p.names,
+        &state.changelog.visible,
+        &windows,
         &mut keys,
         &live,
         clock.global,
@@ -191,19 +188,30 @@ fn to_event((id, key, timestamp, value): EventDoc<'_>) -> Event {
     }
 }
 
-fn same_names<'a>(
+/// Checks that `names` (the keys of a map of the document, in its order)
+/// are exactly the pipeline's partitions `parts` (sorted), and returns the
+/// index in `parts` of each, in the document's order.
+fn partition_indices<'a>(
     what: &str,
     parts: &[String],
     names: impl Iterator<Item = &'a String>,
-) -> Result<(), String> {
-    let mut got: Vec<&String> = names.collect();
+) -> Result<Vec<usize>, String> {
+    let mut got: Vec<(&String, usize)> = names.enumerate().map(|(at, n)| (n, at)).collect();
     got.sort();
-    if got.len() != parts.len() || got.iter().zip(parts).any(|(a, b)| *a != b) {
+    if got.len() != parts.len() || got.iter().zip(parts).any(|((a, _), b)| *a != b) {
+        let got: Vec<&String> = got.into_iter().map(|(n, _)| n).collect();
         return Err(format!(
             "{what} must name exactly the pipeline's partitions {parts:?}, got {got:?}"
         ));
     }
-    Ok(())
+    // `got[i]` is `parts[i]`: back to the document's order.
+    let mut back: Vec<(usize, usize)> = got
+        .into_iter()
+        .enumerate()
+        .map(|(i, (_, at))| (at, i))
+        .collect();
+    back.sort_unstable();
+    Ok(back.into_iter().map(|(_, i)| i).collect())
 }
 
 /// The clock bounds of docs/checkpoint.md.
@@ -248,15 +256,34 @@ fn doc_cmp(a: &ResultDoc<'_>, b: &ResultDoc<'_>) -> Ordering {
     ))
 }
 
+/// The pipeline's windows by name: each with its number (name order) and
+/// definition.
+pub struct Windows<'p>(BTreeMap<&'p str, (WinNo, WindowDef)>);
+
+impl<'p> Windows<'p> {
+    /// The windows of `pipeline`.
+    pub fn of(pipeline: &'p Pipeline) -> Windows<'p> {
+        Windows(
+            pipeline
+                .windows()
+                .iter()
+                .enumerate()
+                .map(|(no, (name, def))| (name.as_str(), (no, *def)))
+                .collect(),
+        )
+    }
+}
+
+/// A row's bucket and aggregate, with its window's definition.
 fn bucket_of(
     r: &ResultDoc<'_>,
-    names: &[Arc<str>],
+    windows: &Windows<'_>,
     keys: &mut KeyTable,
     what: &str,
-) -> Result<(BucketRef, Agg), String> {
-    let window = names
-        .iter()
-        .position(|n| **n == *r.window)
+) -> Result<(BucketRef, Agg, WindowDef), String> {
+    let &(window, def) = windows
+        .0
+        .get(&*r.window)
         .ok_or_else(|| format!("{what}: unknown window {:?}", r.window))?;
     // Bounds derived from i64 inputs stay within about ±2^65; anything far
     // outside cannot be a window and would make later arithmetic overflow.
@@ -274,12 +301,12 @@ fn bucket_of(
         max: r.max,
     };
     let b = BucketRef {
-        window: window as WinNo,
+        window,
         key: keys.intern(&r.key),
         start: r.start,
         end: r.end,
     };
-    Ok((b, agg))
+    Ok((b, agg, def))
 }
 
 fn check_order(rows: &[ResultDoc<'_>], what: &str) -> Result<(), String> {
@@ -298,21 +325,20 @@ fn check_order(rows: &[ResultDoc<'_>], what: &str) -> Result<(), String> {
 pub fn live_from_doc(
     rows: &[ResultDoc<'_>],
     pipeline: &Pipeline,
-    names: &[Arc<str>],
+    windows: &Windows<'_>,
     keys: &mut KeyTable,
     watermark: Option<i64>,
 ) -> Result<LiveIndex, String> {
     check_order(rows, "windows")?;
-    let defs: Vec<WindowDef> = pipeline.windows().values().copied().collect();
-    let mut live = LiveIndex::new(&defs);
+    let mut live = LiveIndex::new(pipeline.windows().values());
     let lateness = pipeline.lateness() as i128;
     for (i, r) in rows.iter().enumerate() {
         let what = format!("windows[{i}]");
-        let (b, agg) = bucket_of(r, names, keys, &what)?;
+        let (b, agg, def) = bucket_of(r, windows, keys, &what)?;
         agg.check_bounds()
             .map_err(|m| format!("{what}: aggregate bounds: {m}"))?;
         let width = r.end - r.start;
-        match defs[b.window as usize] {
+        match def {
             WindowDef::Fixed { size } | WindowDef::StreamTime { size } => {
                 if !is_multiple(r.start, size as i128) || width != size as i128 {
                     return Err(format!(
@@ -356,7 +382,7 @@ pub fn live_from_doc(
 pub fn changelog_from_doc(
     sequence: u64,
     rows: &[ResultDoc<'_>],
-    names: &[Arc<str>],
+    windows: &Windows<'_>,
     keys: &mut KeyTable,
     live: &LiveIndex,
     watermark: Option<i64>,
@@ -364,12 +390,8 @@ pub fn changelog_from_doc(
     check_order(rows, "changelog.visible")?;
     let mut visible = Vec::with_capacity(rows.len());
     for (i, r) in rows.iter().enumerate() {
-        visible.push(bucket_of(
-            r,
-            names,
-            keys,
-            &format!("changelog.visible[{i}]"),
-        )?);
+        let (b, agg, _) = bucket_of(r, windows, keys, &format!("changelog.visible[{i}]"))?;
+        visible.push((b, agg));
     }
     Changelog::restore(sequence, &visible, live, watermark).map_err(|m| format!("changelog: {m}"))
 }

@@ -6,8 +6,8 @@
 //! unknown and duplicate fields; [`UniqueMap`] rejects duplicate map keys;
 //! `required` makes nullable fields mandatory). Writing is canonical: keys in
 //! code-point order, no whitespace. Taking a checkpoint writes the large parts
-//! (sources, windows, visible rows) straight from the processor ([`Part::Live`])
-//! instead of copying them into documents first.
+//! (sources, windows, visible rows) straight from the processor (a
+//! [`StateWriter`]) instead of copying them into documents first.
 
 use std::borrow::Cow;
 
@@ -35,7 +35,9 @@ pub struct EnvelopeDoc<'a> {
     pub version: u64,
 }
 
-/// The state `S`.
+/// The state `S`, as parsed. Taking a checkpoint never builds one: it
+/// writes the large parts straight from the processor (see [`StateWriter`]),
+/// so a parsed state holds parsed parts only.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StateDoc<'a> {
@@ -44,11 +46,11 @@ pub struct StateDoc<'a> {
     /// Watermark state and stream time.
     pub clock: ClockDoc,
     /// Delivered events per partition.
-    #[serde(borrow, deserialize_with = "parsed")]
-    pub sources: Part<'a, UniqueMap<Vec<EventDoc<'a>>>>,
+    #[serde(borrow)]
+    pub sources: UniqueMap<Vec<EventDoc<'a>>>,
     /// The live index, in address order.
-    #[serde(borrow, deserialize_with = "parsed")]
-    pub windows: Part<'a, Vec<ResultDoc<'a>>>,
+    #[serde(borrow)]
+    pub windows: Vec<ResultDoc<'a>>,
     /// Sequence and visible rows.
     #[serde(borrow)]
     pub changelog: ChangelogDoc<'a>,
@@ -57,19 +59,28 @@ pub struct StateDoc<'a> {
     pub late: Vec<(EventDoc<'a>, i64)>,
 }
 
-/// Writes a part of the state straight from live processor state.
-pub type LiveWriter<'a> = Box<dyn Fn(&mut Vec<u8>) + 'a>;
+/// Writes a large part of the state (sources, live buckets, visible rows).
+pub type PartWriter<'s> = &'s dyn Fn(&mut Vec<u8>);
 
-/// A part of the state: parsed from a document, or written from live state.
-pub enum Part<'a, T> {
-    /// Parsed.
-    Parsed(T),
-    /// To be written by this function.
-    Live(LiveWriter<'a>),
-}
-
-fn parsed<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Part<'de, T>, D::Error> {
-    T::deserialize(d).map(Part::Parsed)
+/// What the canonical writer needs of a state: the small parts as
+/// documents and the large ones as functions that write them, from a parsed
+/// [`StateDoc`] (for its checksum) or straight from a processor (taking a
+/// checkpoint), so both are written by the same code.
+pub struct StateWriter<'s> {
+    /// The pipeline.
+    pub pipeline: &'s PipelineDoc,
+    /// The clock.
+    pub clock: &'s ClockDoc,
+    /// Late records.
+    pub late: &'s [(EventDoc<'s>, i64)],
+    /// `changelog.sequence`.
+    pub sequence: u64,
+    /// Writes `sources`.
+    pub sources: PartWriter<'s>,
+    /// Writes `windows`.
+    pub windows: PartWriter<'s>,
+    /// Writes `changelog.visible`.
+    pub visible: PartWriter<'s>,
 }
 
 fn required<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
@@ -144,8 +155,8 @@ pub struct ChangelogDoc<'a> {
     /// Last emitted seq.
     pub sequence: u64,
     /// Visible rows, in address order.
-    #[serde(borrow, deserialize_with = "parsed")]
-    pub visible: Part<'a, Vec<ResultDoc<'a>>>,
+    #[serde(borrow)]
+    pub visible: Vec<ResultDoc<'a>>,
 }
 
 /// Writes `[id,key,timestamp,value]`.
@@ -193,22 +204,36 @@ pub fn write_result(
     buf.push(b'}');
 }
 
-fn write_rows(buf: &mut Vec<u8>, rows: &Part<'_, Vec<ResultDoc<'_>>>) {
-    match rows {
-        Part::Live(f) => f(buf),
-        Part::Parsed(rows) => {
-            buf.push(b'[');
-            for (i, r) in rows.iter().enumerate() {
-                if i > 0 {
-                    buf.push(b',');
-                }
-                write_result(
-                    buf, &r.window, &r.key, r.start, r.end, r.count, r.sum, r.min, r.max,
-                );
-            }
-            buf.push(b']');
+fn write_rows(buf: &mut Vec<u8>, rows: &[ResultDoc<'_>]) {
+    buf.push(b'[');
+    for (i, r) in rows.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
         }
+        write_result(
+            buf, &r.window, &r.key, r.start, r.end, r.count, r.sum, r.min, r.max,
+        );
     }
+    buf.push(b']');
+}
+
+fn write_sources(b: &mut Vec<u8>, map: &UniqueMap<Vec<EventDoc<'_>>>) {
+    b.push(b'{');
+    for (i, (name, events)) in sorted(map).into_iter().enumerate() {
+        if i > 0 {
+            b.push(b',');
+        }
+        key(b, name);
+        b.push(b'[');
+        for (j, (id, k, ts, v)) in events.iter().enumerate() {
+            if j > 0 {
+                b.push(b',');
+            }
+            write_event(b, id, k, *ts, *v);
+        }
+        b.push(b']');
+    }
+    b.push(b'}');
 }
 
 fn write_window_def(buf: &mut Vec<u8>, def: &WindowDef) {
@@ -254,17 +279,31 @@ impl StateDoc<'_> {
     /// parsed.
     pub fn canonical_with(&self, sort_partitions: bool) -> Vec<u8> {
         let mut buf = Vec::with_capacity(1 << 12);
-        self.write_canonical(&mut buf, sort_partitions);
+        let sources = |b: &mut Vec<u8>| write_sources(b, &self.sources);
+        let windows = |b: &mut Vec<u8>| write_rows(b, &self.windows);
+        let visible = |b: &mut Vec<u8>| write_rows(b, &self.changelog.visible);
+        StateWriter {
+            pipeline: &self.pipeline,
+            clock: &self.clock,
+            late: &self.late,
+            sequence: self.changelog.sequence,
+            sources: &sources,
+            windows: &windows,
+            visible: &visible,
+        }
+        .write_canonical(&mut buf, sort_partitions);
         buf
     }
+}
 
+impl StateWriter<'_> {
     /// Appends the canonical bytes to `buf`.
     pub fn write_canonical(&self, buf: &mut Vec<u8>, sort_partitions: bool) {
         let b = buf;
         b.extend_from_slice(b"{\"changelog\":{\"sequence\":");
-        int(b, self.changelog.sequence);
+        int(b, self.sequence);
         b.extend_from_slice(b",\"visible\":");
-        write_rows(b, &self.changelog.visible);
+        (self.visible)(b);
         b.extend_from_slice(b"},\"clock\":{\"max_timestamp\":");
         opt_int(b, self.clock.max_timestamp);
         b.extend_from_slice(b",\"partitions\":{");
@@ -316,29 +355,9 @@ impl StateDoc<'_> {
             write_window_def(b, def);
         }
         b.extend_from_slice(b"}},\"sources\":");
-        match &self.sources {
-            Part::Live(f) => f(b),
-            Part::Parsed(map) => {
-                b.push(b'{');
-                for (i, (name, events)) in sorted(map).into_iter().enumerate() {
-                    if i > 0 {
-                        b.push(b',');
-                    }
-                    key(b, name);
-                    b.push(b'[');
-                    for (j, (id, k, ts, v)) in events.iter().enumerate() {
-                        if j > 0 {
-                            b.push(b',');
-                        }
-                        write_event(b, id, k, *ts, *v);
-                    }
-                    b.push(b']');
-                }
-                b.push(b'}');
-            }
-        }
+        (self.sources)(b);
         b.extend_from_slice(b",\"windows\":");
-        write_rows(b, &self.windows);
+        (self.windows)(b);
         b.push(b'}');
     }
 }
@@ -347,7 +366,7 @@ impl StateDoc<'_> {
 /// the state is written in place after the envelope's prefix and its
 /// checksum patched in afterwards (no second copy of a large state).
 pub fn write_envelope(
-    state: &StateDoc<'_>,
+    state: &StateWriter<'_>,
     estimate: usize,
     hex: impl Fn(&[u8]) -> String,
 ) -> Vec<u8> {

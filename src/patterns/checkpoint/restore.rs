@@ -145,7 +145,9 @@ fn read_captures(
     }
     let mut caps: Option<Caps> = None;
     let mut counts = vec![0u32; stages];
-    for (s, list) in lists.iter().enumerate() {
+    // One list per stage (checked above), each with its stage and count.
+    let per_stage = lists.iter().zip(&ctx.pattern.stages).zip(counts.iter_mut());
+    for (s, ((list, stage), count)) in per_stage.enumerate() {
         let lp = path.index(s);
         for (i, o) in array(list, &lp)?.iter().enumerate() {
             let op = lp.index(i);
@@ -166,7 +168,6 @@ fn read_captures(
                     ctx.key
                 ));
             }
-            let stage = &ctx.pattern.stages[s];
             caps = Some(match caps {
                 None => {
                     if s != 0 {
@@ -216,39 +217,34 @@ fn read_captures(
                     prev.with(e, s as u8)
                 }
             });
-            counts[s] += 1;
+            *count += 1;
         }
     }
     let Some(caps) = caps else {
         return Err(format!("{}: no captures", at(path)));
     };
     let shape = ctx.shape;
-    for (s, &c) in counts.iter().enumerate() {
+    let bounds = shape.min.iter().zip(&shape.max).zip(&ctx.pattern.stages);
+    for (s, (&c, ((&min, &max), stage))) in counts.iter().zip(bounds).enumerate() {
         let ok = match waiting {
-            Some(w) if s < w => shape.min[s] <= c && c <= shape.max[s],
-            Some(w) if s == w => c < shape.max[s],
+            Some(w) if s < w => min <= c && c <= max,
+            Some(w) if s == w => c < max,
             Some(_) => c == 0,
-            None => shape.min[s] <= c && c <= shape.max[s],
+            None => min <= c && c <= max,
         };
         if !ok {
             let what = match waiting {
                 Some(w) if s < w => format!(
-                    "a stage before the awaited one needs min <= count <= max ({}..={})",
-                    shape.min[s], shape.max[s]
+                    "a stage before the awaited one needs min <= count <= max ({min}..={max})"
                 ),
-                Some(w) if s == w => {
-                    format!("the awaited stage needs count < max ({})", shape.max[s])
-                }
+                Some(w) if s == w => format!("the awaited stage needs count < max ({max})"),
                 Some(_) => "a stage after the awaited one must be empty".into(),
-                None => format!(
-                    "a wait is complete: min <= count <= max ({}..={})",
-                    shape.min[s], shape.max[s]
-                ),
+                None => format!("a wait is complete: min <= count <= max ({min}..={max})"),
             };
             return Err(format!(
                 "{}: {c} captures break stage {:?}'s min/max: {what}",
                 at(&path.index(s)),
-                ctx.pattern.stages[s].name
+                stage.name
             ));
         }
     }
@@ -421,7 +417,12 @@ fn build(state: &Json<'_>, sp: &Path<'_>, doc: &Document) -> Result<Engine, Stri
         let [branches, key, pattern, waits] =
             object(item, &ip, ["branches", "key", "pattern", "waits"])?;
         let pname = text(pattern, &ip.key("pattern"))?;
-        let Some(p) = doc.patterns.iter().position(|q| q.name == pname) else {
+        let Some((p, pattern)) = doc
+            .patterns
+            .iter()
+            .enumerate()
+            .find(|(_, q)| q.name == pname)
+        else {
             return Err(format!(
                 "{}: unknown pattern {pname:?}",
                 at(&ip.key("pattern"))
@@ -436,8 +437,8 @@ fn build(state: &Json<'_>, sp: &Path<'_>, doc: &Document) -> Result<Engine, Stri
             ));
         }
         previous = Some(this);
-        let pattern = &doc.patterns[p];
-        let shape = engine.compiled[p].shape.clone();
+        // What the engine compiled for this pattern (`Shape::of` it).
+        let shape = Shape::of(pattern);
         let ctx = Ctx {
             pattern,
             shape: &shape,
