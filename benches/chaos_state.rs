@@ -129,7 +129,7 @@ fn measure(query: Query, partitions: u32, events: u64) -> (Vec<Sample>, usize, u
 }
 
 fn sample(proc: &Processor, delivered: u64, latest: i64) -> Sample {
-    let envelope = proc.checkpoint();
+    let envelope = proc.checkpoint().unwrap();
     let state = String::from_utf8(envelope.clone()).expect("utf-8");
     let visible = section(&state, "\"visible\":", "},\"clock\":", 0);
     let at = state.find("\"sources\":").expect("sources");

@@ -186,7 +186,7 @@ fn shard_scaling<D: DeliveryInput + Clone>(
             streamforge::shard_pool::set_shards(&mut p, k).expect("valid shard count");
             let (secs, changes) = run(&mut p, clone_steps(steps));
             rates[i].push(events as f64 / secs);
-            let digest = streamforge::engine::sha256_hex(&p.checkpoint());
+            let digest = streamforge::engine::sha256_hex(&p.checkpoint().unwrap());
             match &reference {
                 None => reference = Some((changes, digest)),
                 Some(r) => assert_eq!(r, &(changes, digest), "K={k} changed the output"),
@@ -284,7 +284,7 @@ fn main() {
     let mut p = Processor::new(pipeline(cases[0].1));
     run(&mut p, clone_steps(&steps));
     let t = Instant::now();
-    let cp = p.checkpoint();
+    let cp = p.checkpoint().unwrap();
     let take = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let back = Processor::restore(&cp, p.pipeline()).expect("own checkpoint restores");

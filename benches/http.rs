@@ -1008,7 +1008,7 @@ fn checkpoint_model(text: &str, sizes: &[usize], b: usize) {
                 }
             }
             let t = Instant::now();
-            let cp = p.checkpoint();
+            let cp = p.checkpoint().expect("checkpoint");
             let take = t.elapsed().as_secs_f64();
             let t = Instant::now();
             let back = Processor::restore(&cp, p.pipeline()).expect("restores");

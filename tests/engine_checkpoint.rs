@@ -32,7 +32,7 @@ fn rejected(bytes: &[u8]) -> String {
 #[test]
 fn envelope_is_canonical_and_checksummed() {
     let p = checkpoint_scenario();
-    let cp = p.checkpoint();
+    let cp = p.checkpoint().unwrap();
     let env: Value = serde_json::from_slice(&cp).unwrap();
     // serde_json's Map is sorted and compact: the same bytes.
     assert_eq!(serde_json::to_vec(&env).unwrap(), cp);
@@ -80,37 +80,37 @@ fn equal_state_gives_identical_bytes_whatever_the_order() {
     b.advance("p1", 10).unwrap();
     b.advance("p0", 10).unwrap();
     assert_eq!(
-        String::from_utf8(a.checkpoint()).unwrap(),
-        String::from_utf8(b.checkpoint()).unwrap()
+        String::from_utf8(a.checkpoint().unwrap()).unwrap(),
+        String::from_utf8(b.checkpoint().unwrap()).unwrap()
     );
 }
 
 #[test]
 fn a_checkpoint_does_not_change_when_the_processor_moves_on() {
     let mut p = checkpoint_scenario();
-    let cp = p.checkpoint();
+    let cp = p.checkpoint().unwrap();
     let snap = p.snapshot();
     assert_eq!(
-        snap.checkpoint(),
+        snap.checkpoint().unwrap(),
         cp,
         "a snapshot checkpoints like its processor"
     );
     p.ingest(vec![d("p1", 2, "z", "k", 30, 1)]).unwrap();
     p.advance("p1", 40).unwrap();
-    assert_ne!(p.checkpoint(), cp);
+    assert_ne!(p.checkpoint().unwrap(), cp);
     assert_eq!(
-        snap.checkpoint(),
+        snap.checkpoint().unwrap(),
         cp,
         "a snapshot is frozen: the processor moved on"
     );
     let back = Processor::restore(&cp, p.pipeline()).unwrap();
-    assert_eq!(back.checkpoint(), cp);
+    assert_eq!(back.checkpoint().unwrap(), cp);
 }
 
 #[test]
 fn restore_continues_exactly_like_the_original() {
     let mut p = checkpoint_scenario();
-    let mut q = Processor::restore(&p.checkpoint(), p.pipeline()).unwrap();
+    let mut q = Processor::restore(&p.checkpoint().unwrap(), p.pipeline()).unwrap();
     let ops = [
         d("p0", 4, "n1", "k", 16, 3),
         d("p1", 2, "n2", "k", 21, 4),
@@ -121,22 +121,22 @@ fn restore_continues_exactly_like_the_original() {
     }
     assert_eq!(p.advance("p1", 30), q.advance("p1", 30));
     assert_eq!(p.mark_idle("p0"), q.mark_idle("p0"));
-    assert_eq!(p.checkpoint(), q.checkpoint());
+    assert_eq!(p.checkpoint().unwrap(), q.checkpoint().unwrap());
 }
 
 #[test]
 fn restore_accepts_whitespace_and_reordered_pipelines() {
     let p = checkpoint_scenario();
-    let cp = p.checkpoint();
+    let cp = p.checkpoint().unwrap();
     let env: Value = serde_json::from_slice(&cp).unwrap();
     let pretty = serde_json::to_vec_pretty(&env).unwrap();
     let q = Processor::restore(&pretty, p.pipeline()).unwrap();
-    assert_eq!(q.checkpoint(), cp);
+    assert_eq!(q.checkpoint().unwrap(), cp);
     // partition list in any order; target pipeline declared in another order
     let unsorted = mutate(&cp, |s| s["pipeline"]["partitions"] = json!(["p1", "p0"]));
     let other = Pipeline::from_json(br#"{"partitions":["p1","p0"],"lateness":5,"windows":{"st":{"kind":"stream_time","size":10},"s":{"kind":"session","gap":5},"h":{"kind":"sliding","size":10,"step":5},"f":{"kind":"fixed","size":10}}}"#).unwrap();
     assert_eq!(
-        Processor::restore(&unsorted, &other).unwrap().checkpoint(),
+        Processor::restore(&unsorted, &other).unwrap().checkpoint().unwrap(),
         cp
     );
 }
@@ -149,7 +149,7 @@ fn a_flipped_case_in_a_strings_escape_is_rejected() {
     let mut p = Processor::new(pipeline(CHECKPOINT_PIPELINE));
     p.ingest(vec![d("p0", 0, "i\u{1f}", "k\u{1f}", 1, 5)])
         .unwrap();
-    let cp = p.checkpoint();
+    let cp = p.checkpoint().unwrap();
     Processor::restore(&cp, &pipeline(CHECKPOINT_PIPELINE)).unwrap();
     let escapes: Vec<usize> = cp
         .windows(6)
@@ -169,7 +169,7 @@ fn a_flipped_case_in_a_strings_escape_is_rejected() {
 #[test]
 fn broken_envelopes_are_rejected() {
     let p = checkpoint_scenario();
-    let cp = p.checkpoint();
+    let cp = p.checkpoint().unwrap();
     let mut flipped = cp.clone();
     let at = flipped.len() / 2;
     flipped[at] ^= 0x01;
@@ -198,12 +198,12 @@ fn broken_envelopes_are_rejected() {
     .unwrap();
     let e = Processor::restore(&cp, &other).unwrap_err();
     assert!(e.detail().contains("incompatible pipeline"), "{e}");
-    assert_eq!(p.checkpoint(), cp, "the source processor is untouched");
+    assert_eq!(p.checkpoint().unwrap(), cp, "the source processor is untouched");
 }
 
 #[test]
 fn duplicate_keys_are_rejected() {
-    let cp = String::from_utf8(checkpoint_scenario().checkpoint()).unwrap();
+    let cp = String::from_utf8(checkpoint_scenario().checkpoint().unwrap()).unwrap();
     // duplicate a partition in clock.partitions, keeping the checksum honest is
     // impossible for a duplicate, so both checks must name the problem
     let dup = cp.replacen(
@@ -217,7 +217,7 @@ fn duplicate_keys_are_rejected() {
 /// Each restore validation rule, on a hand-made state with a correct checksum.
 #[test]
 fn every_restore_rule_names_what_is_wrong() {
-    let cp = checkpoint_scenario().checkpoint();
+    let cp = checkpoint_scenario().checkpoint().unwrap();
     let state: Value = serde_json::from_slice::<Value>(&cp).unwrap()["state"].clone();
     let windows = state["windows"].as_array().unwrap().clone();
     let idx = |w: &str, s: i64| {
@@ -444,7 +444,7 @@ fn every_restore_rule_names_what_is_wrong() {
 #[test]
 fn restored_ready_rows_that_were_not_visible_are_upserted_next() {
     let p = checkpoint_scenario();
-    let cp = p.checkpoint();
+    let cp = p.checkpoint().unwrap();
     let bytes = mutate(&cp, |s| {
         let v = s["changelog"]["visible"].as_array_mut().unwrap();
         v.remove(0);
@@ -470,7 +470,7 @@ fn restored_ready_rows_that_were_not_visible_are_upserted_next() {
 /// instead of overflowing later arithmetic.
 #[test]
 fn extreme_i128_bounds_are_rejected_without_overflow() {
-    let cp = String::from_utf8(checkpoint_scenario().checkpoint()).unwrap();
+    let cp = String::from_utf8(checkpoint_scenario().checkpoint().unwrap()).unwrap();
     let env: Value = serde_json::from_str(&cp).unwrap();
     let state = serde_json::to_string(&env["state"]).unwrap();
     let row = r#"{"count":1,"end":170141183460469231731687303715884105727,"key":"zz","max":1,"min":1,"start":-170141183460469231731687303715884105728,"sum":1,"window":"f"}"#;

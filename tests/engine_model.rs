@@ -648,7 +648,7 @@ fn compare_queries(
     check!(
         i,
         "late(0, MAX)",
-        eng.late(0, usize::MAX),
+        eng.late(0, usize::MAX).unwrap(),
         model.late(0, usize::MAX)
     );
     if let Some((w, k, after, limit)) = q {
@@ -661,12 +661,12 @@ fn compare_queries(
         check!(
             i,
             format!("late({after}, {limit})"),
-            eng.late(after, limit),
+            eng.late(after, limit).unwrap(),
             model.late(after, limit)
         );
     }
     if let Some(hash) = ckpt {
-        compare_checkpoint(i, &eng.checkpoint(), model, hash)?;
+        compare_checkpoint(i, &eng.checkpoint().unwrap(), model, hash)?;
     }
     Ok(())
 }
@@ -713,7 +713,7 @@ fn step(
     model: &mut Model,
 ) -> Result<(), Mismatch> {
     step_inner(i, op, setup, eng, model).map_err(|mut m| {
-        let ec = catch_unwind(AssertUnwindSafe(|| eng.checkpoint()));
+        let ec = catch_unwind(AssertUnwindSafe(|| eng.checkpoint().unwrap()));
         match ec {
             Ok(ec) => {
                 let mc = model.checkpoint();
@@ -781,7 +781,7 @@ fn step_inner(
         }
         Op::Restore { own } => {
             compare_queries(i, eng, model, None, None)?;
-            let bytes = eng.checkpoint();
+            let bytes = eng.checkpoint().unwrap();
             compare_checkpoint(i, &bytes, model, false)?;
             stat(9, 1);
             let restored = if *own {
@@ -806,7 +806,7 @@ fn step_inner(
             // on a third of the restores; the end-of-sequence comparison
             // catches any lost state anyway)
             let again = if *own {
-                eng.checkpoint()
+                eng.checkpoint().unwrap()
             } else {
                 bytes.clone()
             };

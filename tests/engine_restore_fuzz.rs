@@ -23,15 +23,15 @@ fn exercise(mut p: Processor) {
     let _ = p.advance("p0", i64::MAX);
     let _ = p.results(None, None);
     let _ = p.late(0, 100);
-    let cp = p.checkpoint();
+    let cp = p.checkpoint().unwrap();
     let back =
         Processor::restore(&cp, p.pipeline()).expect("a processor's own checkpoint restores");
-    assert_eq!(back.checkpoint(), cp);
+    assert_eq!(back.checkpoint().unwrap(), cp);
 }
 
 #[test]
 fn damaged_envelopes_never_panic() {
-    let cp = checkpoint_scenario().checkpoint();
+    let cp = checkpoint_scenario().checkpoint().unwrap();
     let target = pipeline(CHECKPOINT_PIPELINE);
     for i in 0..cp.len() {
         let mut b = cp.clone();
@@ -49,7 +49,7 @@ fn damaged_envelopes_never_panic() {
 
 #[test]
 fn crafted_integers_never_panic() {
-    let cp = String::from_utf8(checkpoint_scenario().checkpoint()).unwrap();
+    let cp = String::from_utf8(checkpoint_scenario().checkpoint().unwrap()).unwrap();
     let start = cp.find(r#""state":"#).unwrap() + r#""state":"#.len();
     let end = cp.rfind(r#","version":1}"#).unwrap();
     let state = &cp[start..end];

@@ -19,6 +19,9 @@ pub enum Rejection {
     /// A well-formed value the engine cannot use, such as an empty event id
     /// (`bad_request`).
     BadRequest(String),
+    /// The history store failed while the call read it (`unavailable`);
+    /// nothing was applied.
+    Unavailable(String),
 }
 
 impl Rejection {
@@ -30,6 +33,7 @@ impl Rejection {
             Rejection::IdentityConflict(_) => "identity_conflict",
             Rejection::InvalidCheckpoint(_) => "invalid_checkpoint",
             Rejection::BadRequest(_) => "bad_request",
+            Rejection::Unavailable(_) => "unavailable",
         }
     }
 
@@ -40,7 +44,8 @@ impl Rejection {
             | Rejection::OffsetConflict(s)
             | Rejection::IdentityConflict(s)
             | Rejection::InvalidCheckpoint(s)
-            | Rejection::BadRequest(s) => s,
+            | Rejection::BadRequest(s)
+            | Rejection::Unavailable(s) => s,
         }
     }
 }

@@ -3,30 +3,161 @@
 //! docs/semantics.md, "Lateness": a unique event is late iff a global watermark W exists and
 //! `timestamp + lateness < W`. Exactly one record `(event, W)` is appended per
 //! late unique event (a redelivery of its id is a duplicate, never late
-//! again); records are numbered from 1 and kept for the processor's lifetime.
+//! again); records are numbered from 1 and kept for the processor's lifetime:
+//! the flushed ones in late segments of the history store (see
+//! [`super::history`]), the newer ones in memory.
 
-use super::sources::EventNo;
+use std::sync::Arc;
+
+use super::event::Event;
+use super::history::{HistoryStore, NewSegment, SegId, SegKind, SegRef, StoreFault};
+
+/// A late record in memory: the event and the watermark it was late against.
+pub type LateEntry = (Event, i64);
 
 /// The late records, `seq = index + 1`.
 #[derive(Debug, Clone, Default)]
 pub struct LateOutput {
-    records: Vec<(EventNo, i64)>,
+    /// Flushed segments, covering records `0..flushed` in order.
+    segs: Vec<SegRef>,
+    flushed: u64,
+    tail: Vec<LateEntry>,
 }
 
 impl LateOutput {
+    /// Late output whose flushed part is `segs`.
+    pub fn from_segments(segs: Vec<SegRef>) -> Result<LateOutput, String> {
+        let mut next = 0u64;
+        for s in &segs {
+            if s.first != next {
+                return Err(format!(
+                    "late segment {} starts at record {} instead of {next}",
+                    s.id, s.first
+                ));
+            }
+            next = next
+                .checked_add(s.count)
+                .ok_or_else(|| "late records overflow".to_string())?;
+        }
+        Ok(LateOutput {
+            segs,
+            flushed: next,
+            tail: Vec::new(),
+        })
+    }
+
     /// Appends a record; returns its `seq`.
-    pub fn push(&mut self, event: EventNo, watermark: i64) -> u64 {
-        self.records.push((event, watermark));
-        self.records.len() as u64
+    pub fn push(&mut self, event: Event, watermark: i64) -> u64 {
+        self.tail.push((event, watermark));
+        self.len()
     }
 
     /// Number of records (= the last `seq`).
     pub fn len(&self) -> u64 {
-        self.records.len() as u64
+        self.flushed + self.tail.len() as u64
     }
 
-    /// All records in `seq` order.
-    pub fn records(&self) -> &[(EventNo, i64)] {
-        &self.records
+    /// The flushed segments.
+    pub fn segments(&self) -> &[SegRef] {
+        &self.segs
+    }
+
+    /// Records with `seq > after`, at most `limit`.
+    pub fn records(
+        &self,
+        store: &Arc<dyn HistoryStore>,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, Event, i64)>, StoreFault> {
+        let mut out = Vec::new();
+        let mut i = after;
+        while i < self.len() && out.len() < limit {
+            if i >= self.flushed {
+                let Some((e, w)) = usize::try_from(i - self.flushed)
+                    .ok()
+                    .and_then(|k| self.tail.get(k))
+                else {
+                    break;
+                };
+                out.push((i + 1, e.clone(), *w));
+            } else {
+                let at = self.segs.partition_point(|s| s.first <= i);
+                let seg = at
+                    .checked_sub(1)
+                    .and_then(|k| self.segs.get(k))
+                    .ok_or_else(|| StoreFault(format!("late record {} is in no segment", i + 1)))?;
+                let (e, w) = store.late(seg.id, i - seg.first)?;
+                out.push((i + 1, e, w));
+            }
+            i += 1;
+        }
+        Ok(out)
+    }
+
+    /// Appends the canonical late items (flushed segments, then the tail),
+    /// separated by commas.
+    pub fn write(&self, store: &Arc<dyn HistoryStore>, out: &mut Vec<u8>) -> Result<(), StoreFault> {
+        let mut first = true;
+        for s in &self.segs {
+            if s.count == 0 {
+                continue;
+            }
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            store.text(s.id, out)?;
+        }
+        for (e, w) in &self.tail {
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            super::segment::write_late(out, &e.id, &e.key, e.timestamp, e.value, *w);
+        }
+        Ok(())
+    }
+
+    /// The tail as a late segment to store (none when empty).
+    pub fn tail_segment(&self) -> Option<NewSegment> {
+        if self.tail.is_empty() {
+            return None;
+        }
+        let mut text = Vec::with_capacity(self.tail.len() * 48);
+        for (i, (e, w)) in self.tail.iter().enumerate() {
+            if i > 0 {
+                text.push(b',');
+            }
+            super::segment::write_late(&mut text, &e.id, &e.key, e.timestamp, e.value, *w);
+        }
+        Some(NewSegment {
+            kind: SegKind::Late,
+            partition: 0,
+            first: self.flushed,
+            count: self.tail.len() as u64,
+            text,
+            ids: Vec::new(),
+        })
+    }
+
+    /// Records in the tail.
+    pub fn tail_len(&self) -> usize {
+        self.tail.len()
+    }
+
+    /// The first `n` tail records were stored as segment `id` (see
+    /// [`LateOutput::tail_segment`]).
+    pub fn flushed(&mut self, n: usize, id: SegId) {
+        let n = n.min(self.tail.len());
+        if n == 0 {
+            return;
+        }
+        self.segs.push(SegRef {
+            id,
+            first: self.flushed,
+            count: n as u64,
+        });
+        self.flushed += n as u64;
+        self.tail.drain(..n);
     }
 }

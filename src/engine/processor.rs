@@ -15,7 +15,9 @@ use super::keywork::{self, Job};
 use super::late::LateOutput;
 use super::live::BucketRef;
 use super::shards::{Executor, ShardedLive};
-use super::sources::{Resolved, Sources};
+use super::checkpoint::LiveParts;
+use super::history::{id_hash, HistoryStore, MemHistory, NewSegment, SegId, SegKind, SegRef};
+use super::sources::{Flushed, Resolved, Sources};
 use super::watermark::WatermarkState;
 use super::*;
 
@@ -35,7 +37,13 @@ pub struct Processor {
 
 impl Processor {
     /// A fresh processor: every partition at consumed offset -1, no watermark.
+    /// Its history stays in memory ([`MemHistory`]).
     pub fn new(pipeline: Pipeline) -> Processor {
+        Processor::with_store(pipeline, MemHistory::new())
+    }
+
+    /// A fresh processor whose flushed history goes to `store`.
+    pub fn with_store(pipeline: Pipeline, store: Arc<dyn HistoryStore>) -> Processor {
         let names = pipeline
             .windows()
             .keys()
@@ -48,7 +56,7 @@ impl Processor {
             names,
             defs,
             keys: KeyTable::default(),
-            sources: Sources::new(parts),
+            sources: Sources::new(parts, store),
             clock: WatermarkState::new(parts),
             changelog: Changelog::default(),
             late: LateOutput::default(),
@@ -103,12 +111,21 @@ impl Processor {
         let mark = self.sources.mark();
         let hashes: Vec<u32> = deliveries.iter().map(|d| StrIndex::hash(d.id())).collect();
         self.sources.prefetch(&hashes);
+        let mut maybe = Vec::new();
+        let wide: Vec<u64> = deliveries.iter().map(|d| id_hash(d.id())).collect();
+        self.sources.maybe_flushed(&wide, &mut maybe);
         let mut resolved = Vec::with_capacity(deliveries.len());
         for (index, d) in deliveries.iter_mut().enumerate() {
             let r = self.partition(d.partition()).and_then(|p| {
                 Ok((
                     p,
-                    self.sources.resolve(p, d, hashes[index], &mut self.keys)?,
+                    self.sources.resolve(
+                        p,
+                        d,
+                        hashes[index],
+                        maybe.get(index).copied().unwrap_or(true),
+                        &mut self.keys,
+                    )?,
                 ))
             });
             match r {
@@ -191,19 +208,24 @@ impl Processor {
 
     /// The clock and late output of a unique event, in event order; returns
     /// what its windows need.
-    fn admit(&mut self, no: super::sources::EventNo, late_out: &mut Vec<LateRecord>) -> Job {
-        let rec = self.sources.event(no);
-        let (key, timestamp, value) = (rec.key, rec.timestamp, rec.value);
+    fn admit(&mut self, no: super::sources::RecNo, late_out: &mut Vec<LateRecord>) -> Job {
+        // `no` was just recorded by the batch's resolution.
+        let (key, timestamp, value) = self
+            .sources
+            .event(no)
+            .map_or((0, 0, 0), |rec| (rec.key, rec.timestamp, rec.value));
         self.clock.observe(timestamp);
         // The watermark the event is late against, if it is late.
         let late_at = self.clock.late_at(timestamp, self.pipeline.lateness());
         if let Some(watermark) = late_at {
-            let seq = self.late.push(no, watermark);
-            late_out.push(LateRecord {
-                seq,
-                event: self.sources.to_event(no, &self.keys),
-                watermark,
-            });
+            if let Some(event) = self.sources.to_event(no, &self.keys) {
+                let seq = self.late.push(event.clone(), watermark);
+                late_out.push(LateRecord {
+                    seq,
+                    event,
+                    watermark,
+                });
+            }
         }
         Job {
             key,
@@ -414,52 +436,108 @@ impl Processor {
     }
 
     /// Late records with `seq > after`, at most `limit`.
-    pub fn late(&self, after: u64, limit: usize) -> Vec<LateRecord> {
-        let records = self.late.records();
-        let from = (after.min(records.len() as u64)) as usize;
-        records[from..]
-            .iter()
-            .take(limit)
-            .enumerate()
-            .map(|(i, &(no, watermark))| LateRecord {
-                seq: (from + i + 1) as u64,
-                event: self.sources.to_event(no, &self.keys),
+    pub fn late(&self, after: u64, limit: usize) -> Result<Vec<LateRecord>, Rejection> {
+        Ok(self
+            .late
+            .records(self.sources.store(), after, limit)
+            .map_err(super::sources::unavailable)?
+            .into_iter()
+            .map(|(seq, event, watermark)| LateRecord {
+                seq,
+                event,
                 watermark,
             })
-            .collect()
+            .collect())
     }
 
-    /// The canonical version-1 checkpoint envelope of the current state.
-    pub fn checkpoint(&self) -> Vec<u8> {
-        checkpoint::take(self)
+    /// The canonical version-1 checkpoint envelope of the current state
+    /// (its flushed history read back from the store).
+    pub fn checkpoint(&self) -> Result<Vec<u8>, Rejection> {
+        checkpoint::take(self).map_err(super::sources::unavailable)
     }
 
     /// A cheap frozen copy of the current state that can only be
-    /// checkpointed: take it under a lock, then serialize it elsewhere.
+    /// checkpointed and flushed: take it under a lock, then serialize it
+    /// elsewhere.
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot(Processor {
-            pipeline: self.pipeline.clone(),
-            names: self.names.clone(),
-            defs: self.defs.clone(),
-            keys: self.keys.clone(),
-            sources: self.sources.history_copy(),
-            clock: self.clock.clone(),
-            live: self.live.clone(),
-            changelog: self.changelog.clone(),
-            late: self.late.clone(),
-        })
+        Snapshot {
+            p: Processor {
+                pipeline: self.pipeline.clone(),
+                names: self.names.clone(),
+                defs: self.defs.clone(),
+                keys: self.keys.clone(),
+                sources: self.sources.history_copy(),
+                clock: self.clock.clone(),
+                live: self.live.clone(),
+                changelog: self.changelog.clone(),
+                late: self.late.clone(),
+            },
+            mark: self.sources.tail_mark(),
+            late_tail: self.late.tail_len(),
+        }
+    }
+
+    /// The tail of `snap` was stored as `stored` (the segments
+    /// [`Snapshot::tail_segments`] gave, with their store ids): it leaves
+    /// memory, and reads of it go to the store from now on. What this
+    /// processor received after the snapshot stays in its tail. The
+    /// caller makes sure nothing replaced this processor's history in
+    /// between (a restore).
+    pub fn flushed(&mut self, snap: &Snapshot, stored: &[(NewSegment, SegId)]) {
+        self.sources.flushed(&snap.mark, stored);
+        if let Some((_, id)) = stored.iter().find(|(s, _)| s.kind == SegKind::Late) {
+            self.late.flushed(snap.late_tail, *id);
+        }
+    }
+
+    /// What the history holds in memory: deliveries and late records not
+    /// yet flushed.
+    pub fn tail_len(&self) -> u64 {
+        self.sources.tail_deliveries() + self.late.tail_len() as u64
+    }
+
+    /// The flushed history: each partition's segments and the late
+    /// output's.
+    pub fn flushed_history(&self) -> Flushed {
+        Flushed {
+            sources: (0..self.pipeline.partitions().len())
+                .map(|p| self.sources.segments(p).to_vec())
+                .collect(),
+            late: self.late.segments().to_vec(),
+        }
     }
 
     /// Restores a checkpoint envelope for `pipeline` (which must be equivalent
-    /// to the checkpoint's). Returns a new, independent processor.
+    /// to the checkpoint's). Returns a new, independent processor with its
+    /// history in memory.
     pub fn restore(envelope: &[u8], pipeline: &Pipeline) -> Result<Processor, Rejection> {
-        checkpoint::restore(envelope, Some(pipeline)).map_err(Rejection::InvalidCheckpoint)
+        Processor::restore_into(envelope, pipeline, MemHistory::new())
+    }
+
+    /// [`Processor::restore`], flushing later into `store`.
+    pub fn restore_into(
+        envelope: &[u8],
+        pipeline: &Pipeline,
+        store: Arc<dyn HistoryStore>,
+    ) -> Result<Processor, Rejection> {
+        checkpoint::restore(envelope, Some(pipeline), store).map_err(Rejection::InvalidCheckpoint)
     }
 
     /// Restores a checkpoint envelope on its own embedded pipeline (used to
     /// verify a checkpoint file offline).
     pub fn from_checkpoint(envelope: &[u8]) -> Result<Processor, Rejection> {
-        checkpoint::restore(envelope, None).map_err(Rejection::InvalidCheckpoint)
+        checkpoint::restore(envelope, None, MemHistory::new()).map_err(Rejection::InvalidCheckpoint)
+    }
+
+    /// Resumes a checkpoint this service stored: its live parts and its
+    /// flushed history in `store`.
+    pub fn resume(
+        pipeline: &Pipeline,
+        live: &LiveParts,
+        flushed: Flushed,
+        store: Arc<dyn HistoryStore>,
+    ) -> Result<Processor, Rejection> {
+        checkpoint::resume(pipeline, live, flushed, store).map_err(Rejection::InvalidCheckpoint)
     }
 }
 
@@ -490,21 +568,64 @@ fn merge_sorted<T>(
     }
 }
 
-/// A frozen copy of a processor's state for [`Snapshot::checkpoint`] (see
-/// [`Processor::snapshot`]).
+/// A frozen copy of a processor's state (see [`Processor::snapshot`]).
 #[derive(Debug)]
-pub struct Snapshot(Processor);
+pub struct Snapshot {
+    p: Processor,
+    mark: super::sources::Mark,
+    late_tail: usize,
+}
 
 impl Snapshot {
     /// The checkpoint envelope of the state when the snapshot was taken,
     /// byte-identical to `Processor::checkpoint` at that moment.
-    pub fn checkpoint(&self) -> Vec<u8> {
-        checkpoint::take(&self.0)
+    pub fn checkpoint(&self) -> Result<Vec<u8>, Rejection> {
+        self.p.checkpoint()
     }
 
     /// The change sequence of that state.
     pub fn sequence(&self) -> u64 {
-        self.0.sequence()
+        self.p.sequence()
+    }
+
+    /// Its number of late records.
+    pub fn late_len(&self) -> u64 {
+        self.p.late_len()
+    }
+
+    /// The state without its history, as the envelope writes it.
+    pub fn live_parts(&self) -> LiveParts {
+        LiveParts::of(&self.p)
+    }
+
+    /// The tail as segments to store (sources pieces of at most
+    /// `max_items` deliveries per partition, then one late segment).
+    pub fn tail_segments(&self, max_items: u64) -> Vec<NewSegment> {
+        let mut out = self.p.sources.tail_segments(&self.p.keys, max_items);
+        out.extend(self.p.late.tail_segment());
+        out
+    }
+
+    /// The flushed history once `stored` (the tail) is stored too: what
+    /// a checkpoint of this snapshot names.
+    pub fn flushed_with(&self, stored: &[(NewSegment, SegId)]) -> Flushed {
+        let mut f = self.p.flushed_history();
+        for (seg, id) in stored {
+            let r = SegRef {
+                id: *id,
+                first: seg.first,
+                count: seg.count,
+            };
+            match seg.kind {
+                SegKind::Sources => {
+                    if let Some(list) = f.sources.get_mut(seg.partition) {
+                        list.push(r);
+                    }
+                }
+                SegKind::Late => f.late.push(r),
+            }
+        }
+        f
     }
 }
 
@@ -540,7 +661,7 @@ mod tests {
         assert_eq!(&*t.changes[0].result.window, "a");
         assert_eq!((t.changes[0].result.start, t.changes[0].result.end), (3, 8));
         assert_eq!(&*t.changes[65_536].result.window, "b65535");
-        let back = Processor::restore(&p.checkpoint(), &pipeline).unwrap();
-        assert_eq!(back.checkpoint(), p.checkpoint());
+        let back = Processor::restore(&p.checkpoint().unwrap(), &pipeline).unwrap();
+        assert_eq!(back.checkpoint().unwrap(), p.checkpoint().unwrap());
     }
 }

@@ -23,10 +23,10 @@ pub(super) enum Snapshot {
 
 impl Snapshot {
     /// The canonical envelope (serialized outside the processor lock).
-    fn envelope(self) -> Vec<u8> {
+    fn envelope(self) -> Result<Vec<u8>, ServiceError> {
         match self {
-            Snapshot::Window(s) => s.checkpoint(),
-            Snapshot::Patterns(e) => e,
+            Snapshot::Window(s) => s.checkpoint().map_err(ServiceError::Rejected),
+            Snapshot::Patterns(e) => Ok(e),
         }
     }
 }
@@ -42,12 +42,12 @@ struct Covers {
 
 impl Inner {
     /// The envelope of an engine's current state, and what it covers.
-    fn envelope(&self, engine: EngineId) -> (Vec<u8>, Covers) {
-        match engine {
+    fn envelope(&self, engine: EngineId) -> Result<(Vec<u8>, Covers), ServiceError> {
+        Ok(match engine {
             EngineId::Window => {
                 let p = &self.engines.window;
                 (
-                    p.checkpoint(),
+                    p.checkpoint().map_err(ServiceError::Rejected)?,
                     Covers {
                         sequence: p.sequence(),
                         late: p.late_len(),
@@ -64,7 +64,7 @@ impl Inner {
                     },
                 )
             }
-        }
+        })
     }
 
     /// A cheap frozen copy of an engine's state for a checkpoint, and what
@@ -82,7 +82,7 @@ impl Inner {
                 ))
             }
             EngineId::Patterns => {
-                let (envelope, covers) = self.envelope(engine);
+                let (envelope, covers) = self.envelope(engine).ok()?;
                 Some((Snapshot::Patterns(envelope), covers))
             }
         }
@@ -96,7 +96,7 @@ impl Service {
         engine: EngineId,
         origin: Origin,
     ) -> Result<CheckpointMeta, ServiceError> {
-        let (envelope, covers) = inner.envelope(engine);
+        let (envelope, covers) = inner.envelope(engine)?;
         let (meta, version) = {
             let mut w = self.writer();
             let version = self.base_version.fetch_add(1, Ordering::SeqCst) + 1;
@@ -209,7 +209,13 @@ impl Service {
             };
             (snapshot, covers, up_to, logged, version)
         };
-        let envelope = snapshot.envelope();
+        let envelope = match snapshot.envelope() {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(error = %e, "automatic checkpoint failed (the command log still covers it)");
+                return;
+            }
+        };
         match self.store_in_pieces(engine, &envelope, covers.sequence, up_to, version) {
             Ok(Some((meta, version))) => {
                 let mut q = self.queue();

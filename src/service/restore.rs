@@ -43,6 +43,7 @@ impl Service {
             .sharded(restore_processor(&envelope, &self.setup.pipeline)?);
         let late = processor
             .late(0, usize::MAX)
+            .map_err(ServiceError::Rejected)?
             .iter()
             .map(|l| Ok((l.seq, serde_json::to_string(l)?)))
             .collect::<Result<Vec<_>, serde_json::Error>>()

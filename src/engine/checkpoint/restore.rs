@@ -25,9 +25,13 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::sha256_hex;
-use super::state::{EnvelopeDoc, EventDoc, ResultDoc, StateDoc};
+use super::state::{ChangelogDoc, ClockDoc, EnvelopeDoc, EventDoc, PipelineDoc, ResultDoc, StateDoc};
+use super::LiveParts;
+use crate::engine::history::HistoryStore;
+use crate::engine::sources::Flushed;
 use crate::engine::aggregate::Agg;
 use crate::engine::changelog::Changelog;
 use crate::engine::event::Event;
@@ -41,7 +45,13 @@ use crate::engine::watermark::WatermarkState;
 use crate::engine::{Pipeline, WindowDef};
 
 /// Restores an envelope; with `target`, its pipeline must be equivalent.
-pub fn restore(envelope: &[u8], target: Option<&Pipeline>) -> Result<Processor, String> {
+/// The restored history is the processor's tail (in memory) until it is
+/// flushed into `store`.
+pub fn restore(
+    envelope: &[u8],
+    target: Option<&Pipeline>,
+    store: Arc<dyn HistoryStore>,
+) -> Result<Processor, String> {
     let doc: EnvelopeDoc<'_> = serde_json::from_slice(envelope)
         .map_err(|e| format!("malformed checkpoint envelope: {e}"))?;
     if doc.format != "streamforge-checkpoint" {
@@ -74,11 +84,11 @@ pub fn restore(envelope: &[u8], target: Option<&Pipeline>) -> Result<Processor, 
             doc.sha256
         ));
     }
-    build(doc.state, target)
+    build(doc.state, target, store)
 }
 
-fn build(state: StateDoc<'_>, target: Option<&Pipeline>) -> Result<Processor, String> {
-    let pl = state.pipeline;
+/// The pipeline of a state, checked against `target`.
+fn pipeline_of(pl: PipelineDoc, target: Option<&Pipeline>) -> Result<Pipeline, String> {
     let pipeline = Pipeline::new(pl.partitions, pl.windows.0, pl.lateness)
         .map_err(|e| format!("state.pipeline: {}", e.0))?;
     if let Some(target) = target {
@@ -88,36 +98,92 @@ fn build(state: StateDoc<'_>, target: Option<&Pipeline>) -> Result<Processor, St
             ));
         }
     }
-    let mut p = Processor::new(pipeline);
-    let parts = p.pipeline.partitions().to_vec();
+    Ok(pipeline)
+}
 
-    // The watermark state (`clock` in the checkpoint): exactly the pipeline's partitions.
+/// The watermark state (`clock` in the checkpoint): exactly the pipeline's
+/// partitions, within the clock bounds.
+fn clock_of(doc: &ClockDoc, parts: &[String]) -> Result<WatermarkState, String> {
     let mut clock = WatermarkState::new(parts.len());
     let at = partition_indices(
         "clock.partitions",
-        &parts,
-        state.clock.partitions.0.iter().map(|(k, _)| k),
+        parts,
+        doc.partitions.0.iter().map(|(k, _)| k),
     )?;
-    for ((_, pc), i) in state.clock.partitions.0.iter().zip(at) {
+    for ((_, pc), i) in doc.partitions.0.iter().zip(at) {
         clock.progress[i] = pc.progress;
         clock.idle[i] = pc.idle;
     }
-    clock.global = state.clock.watermark;
-    clock.max_timestamp = state.clock.max_timestamp;
+    clock.global = doc.watermark;
+    clock.max_timestamp = doc.max_timestamp;
     check_clock(&clock)?;
+    Ok(clock)
+}
+
+/// Resumes a stored checkpoint of this service: its live parts (checked
+/// as a restore checks them) and its flushed history (trusted: the store
+/// wrote it, and it is not read).
+pub fn resume(
+    target: &Pipeline,
+    live: &LiveParts,
+    flushed: Flushed,
+    store: Arc<dyn HistoryStore>,
+) -> Result<Processor, String> {
+    let pl: PipelineDoc =
+        serde_json::from_slice(&live.pipeline).map_err(|e| format!("stored pipeline: {e}"))?;
+    let mut p = Processor::with_store(pipeline_of(pl, Some(target))?, store.clone());
+    let parts = p.pipeline.partitions().to_vec();
+    if live.partitions != parts || flushed.sources.len() != parts.len() {
+        return Err("the stored state names other partitions than its pipeline".into());
+    }
+    let clock_doc: ClockDoc =
+        serde_json::from_slice(&live.clock).map_err(|e| format!("stored clock: {e}"))?;
+    let clock = clock_of(&clock_doc, &parts)?;
+    let rows: Vec<ResultDoc<'_>> =
+        serde_json::from_slice(&live.windows).map_err(|e| format!("stored windows: {e}"))?;
+    let cl: ChangelogDoc<'_> =
+        serde_json::from_slice(&live.changelog).map_err(|e| format!("stored changelog: {e}"))?;
+    let mut keys = KeyTable::default();
+    let windows = Windows::of(&p.pipeline);
+    let index = live_from_doc(&rows, &p.pipeline, &windows, &mut keys, clock.global)?;
+    let changelog = changelog_from_doc(
+        cl.sequence,
+        &cl.visible,
+        &windows,
+        &mut keys,
+        &index,
+        clock.global,
+    )?;
+    p.sources = Sources::from_segments(store, flushed.sources)?;
+    p.late = LateOutput::from_segments(flushed.late)?;
+    p.keys = keys;
+    p.clock = clock;
+    p.live = crate::engine::shards::ShardedLive::from_index(index, &p.keys);
+    p.changelog = changelog;
+    Ok(p)
+}
+
+fn build(
+    state: StateDoc<'_>,
+    target: Option<&Pipeline>,
+    store: Arc<dyn HistoryStore>,
+) -> Result<Processor, String> {
+    let mut p = Processor::with_store(pipeline_of(state.pipeline, target)?, store.clone());
+    let parts = p.pipeline.partitions().to_vec();
+    let clock = clock_of(&state.clock, &parts)?;
 
     // Sources and identities.
     let sources = state.sources;
     let at = partition_indices("sources", &parts, sources.0.iter().map(|(k, _)| k))?;
     let mut keys = KeyTable::default();
-    let mut src = Sources::new(parts.len());
+    let mut src = Sources::new(parts.len(), store);
     for ((name, events), i) in sources.0.into_iter().zip(at) {
         for (offset, e) in events.into_iter().enumerate() {
             src.restore_push(i, to_event(e), &mut keys)
                 .map_err(|m| format!("sources[{name:?}][{offset}]: {m}"))?;
         }
     }
-    let max_ts = src.events().map(|e| e.timestamp).max();
+    let max_ts = src.tail_unique().map(|e| e.timestamp).max();
     if max_ts != clock.max_timestamp {
         return Err(format!(
             "clock.max_timestamp is {:?} but the largest delivered unique timestamp is {:?}",
@@ -147,10 +213,9 @@ fn build(state: StateDoc<'_>, target: Option<&Pipeline>) -> Result<Processor, St
     let mut late = LateOutput::default();
     for (i, (e, w)) in state.late.into_iter().enumerate() {
         let ev = to_event(e);
-        let no = src
-            .find(&ev.id)
-            .filter(|&no| {
-                let r = src.event(no);
+        src.find_tail(&ev.id)
+            .and_then(|no| src.event(no))
+            .filter(|r| {
                 r.timestamp == ev.timestamp && r.value == ev.value && **keys.name(r.key) == *ev.key
             })
             .ok_or_else(|| format!("late[{i}]: event {:?} is not a delivered event", ev.id))?;
@@ -167,7 +232,7 @@ fn build(state: StateDoc<'_>, target: Option<&Pipeline>) -> Result<Processor, St
                 ))
             }
         }
-        late.push(no, w);
+        late.push(ev, w);
     }
 
     p.keys = keys;

@@ -160,17 +160,7 @@ pub struct ChangelogDoc<'a> {
 }
 
 /// Writes `[id,key,timestamp,value]`.
-pub fn write_event(buf: &mut Vec<u8>, id: &str, k: &str, ts: i64, value: i64) {
-    buf.push(b'[');
-    string(buf, id);
-    buf.push(b',');
-    string(buf, k);
-    buf.push(b',');
-    int(buf, ts);
-    buf.push(b',');
-    int(buf, value);
-    buf.push(b']');
-}
+pub use crate::engine::segment::write_event;
 
 /// Writes a Result object with sorted keys.
 #[allow(clippy::too_many_arguments)]
@@ -204,7 +194,7 @@ pub fn write_result(
     buf.push(b'}');
 }
 
-fn write_rows(buf: &mut Vec<u8>, rows: &[ResultDoc<'_>]) {
+pub fn write_rows(buf: &mut Vec<u8>, rows: &[ResultDoc<'_>]) {
     buf.push(b'[');
     for (i, r) in rows.iter().enumerate() {
         if i > 0 {
@@ -296,33 +286,73 @@ impl StateDoc<'_> {
     }
 }
 
+/// Appends the clock object.
+pub fn write_clock(b: &mut Vec<u8>, clock: &ClockDoc) {
+    b.extend_from_slice(b"{\"max_timestamp\":");
+    opt_int(b, clock.max_timestamp);
+    b.extend_from_slice(b",\"partitions\":{");
+    for (i, (name, p)) in sorted(&clock.partitions).into_iter().enumerate() {
+        if i > 0 {
+            b.push(b',');
+        }
+        key(b, name);
+        b.extend_from_slice(if p.idle {
+            b"{\"idle\":true,\"progress\":"
+        } else {
+            b"{\"idle\":false,\"progress\":"
+        });
+        opt_int(b, p.progress);
+        b.push(b'}');
+    }
+    b.extend_from_slice(b"},\"watermark\":");
+    opt_int(b, clock.watermark);
+    b.push(b'}');
+}
+
+/// Appends the pipeline object, its partition list sorted or as parsed.
+pub fn write_pipeline(b: &mut Vec<u8>, pipeline: &PipelineDoc, sort_partitions: bool) {
+    b.extend_from_slice(b"{\"lateness\":");
+    int(b, pipeline.lateness);
+    b.extend_from_slice(b",\"partitions\":[");
+    let mut parts: Vec<&String> = pipeline.partitions.iter().collect();
+    if sort_partitions {
+        parts.sort();
+    }
+    for (i, p) in parts.into_iter().enumerate() {
+        if i > 0 {
+            b.push(b',');
+        }
+        string(b, p);
+    }
+    b.extend_from_slice(b"],\"windows\":{");
+    for (i, (name, def)) in sorted(&pipeline.windows).into_iter().enumerate() {
+        if i > 0 {
+            b.push(b',');
+        }
+        key(b, name);
+        write_window_def(b, def);
+    }
+    b.extend_from_slice(b"}}");
+}
+
+/// Appends the changelog object: `{"sequence":N,"visible":...}`.
+pub fn write_changelog(b: &mut Vec<u8>, sequence: u64, visible: impl FnOnce(&mut Vec<u8>)) {
+    b.extend_from_slice(b"{\"sequence\":");
+    int(b, sequence);
+    b.extend_from_slice(b",\"visible\":");
+    visible(b);
+    b.push(b'}');
+}
+
 impl StateWriter<'_> {
     /// Appends the canonical bytes to `buf`.
     pub fn write_canonical(&self, buf: &mut Vec<u8>, sort_partitions: bool) {
         let b = buf;
-        b.extend_from_slice(b"{\"changelog\":{\"sequence\":");
-        int(b, self.sequence);
-        b.extend_from_slice(b",\"visible\":");
-        (self.visible)(b);
-        b.extend_from_slice(b"},\"clock\":{\"max_timestamp\":");
-        opt_int(b, self.clock.max_timestamp);
-        b.extend_from_slice(b",\"partitions\":{");
-        for (i, (name, p)) in sorted(&self.clock.partitions).into_iter().enumerate() {
-            if i > 0 {
-                b.push(b',');
-            }
-            key(b, name);
-            b.extend_from_slice(if p.idle {
-                b"{\"idle\":true,\"progress\":"
-            } else {
-                b"{\"idle\":false,\"progress\":"
-            });
-            opt_int(b, p.progress);
-            b.push(b'}');
-        }
-        b.extend_from_slice(b"},\"watermark\":");
-        opt_int(b, self.clock.watermark);
-        b.extend_from_slice(b"},\"late\":[");
+        b.extend_from_slice(b"{\"changelog\":");
+        write_changelog(b, self.sequence, |b| (self.visible)(b));
+        b.extend_from_slice(b",\"clock\":");
+        write_clock(b, self.clock);
+        b.extend_from_slice(b",\"late\":[");
         for (i, ((id, k, ts, v), w)) in self.late.iter().enumerate() {
             if i > 0 {
                 b.push(b',');
@@ -333,53 +363,12 @@ impl StateWriter<'_> {
             int(b, *w);
             b.push(b']');
         }
-        b.extend_from_slice(b"],\"pipeline\":{\"lateness\":");
-        int(b, self.pipeline.lateness);
-        b.extend_from_slice(b",\"partitions\":[");
-        let mut parts: Vec<&String> = self.pipeline.partitions.iter().collect();
-        if sort_partitions {
-            parts.sort();
-        }
-        for (i, p) in parts.into_iter().enumerate() {
-            if i > 0 {
-                b.push(b',');
-            }
-            string(b, p);
-        }
-        b.extend_from_slice(b"],\"windows\":{");
-        for (i, (name, def)) in sorted(&self.pipeline.windows).into_iter().enumerate() {
-            if i > 0 {
-                b.push(b',');
-            }
-            key(b, name);
-            write_window_def(b, def);
-        }
-        b.extend_from_slice(b"}},\"sources\":");
+        b.extend_from_slice(b"],\"pipeline\":");
+        write_pipeline(b, self.pipeline, sort_partitions);
+        b.extend_from_slice(b",\"sources\":");
         (self.sources)(b);
         b.extend_from_slice(b",\"windows\":");
         (self.windows)(b);
         b.push(b'}');
     }
-}
-
-/// Writes the envelope of `state` into one buffer of about `estimate` bytes:
-/// the state is written in place after the envelope's prefix and its
-/// checksum patched in afterwards (no second copy of a large state).
-pub fn write_envelope(
-    state: &StateWriter<'_>,
-    estimate: usize,
-    hex: impl Fn(&[u8]) -> String,
-) -> Vec<u8> {
-    const PREFIX: &[u8] = b"{\"format\":\"streamforge-checkpoint\",\"sha256\":\"";
-    let mut out = Vec::with_capacity(estimate + 160);
-    out.extend_from_slice(PREFIX);
-    let sha_at = out.len();
-    out.extend_from_slice(&[b'0'; 64]);
-    out.extend_from_slice(b"\",\"state\":");
-    let start = out.len();
-    state.write_canonical(&mut out, true);
-    let digest = hex(&out[start..]);
-    out[sha_at..sha_at + 64].copy_from_slice(digest.as_bytes());
-    out.extend_from_slice(b",\"version\":1}");
-    out
 }
