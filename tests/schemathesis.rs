@@ -15,7 +15,7 @@
 //! Without it the test prints a notice and passes, except in CI (`CI` set),
 //! where it fails. The time budget is 75 s; a longer exploration:
 //! `STREAMFORGE_SCHEMATHESIS_SECONDS=240 cargo test --test schemathesis -- --nocapture`
-//! (`STREAMFORGE_SCHEMATHESIS_SEED=N` replays the seed a run printed).
+//! (seed 22 unless `STREAMFORGE_SCHEMATHESIS_SEED=N` says another).
 
 mod common;
 
@@ -170,13 +170,14 @@ fn the_server_conforms_to_openapi_yaml() {
         // depth mismatch" (a runtime error, not a finding).
         .args(["--workers", "1"])
         .args(["--generation-database", "none"])
-        // Each run explores anew and prints its seed; a failure reproduces
-        // with STREAMFORGE_SCHEMATHESIS_SEED=<that seed>.
-        .args(
-            std::env::var("STREAMFORGE_SCHEMATHESIS_SEED")
-                .map(|seed| vec!["--seed".to_string(), seed])
-                .unwrap_or_default(),
-        )
+        // A fixed seed by default, so that CI explores the same cases
+        // every run (a finding reproduces, an unrelated change cannot
+        // turn it red by chance); STREAMFORGE_SCHEMATHESIS_SEED=N explores
+        // other ones.
+        .args([
+            "--seed".to_string(),
+            std::env::var("STREAMFORGE_SCHEMATHESIS_SEED").unwrap_or_else(|_| "22".into()),
+        ])
         .current_dir(dir.path())
         .env("PYTHONUNBUFFERED", "1")
         .stdin(Stdio::null())
