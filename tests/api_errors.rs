@@ -222,17 +222,33 @@ fn common_ndjson_types_lower_case_bearer_and_dashboard_server_urls() {
             .unwrap();
         assert_eq!(r.status(), 401, "{auth}");
     }
-    // The dashboard takes an http(s) URL as ?server=, nothing else.
+    // The dashboard takes an http(s) URL as ?server=, nothing else: one
+    // that starts with http:// or https:// as written (openapi.yaml's
+    // pattern) and that a browser reads as a URL with a host (WHATWG, so
+    // an internationalized host is fine; RFC 3986 `format: uri` is not
+    // what the page uses).
     let page = |q: &str| s.client.get(s.url(&format!("/{q}"))).send().unwrap();
-    assert_eq!(page("?server=http%3A%2F%2F127.0.0.1%3A9").status(), 200);
-    assert_eq!(page("").status(), 200);
+    for good in [
+        "?server=http%3A%2F%2F127.0.0.1%3A9",
+        "?server=https%3A%2F%2Fb%C3%BCcher.example%2Fapi",
+        "",
+    ] {
+        assert_eq!(page(good).status(), 200, "{good}");
+    }
     for bad in [
         "?server=not%20a%20url",
+        "?server=not-a-uri",
         "?server=javascript%3Aalert(1)",
         "?server=",
+        "?server=HTTP%3A%2F%2F127.0.0.1%3A9",
+        "?server=%20http%3A%2F%2F127.0.0.1%3A9",
+        "?server=http%3A%2F%2F",
     ] {
         let r = page(bad);
         assert_eq!(r.status(), 400, "{bad}");
+        assert_eq!(r.headers()["content-type"], "application/problem+json");
+        let v: serde_json::Value = r.json().unwrap();
+        assert_eq!(v["code"], "bad_request", "{bad}");
     }
 }
 

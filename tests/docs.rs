@@ -13,6 +13,10 @@
 //!   file.
 //! - `benches/gen_workload.py` runs (when `python3` is installed) and writes
 //!   the operation format the docs describe.
+//! - `openapi.yaml` is OpenAPI 3.2 throughout (no 3.0-only keyword, which
+//!   3.1+ tools silently ignore), and each event stream is described item
+//!   by item: `itemSchema`, every event's `data` a JSON string with its
+//!   `contentSchema`, and the shared `Last-Event-ID` parameter.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -441,4 +445,119 @@ fn the_workload_generator_runs() {
         }
     }
     assert_eq!((deliveries, advances), (20, 8), "{text}");
+}
+
+/// The lines under `lines[at]` that are indented deeper than it.
+fn yaml_block<'a>(lines: &[&'a str], at: usize) -> Vec<&'a str> {
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let own = indent(lines[at]);
+    lines[at + 1..]
+        .iter()
+        .take_while(|l| l.trim().is_empty() || indent(l) > own)
+        .copied()
+        .collect()
+}
+
+/// The position of the line `key:` at exactly `indent` spaces.
+fn yaml_key(lines: &[&str], indent: usize, key: &str) -> Option<usize> {
+    let want = format!("{}{key}:", " ".repeat(indent));
+    lines
+        .iter()
+        .position(|l| *l == want || l.starts_with(&format!("{want} ")))
+}
+
+#[test]
+fn openapi_is_3_2_and_describes_event_streams_item_by_item() {
+    let yaml = std::fs::read_to_string(format!("{ROOT}/openapi.yaml")).expect("openapi.yaml");
+    let lines: Vec<&str> = yaml.lines().collect();
+    assert!(
+        lines[0].starts_with("openapi: 3.2."),
+        "openapi.yaml declares OpenAPI 3.2 (itemSchema is 3.2): {}",
+        lines[0]
+    );
+    // 3.0's `nullable` is no keyword of JSON Schema 2020-12 (3.1+): a 3.2
+    // tool ignores it, and the null it meant to allow becomes a violation.
+    // A schema's `example` is deprecated there (`examples: [...]`).
+    for (n, l) in lines.iter().enumerate() {
+        for kw in ["nullable:", "example:"] {
+            let hit = l.trim_start().starts_with(kw)
+                || l.contains(&format!("{{{kw}"))
+                || l.contains(&format!(" {kw}"));
+            assert!(!hit, "openapi.yaml:{}: 3.0 keyword {kw} {l}", n + 1);
+        }
+    }
+    let schemas = yaml_key(&lines, 2, "schemas").expect("components/schemas");
+    let schema = |name: &str| -> Vec<&str> {
+        let at = lines[schemas..]
+            .iter()
+            .position(|l| *l == format!("    {name}:"))
+            .unwrap_or_else(|| panic!("components/schemas/{name}"));
+        yaml_block(&lines, schemas + at)
+    };
+    let streams: Vec<&str> = streamforge::api::ROUTES
+        .iter()
+        .filter(|(_, p)| p.ends_with("/stream"))
+        .map(|(m, p)| {
+            assert_eq!(*m, "get", "{p}");
+            *p
+        })
+        .collect();
+    assert!(streams.len() >= 2, "{streams:?}");
+    for path in streams {
+        let at = yaml_key(&lines, 2, path).unwrap_or_else(|| panic!("{path} in openapi.yaml"));
+        let block = yaml_block(&lines, at);
+        assert!(
+            block
+                .iter()
+                .any(|l| l.trim() == "- $ref: '#/components/parameters/lastEventId'"),
+            "{path} takes the shared Last-Event-ID parameter"
+        );
+        let sse = block
+            .iter()
+            .position(|l| l.trim() == "text/event-stream:")
+            .unwrap_or_else(|| panic!("{path} answers text/event-stream"));
+        let media = yaml_block(&block, sse);
+        let inner = media[0].len() - media[0].trim_start().len();
+        let keys: Vec<&str> = media
+            .iter()
+            .filter(|l| l.len() - l.trim_start().len() == inner)
+            .map(|l| l.trim())
+            .collect();
+        assert_eq!(
+            keys,
+            ["itemSchema:"],
+            "{path}: the events are described one by one (itemSchema; a 3.2 `schema` would describe the whole stream)"
+        );
+        let refs: Vec<&str> = media
+            .iter()
+            .filter_map(|l| l.split("'#/components/schemas/").nth(1))
+            .map(|r| r.split('\'').next().unwrap_or(r))
+            .collect();
+        assert!(
+            refs.len() >= 2 && refs.contains(&"RewindEvent"),
+            "{path}: oneOf the record's event and RewindEvent: {refs:?}"
+        );
+        for name in refs {
+            let event = schema(name);
+            let text = event.join("\n");
+            assert!(
+                text.contains("event: {const: "),
+                "{name} tells its `event` type"
+            );
+            let data = event
+                .iter()
+                .position(|l| l.trim() == "data:")
+                .unwrap_or_else(|| panic!("{name} describes `data`"));
+            let data = yaml_block(&event, data)
+                .iter()
+                .map(|l| l.trim())
+                .collect::<Vec<_>>();
+            assert!(
+                data.contains(&"type: string")
+                    && data.contains(&"contentMediaType: application/json")
+                    && data.iter().any(|l| l.starts_with("contentSchema: {$ref: ")),
+                "{name}: `data` is a JSON string with its contentSchema: {data:?}"
+            );
+        }
+    }
 }

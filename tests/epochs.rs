@@ -208,6 +208,30 @@ fn a_stream_resumed_from_an_older_epoch_rewinds_then_continues() {
         .send()
         .unwrap();
     assert_eq!(r.status(), 400);
+    // Digits only (openapi.yaml's pattern): a sign, which Rust's integer
+    // parsing would take, is a 400 too, as is an empty part.
+    for bad in ["+1", "2:+1", "+2:1", "2:", ":1"] {
+        let r = s
+            .client
+            .get(s.url("/changes/stream"))
+            .header("Last-Event-ID", bad)
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 400, "{bad:?}");
+        assert_eq!(r.headers()["content-type"], "application/problem+json");
+    }
+    // A blank one is no position (the SSE spec's empty last event ID, as
+    // without the header): the stream starts after `after`, here 0 of the
+    // current epoch.
+    let resp = s
+        .client
+        .get(s.url("/changes/stream"))
+        .header("Last-Event-ID", "")
+        .send()
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let first = read_events(resp, |_| true);
+    assert_eq!((first[0].event.as_str(), first[0].id.as_str()), ("", "2:1"));
     let r = s
         .client
         .get(s.url("/changes/stream"))

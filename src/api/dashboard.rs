@@ -26,10 +26,15 @@ const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; \
      style-src 'unsafe-inline'; img-src data:; connect-src 'self' http: https:; \
      base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// Whether `s` is an absolute `http(s)://host...` URL (`?server=`).
+/// Whether `s` is an absolute `http(s)://host...` URL (`?server=`): it
+/// starts with `http://` or `https://` as written (the document's pattern
+/// `^https?://`; the URL parser alone would also take `HTTP://x` or a
+/// leading space) and parses as a WHATWG URL with a host, as the page's
+/// `new URL(...)` reads it (so an internationalized host is fine).
 fn is_server_url(s: &str) -> bool {
-    reqwest::Url::parse(s)
-        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
+    (s.starts_with("http://") || s.starts_with("https://"))
+        && reqwest::Url::parse(s)
+            .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
 }
 
 /// `GET /` (`?server=URL`: read another server's API).
@@ -73,6 +78,8 @@ mod tests {
             "http://127.0.0.1:8080",
             "https://sf.example.com/",
             "http://[::1]:9/",
+            "https://\u{cf}",
+            "https://bücher.example/api",
         ] {
             assert!(is_server_url(ok), "{ok}");
         }
@@ -83,6 +90,11 @@ mod tests {
             "ftp://x/",
             "http://",
             "not a url",
+            "not-a-uri",
+            "HTTP://127.0.0.1:8080",
+            " http://127.0.0.1:8080",
+            "\thttp://127.0.0.1:8080",
+            "//127.0.0.1:8080",
         ] {
             assert!(!is_server_url(bad), "{bad}");
         }

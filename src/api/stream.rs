@@ -71,11 +71,19 @@ impl Cursor {
     }
 }
 
-/// A `Last-Event-ID`: `<epoch>:<seq>`, or `<seq>` (epoch 0).
+/// A `Last-Event-ID`: `<epoch>:<seq>`, or `<seq>` (epoch 0), each part
+/// ASCII digits only (the document's pattern `^(([0-9]+:)?[0-9]+)?$`: no
+/// sign, which `u64::from_str` would take) and within `u64`.
 fn last_event_id(s: &str) -> Option<(u64, u64)> {
+    fn number(s: &str) -> Option<u64> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        s.parse().ok()
+    }
     match s.split_once(':') {
-        Some((e, q)) => Some((e.parse().ok()?, q.parse().ok()?)),
-        None => Some((0, s.parse().ok()?)),
+        Some((e, q)) => Some((number(e)?, number(q)?)),
+        None => Some((0, number(s)?)),
     }
 }
 
@@ -118,6 +126,8 @@ async fn stream_of(
             )
         };
         let s = v.to_str().map_err(|_| bad())?.trim();
+        // A blank value is no position (the SSE last event ID buffer is
+        // empty until an event with an id arrives), as without the header.
         if !s.is_empty() {
             let (e, seq) = last_event_id(s).ok_or_else(bad)?;
             epoch = Some(e);
@@ -191,4 +201,31 @@ async fn stream_of(
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::new().interval(HEARTBEAT).text("heartbeat"))
         .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_event_id;
+
+    #[test]
+    fn last_event_id_is_digits() {
+        assert_eq!(last_event_id("2:15"), Some((2, 15)));
+        assert_eq!(last_event_id("15"), Some((0, 15)));
+        assert_eq!(last_event_id("0:0"), Some((0, 0)));
+        for bad in [
+            "+5",
+            "1:+5",
+            "+1:5",
+            "-1",
+            "1:",
+            ":1",
+            "1:2:3",
+            "x:1",
+            "0:y",
+            " 1",
+            "99999999999999999999",
+        ] {
+            assert_eq!(last_event_id(bad), None, "{bad:?}");
+        }
+    }
 }
