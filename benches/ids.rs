@@ -8,21 +8,30 @@
 //! reading connection, as the processor would.
 //!
 //! Printed: flush time (total, mean, the slowest flush with its merge), runs,
-//! lookups/s absent and present, the share of absent lookups that read a
-//! part (filter false positives), bytes per entry on disk (the database's
-//! used pages; part blobs and filters apart) and memory bytes per entry.
+//! the lent transactions (how many; the longest, the 99th and 50th
+//! percentiles, the time held in all of them: what the service's other
+//! commits would wait behind), lookups/s absent and present, the share of
+//! absent lookups that read a part (filter false positives), bytes per entry
+//! on disk (the database's used pages; part blobs and filters apart) and
+//! memory bytes per entry.
+//!
+//! Each flush lends the writing connection per transaction as the service
+//! does (`IdFlusher::flush_with`); the lender times each transaction
+//! (including any WAL checkpoint SQLite runs at its commit).
 //!
 //! Times are wall clock and this thread's CPU time (the honest figure on a
 //! shared machine; flushes also wait for fsyncs).
 //!
 //! Environment: `BENCH_ENTRIES=N` (default 10,000,000), `BENCH_BATCH=B`
 //! (default 262,144), `BENCH_LOOKUPS=L` (default 1,000,000), `BENCH_MMAP=BYTES`
-//! (`PRAGMA mmap_size` of the reading connection; default 0, SQLite's).
+//! (`PRAGMA mmap_size` of the reading connection; default 0, SQLite's),
+//! `BENCH_TX_BYTES=B` (bytes per short transaction; default the index's,
+//! `TRANSACTION_BYTES`).
 
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
-use streamforge::store::ids::{IdIndex, SCHEMA};
+use streamforge::store::ids::{IdIndex, SCHEMA, TRANSACTION_BYTES};
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -81,6 +90,11 @@ fn main() {
             .expect("mmap_size");
     }
     let mut index = IdIndex::open(&reader).expect("open");
+    let tx_bytes = env("BENCH_TX_BYTES", TRANSACTION_BYTES as u64);
+    index.set_transaction_bytes(tx_bytes as usize);
+    let flusher = index.flusher();
+    // every lent transaction's time
+    let mut lent: Vec<Duration> = Vec::new();
 
     let mut flush_total = Duration::ZERO;
     let mut flush_cpu = 0.0;
@@ -94,7 +108,15 @@ fn main() {
         done += k;
         let t = Instant::now();
         let cpu = cpu_seconds();
-        index.flush(&mut writer, done).expect("flush");
+        index.seal(done);
+        flusher
+            .flush_with(&mut |work| {
+                let t = Instant::now();
+                let done = work(&mut writer);
+                lent.push(t.elapsed());
+                done
+            })
+            .expect("flush");
         flush_cpu += cpu_seconds() - cpu;
         let took = t.elapsed();
         flush_total += took;
@@ -110,6 +132,23 @@ fn main() {
         flush_total.as_secs_f64() * 1000.0 / flushes as f64,
         slowest.as_secs_f64() * 1000.0,
         index.runs()
+    );
+    let held: Duration = lent.iter().sum();
+    lent.sort_unstable();
+    let at = |q: f64| {
+        let i = ((lent.len() as f64 - 1.0) * q).round() as usize;
+        lent.get(i).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
+    println!(
+        "lent transactions ({} KiB each at most): {}; longest {:.1} ms, p99 {:.1} ms, \
+         p50 {:.2} ms; held {:.2} s in all ({:.0}% of the flushing time)",
+        tx_bytes >> 10,
+        lent.len(),
+        at(1.0),
+        at(0.99),
+        at(0.5),
+        held.as_secs_f64(),
+        held.as_secs_f64() * 100.0 / flush_total.as_secs_f64()
     );
 
     let q = |sql: &str| -> i64 { writer.query_row(sql, [], |r| r.get(0)).expect(sql) };

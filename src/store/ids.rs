@@ -13,9 +13,9 @@
 //! - The **memtable** ([`IdIndex::add`]) holds new entries in memory; lookups
 //!   see them at once. It is not durable.
 //! - [`IdIndex::seal`] freezes it (it stays visible to lookups) with the
-//!   caller's `mark`; [`IdFlusher::flush`] writes every sealed memtable,
-//!   oldest first, as a new sorted **run** in one transaction that also
-//!   stores its mark, then merges runs.
+//!   caller's `mark`; [`IdFlusher::flush_with`] writes every sealed
+//!   memtable, oldest first, as a new sorted **run** whose final
+//!   transaction also stores its mark, then merges runs.
 //! - A run is split into **parts**, each one blob that fills one database
 //!   page (~1,900 entries with 16 KiB pages). Memory keeps the first hash of
 //!   each part (the fences) and the run's blocked Bloom filter, which is
@@ -34,15 +34,77 @@
 //! streaming merge) while the run before them is less than twice their
 //! total. So the number of runs is at most `log2(n / smallest flush) + 1`,
 //! and equal flushes behave like a binary counter: each entry is rewritten
-//! about `log2(n / flush size)` times over its life. Merges stream: they hold
-//! one decoded part per input run, one output part and the new run's filter
-//! (10 bits per entry), never the runs themselves.
+//! about `log2(n / flush size)` times over its life.
+//!
+//! # Transactions: the writer is lent, never held
+//! The service has one writing connection, shared with the group commit of
+//! every acknowledged call; a merge at 50M entries writes ~475 MB. So a
+//! flush never holds the connection: [`IdFlusher::flush_with`] borrows it
+//! through a [`Lend`] for one transaction at a time (the service locks its
+//! writer for that call only), and the caller's commits go between them.
+//! The CPU work (sorting, decoding, merging, encoding parts, building the
+//! filter) runs between the transactions, without the connection. A new
+//! run (a flushed memtable or a merge's output) is written by:
+//! 1. **Short transactions**, each with `synchronous = NORMAL` (no fsync;
+//!    the connection's level is set back after it, also on error): the
+//!    first inserts the run's `id_runs` row with `live = 0`; each stores
+//!    encoded parts, then filter pieces, in order, up to
+//!    [`IdIndex::set_transaction_bytes`] (default [`TRANSACTION_BYTES`],
+//!    2 MiB: 128 parts with 16 KiB pages; at least one part or piece). For
+//!    a merge they also read the inputs' next parts (about as many as they
+//!    write), which the merge then decodes without the connection.
+//! 2. **One final transaction**, with the connection's own `synchronous`
+//!    (the service's `FULL`: its commit syncs the WAL and with it every
+//!    frame of the short ones): the last parts and pieces (at most one
+//!    short transaction's worth; a small flush is only this transaction),
+//!    the row completed (counts, fences) and `live = 1`, and either the
+//!    flush's mark or, for a merge, `live = 0` on the merged runs' rows.
+//!    Then the new run is installed under the write lock (a flush: in
+//!    place of its sealed memtable; a merge: in place of its inputs).
+//! 3. For a merge, **short deleting transactions** after that swap: the
+//!    merged runs' parts, then filter pieces, then their row (last, so an
+//!    id is never taken again while rows of it are left), each freeing at
+//!    most 4 times the pages a writing transaction writes (a freed page is
+//!    not written; deleting costs per row).
+//!
+//! An empty sealed memtable costs one transaction (its mark).
+//!
+//! Measured (benches/ids.rs, 10M entries, 2 MiB transactions, 16 KiB
+//! pages): a lent transaction takes ~3 ms; the longest (~30-47 ms) are
+//! those whose commit runs SQLite's automatic WAL checkpoint (at 1,000
+//! pages: 16 MB copied into the database, two fsyncs), which during a
+//! merge is one transaction in about eight.
+//!
+//! # What a crash leaves
+//! Every state between two transactions is consistent: [`IdIndex::open`]
+//! loads the runs with `live = 1` and the mark, which always change
+//! together in one final transaction. Before it commits, the new run's rows
+//! (`live = 0`) are garbage and the runs it replaces are still live; after
+//! it, the replaced runs are `live = 0` and what is left of them is
+//! garbage. `open` only reads (any connection will do) and ignores
+//! garbage; the next flush deletes it first, in short lent transactions
+//! (or [`IdFlusher::cleanup_with`], e.g. right after `open`). A flush that
+//! fails (an `Err` from the database, from a damaged part, or from `lend`)
+//! leaves the same states, and the next flush deletes its garbage too.
+//! Entries are never lost: those of a run are live before the rows they
+//! came from (a sealed memtable, merged runs) go.
+//!
+//! # Memory during a merge
+//! The merged runs' filters stay in memory (lookups use them) while the
+//! new run's filter is built, so the filters of the merged runs take twice
+//! their size until the swap: at most 2 x 10 bits per entry of the index
+//! when everything is merged (2.5 B/entry: ~125 MB at 50M entries instead
+//! of ~62 MB). Besides: the new run's fences (8 B per part), the parts read
+//! ahead (about one transaction's worth, plus one per input), the parts
+//! encoded and not yet stored (one transaction's worth), one decoded part
+//! per input and one filter piece (1 MiB) at a time. A flush also holds its
+//! memtable's pairs sorted (16 B per entry).
 //!
 //! # On disk ([`SCHEMA`])
 //! - `id_index`: one row, the last flushed mark.
 //! - `id_runs`: one row per run: entries, parts, filter size and probes, the
-//!   fences (a blob), and `live` (0: replaced by a merge, its rows deleted
-//!   next).
+//!   fences (a blob), and `live` (1: loaded by `open`; 0: garbage, being
+//!   written or replaced by a merge, deleted next).
 //! - `id_parts`: `key = run * 2^32 + part`, one blob per part:
 //!   `[format 1] [varint n] [varint first hash] [varint position base]
 //!   [position bits] [rice k]`, a skip table (every 256th entry: its hash,
@@ -69,39 +131,41 @@
 //!
 //! # Threads
 //! Lookups run on one thread (the processor, with a reading connection);
-//! flushes and merges on another (with the writing connection):
+//! flushes and merges on another (lent the writing connection):
 //! - The processor owns the [`IdIndex`] (`add`, `lookup`, `seal`,
 //!   `clear_memtable`). Its reading connection must be on the same database
 //!   and must not keep a transaction open across lookups (in autocommit mode
 //!   each lookup reads the newest commit); a lookup that does not find a part
 //!   it needs is an error, never a miss.
 //! - The flush thread holds an [`IdFlusher`] ([`IdIndex::flusher`]; `Clone`,
-//!   `Send`, `Sync`) and the writing connection, and calls
-//!   [`IdFlusher::flush`] after each `seal` (or later: it writes every sealed
-//!   memtable in order). Flushes are serialized by a mutex in the index.
+//!   `Send`, `Sync`) and calls [`IdFlusher::flush_with`] after each `seal`
+//!   (or later: it writes every sealed memtable in order) with a [`Lend`]
+//!   of the writer. Flushes are serialized by a mutex in the index.
 //! - They share the read side (sealed memtables, runs, filters, fences) behind
 //!   an `RwLock`. A lookup holds its read lock while it reads parts; the
-//!   flusher takes the write lock only to install a committed run (and drop
-//!   its sealed memtable) or to swap merged runs for the merged one, never
-//!   during a transaction. The parts of merged runs are deleted in a later
-//!   transaction, after the swap, so a lookup never sees a run list whose
-//!   parts are gone. (A crash in between leaves those rows, marked not live:
-//!   the next flush deletes them.)
+//!   flusher takes the write lock only to install a run whose final
+//!   transaction committed (and drop its sealed memtable) or to swap merged
+//!   runs for the merged one, never during a transaction. Until then
+//!   lookups use the old run set, whose rows are all there; the merged
+//!   runs' rows are deleted only after the swap, which waited for every
+//!   lookup that held them.
 //!
 //! [`IdIndex::flush`] does `seal` and [`IdFlusher::flush`] on the calling
 //! thread, for a caller with one thread and one connection.
 //!
 //! # Durability and `mark`
 //! `mark` is the caller's opaque high-water mark: the entries added before
-//! `seal(mark)` are durable once the flush that writes them returns `Ok`,
-//! and [`IdIndex::mark`] is then that mark. After a crash, [`IdIndex::open`]
+//! `seal(mark)` are durable once the flush that writes them returns `Ok`
+//! (once its final transaction commits, with `synchronous = FULL`), and
+//! [`IdIndex::mark`] is then that mark. After a crash, [`IdIndex::open`]
 //! returns the last mark flushed; the caller re-adds every entry after it.
 //! Not durable: the memtable and sealed memtables not yet flushed. A failed
 //! flush leaves them sealed and visible (the next flush tries again); a
 //! failed merge leaves the runs as they were.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use rusqlite::types::ValueRef;
@@ -146,6 +210,15 @@ const BLOCK_BITS: u64 = 512;
 const WORDS_PER_BLOCK: usize = 8;
 /// Filter bytes per `id_filters` row.
 const PIECE_BYTES: usize = 1 << 20;
+/// Bytes of parts and filter pieces a flush or merge writes per lent
+/// transaction, by default (see [`IdIndex::set_transaction_bytes`]): 128
+/// parts with 16 KiB pages.
+pub const TRANSACTION_BYTES: usize = 2 << 20;
+/// A transaction that deletes the rows of merged runs frees at most this
+/// many times the pages a writing transaction writes: a deleted part's page
+/// goes to the freelist unwritten (only the b-tree and freelist pages that
+/// point to it are written).
+const DELETE_FACTOR: usize = 4;
 /// The part format written here.
 const PART_FORMAT: u8 = 1;
 /// A Rice quotient from which the delta is stored in full (64 bits).
@@ -165,6 +238,14 @@ pub struct IdIndex {
     shared: Arc<Shared>,
 }
 
+/// Lends the writing connection for one transaction: `lend(work)` runs
+/// `work` once with the connection (the service locks its writer, calls
+/// `work`, unlocks) and returns what it returns, or returns `Err` without
+/// running it. `work` begins and commits (or rolls back) its own
+/// transaction and leaves the connection as it found it. See
+/// [`IdFlusher::flush_with`].
+pub type Lend<'a> = dyn FnMut(&mut dyn FnMut(&mut Connection) -> Result<()>) -> Result<()> + 'a;
+
 /// The flushing side of an [`IdIndex`]: writes sealed memtables as runs and
 /// merges runs, with the writing connection, on any thread.
 #[derive(Clone)]
@@ -174,7 +255,13 @@ pub struct IdFlusher {
 
 impl IdIndex {
     /// Loads the index from the database (run metadata, fences, the stored
-    /// filters): an empty memtable and the last flushed mark.
+    /// filters of the live runs): an empty memtable and the last flushed
+    /// mark. Reads only (any connection on the database will do, the
+    /// reading one included). Rows of runs that are not live (a flush or
+    /// merge a crash interrupted, or merged runs whose rows were not all
+    /// deleted) are ignored here and deleted by the first flush (or
+    /// [`IdFlusher::cleanup_with`]). One `IdIndex` per database: its
+    /// flusher deletes every run that is not live.
     pub fn open(conn: &Connection) -> Result<IdIndex> {
         // One snapshot for all the reads (unless the caller has one open).
         let tx = if conn.is_autocommit() {
@@ -247,7 +334,11 @@ impl IdIndex {
                     runs: loaded,
                     mark,
                 }),
-                flushing: Mutex::new(()),
+                flushing: Mutex::new(Flushing {
+                    clean: false,
+                    page: None,
+                }),
+                tx_bytes: AtomicUsize::new(TRANSACTION_BYTES),
             }),
         })
     }
@@ -282,7 +373,7 @@ impl IdIndex {
     }
 
     /// Freezes the memtable with `mark`: it stays visible to lookups until
-    /// [`IdFlusher::flush`] has written it, and then `mark` is the durable
+    /// [`IdFlusher::flush_with`] has written it, and then `mark` is the durable
     /// mark. `mark` must cover exactly the entries added so far (marks
     /// should not decrease). An empty memtable is sealed too: its flush only
     /// stores the mark.
@@ -302,11 +393,19 @@ impl IdIndex {
     }
 
     /// `seal(mark)` then [`IdFlusher::flush`] on this thread: writes the
-    /// memtable as a new run together with `mark` (one transaction), then
-    /// merges runs. `conn` is the writing connection.
+    /// memtable as a new run together with `mark`, then merges runs, `conn`
+    /// lent for every transaction. `conn` is the writing connection.
     pub fn flush(&mut self, conn: &mut Connection, mark: u64) -> Result<()> {
         self.seal(mark);
         self.flusher().flush(conn)
+    }
+
+    /// Bytes of parts and filter pieces a flush or merge writes per short
+    /// transaction (default [`TRANSACTION_BYTES`]; at least one part or
+    /// piece each); the transactions that delete merged runs free at most
+    /// 4 times as many pages. Takes effect at the next flush.
+    pub fn set_transaction_bytes(&self, bytes: usize) {
+        self.shared.tx_bytes.store(bytes.max(1), Ordering::Relaxed);
     }
 
     /// Drops the memtable: the entries added since the last `seal` (the
@@ -390,36 +489,95 @@ impl IdIndex {
 
 impl IdFlusher {
     /// Writes every sealed memtable, oldest first, as a new run with its
-    /// mark (one transaction each; an empty one stores only its mark), then
-    /// merges runs until each is at least twice the size of the next newer
-    /// one (one transaction per merge; the merged runs' rows are deleted in
-    /// a transaction after it). `conn` is the writing connection. On `Err`,
-    /// what was not written stays sealed (and visible to lookups) and the
-    /// next call goes on from there.
-    pub fn flush(&self, conn: &mut Connection) -> Result<()> {
-        let _one = self
+    /// mark, then merges runs until each is at least twice the size of the
+    /// next newer one, then deletes the rows of the runs merged; first, the
+    /// rows of runs that are not live (left by a crash or a failed flush).
+    ///
+    /// Every database access is one transaction run through `lend` (see
+    /// [`Lend`]), so the caller's own commits go between them: short ones
+    /// (`synchronous = NORMAL`) that write a new run's parts and filter
+    /// pieces, at most [`IdIndex::set_transaction_bytes`] each, and read
+    /// ahead the parts a merge needs; one small final transaction per new
+    /// run (the connection's own `synchronous`) that makes it live and
+    /// either stores its mark (a flush) or marks the merged runs not live
+    /// (a merge); then short ones that delete the merged runs' rows. The
+    /// encoding and merging run on this thread between the transactions,
+    /// without the connection. See the module docs.
+    ///
+    /// On `Err`, what was not written stays sealed (and visible to
+    /// lookups), the runs not yet merged stay as they were, and the next
+    /// call goes on from there (after deleting what this one left). A run
+    /// whose final transaction committed is installed even if `lend` then
+    /// returns `Err`.
+    pub fn flush_with(&self, lend: &mut Lend<'_>) -> Result<()> {
+        let mut flushing = self
             .shared
             .flushing
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        delete_dead_runs(conn)?;
+        let done = self.flush_locked(&mut flushing, lend);
+        flushing.clean = done.is_ok();
+        done
+    }
+
+    /// [`IdFlusher::flush_with`] with `conn` lent for every transaction
+    /// (one thread, one connection: tests, the bench).
+    pub fn flush(&self, conn: &mut Connection) -> Result<()> {
+        self.flush_with(&mut |work| work(conn))
+    }
+
+    /// Deletes the rows of runs that are not live (a crash or a failed
+    /// flush leaves them; `open` ignores them) in short lent transactions.
+    /// Optional: the next flush does it first anyway; this frees the space
+    /// earlier (e.g. right after [`IdIndex::open`], with the writer).
+    pub fn cleanup_with(&self, lend: &mut Lend<'_>) -> Result<()> {
+        let mut flushing = self
+            .shared
+            .flushing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        flushing.clean = false;
+        let done = self.prepare(&mut flushing, lend).map(|_| ());
+        flushing.clean = done.is_ok();
+        done
+    }
+
+    /// [`IdFlusher::cleanup_with`] with `conn` lent for every transaction.
+    pub fn cleanup(&self, conn: &mut Connection) -> Result<()> {
+        self.cleanup_with(&mut |work| work(conn))
+    }
+
+    /// The limits of this flush's transactions; deletes the rows of runs
+    /// that are not live unless none can be there.
+    fn prepare(&self, flushing: &mut Flushing, lend: &mut Lend<'_>) -> Result<Limits> {
+        let tx_bytes = self.shared.tx_bytes.load(Ordering::Relaxed);
+        if let (true, Some(page)) = (flushing.clean, flushing.page) {
+            return Ok(Limits::new(page, tx_bytes));
+        }
+        let mut found = None;
+        lend_one(lend, &mut |conn| {
+            found = Some((page_size(conn)?, dead_runs(conn)?));
+            Ok(())
+        })?;
+        let Some((page, dead)) = found else {
+            return Err(corrupt("the page size was not read".to_string()));
+        };
+        flushing.page = Some(page);
+        let limits = Limits::new(page, tx_bytes);
+        delete_runs(lend, &dead, &limits)?;
+        flushing.clean = true;
+        Ok(limits)
+    }
+
+    fn flush_locked(&self, flushing: &mut Flushing, lend: &mut Lend<'_>) -> Result<()> {
+        let limits = self.prepare(flushing, lend)?;
+        // from here a failure may leave rows of a run not live
+        flushing.clean = false;
         loop {
             let Some(sealed) = self.shared.read().sealed.first().cloned() else {
                 break;
             };
-            let run = write_sealed(conn, &sealed)?;
-            let mut state = self.shared.write();
-            if state
-                .sealed
-                .first()
-                .is_some_and(|s| Arc::ptr_eq(s, &sealed))
-            {
-                state.sealed.remove(0);
-            }
-            if let Some(run) = run {
-                state.runs.push(Arc::new(run));
-            }
-            state.mark = Some(sealed.mark);
+            self.write_sealed(lend, &sealed, &limits)?;
         }
         loop {
             let runs = self.shared.read().runs.clone();
@@ -427,16 +585,113 @@ impl IdFlusher {
             let Some(inputs) = runs.get(from..).filter(|s| s.len() >= 2) else {
                 break;
             };
-            let merged = merge_runs(conn, inputs)?;
-            {
-                let mut state = self.shared.write();
-                // Only this (serialized) flusher changes the run list.
-                state.runs.truncate(from);
-                state.runs.push(Arc::new(merged));
-            }
-            delete_dead_runs(conn)?;
+            self.merge(lend, from, inputs, &limits)?;
         }
         Ok(())
+    }
+
+    /// Writes one sealed memtable as a new run: its parts and filter in
+    /// short transactions, then a final one that makes it live and stores
+    /// its mark (only the mark when it is empty). Then installs it in place
+    /// of the sealed memtable.
+    fn write_sealed(&self, lend: &mut Lend<'_>, sealed: &Arc<Sealed>, lim: &Limits) -> Result<()> {
+        let entries = sealed.mem.sorted();
+        let mut out = if entries.is_empty() {
+            None
+        } else {
+            let mut out = RunWriter::new(lim.part_budget, entries.len() as u64);
+            let mut src = Source::Sorted { entries, at: 0 };
+            write_chunks(lend, &mut src, &mut out, lim)?;
+            Some(out)
+        };
+        let mut committed = None;
+        let done = lend_one(lend, &mut |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .op("BEGIN (id index flush)")?;
+            let id = match &out {
+                Some(out) => Some(out.write_final(&tx)?),
+                None => None,
+            };
+            tx.execute(
+                "INSERT INTO id_index (one, mark) VALUES (1, ?1) \
+                 ON CONFLICT (one) DO UPDATE SET mark = excluded.mark",
+                [sealed.mark as i64],
+            )
+            .op("UPSERT id_index.mark")?;
+            tx.commit().op("COMMIT (id index flush)")?;
+            committed = Some(id);
+            Ok(())
+        });
+        if let Some(id) = committed {
+            let run = match (out.take(), id) {
+                (Some(out), Some(id)) => Some(Arc::new(out.into_run(id))),
+                _ => None,
+            };
+            let mut state = self.shared.write();
+            if state.sealed.first().is_some_and(|s| Arc::ptr_eq(s, sealed)) {
+                state.sealed.remove(0);
+            }
+            if let Some(run) = run {
+                state.runs.push(run);
+            }
+            state.mark = Some(sealed.mark);
+        }
+        done
+    }
+
+    /// Merges `inputs` (the live runs from `from` on) into one new run: its
+    /// parts and filter in short transactions (which also read the inputs'
+    /// parts ahead), then a final one that makes it live and the inputs not
+    /// live; then swaps it in for them (so no lookup uses them any more)
+    /// and deletes their rows in short transactions.
+    fn merge(
+        &self,
+        lend: &mut Lend<'_>,
+        from: usize,
+        inputs: &[Arc<Run>],
+        lim: &Limits,
+    ) -> Result<()> {
+        let expected: u64 = inputs.iter().map(|r| r.entries).sum();
+        let mut out = RunWriter::new(lim.part_budget, expected);
+        let mut src = Source::Merge(Merge::new(inputs, lim.parts_per_tx));
+        write_chunks(lend, &mut src, &mut out, lim)?;
+        drop(src);
+        let mut committed = None;
+        let done = lend_one(lend, &mut |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .op("BEGIN (id index merge)")?;
+            let id = out.write_final(&tx)?;
+            {
+                let mut stmt = tx
+                    .prepare_cached("UPDATE id_runs SET live = 0 WHERE run = ?1 AND live = 1")
+                    .op("UPDATE id_runs SET live = 0")?;
+                for run in inputs {
+                    if stmt
+                        .execute([run.id as i64])
+                        .op("UPDATE id_runs SET live = 0")?
+                        != 1
+                    {
+                        return Err(corrupt(format!("run {}: not live on disk", run.id)));
+                    }
+                }
+            }
+            tx.commit().op("COMMIT (id index merge)")?;
+            committed = Some(id);
+            Ok(())
+        });
+        if let Some(id) = committed {
+            let merged = Arc::new(out.into_run(id));
+            let mut state = self.shared.write();
+            // Only this (serialized) flusher changes the run list. Taking
+            // the write lock waits for every lookup that may use the inputs.
+            state.runs.truncate(from);
+            state.runs.push(merged);
+        }
+        done?;
+        let ids: Vec<u64> = inputs.iter().map(|r| r.id).collect();
+        delete_runs(lend, &ids, lim)
     }
 }
 
@@ -446,8 +701,19 @@ impl IdFlusher {
 
 struct Shared {
     state: RwLock<State>,
-    /// Held for a whole [`IdFlusher::flush`].
-    flushing: Mutex<()>,
+    /// Held for a whole flush (or cleanup).
+    flushing: Mutex<Flushing>,
+    /// See [`IdIndex::set_transaction_bytes`].
+    tx_bytes: AtomicUsize,
+}
+
+/// What the flusher knows of the database between flushes.
+struct Flushing {
+    /// No rows of runs that are not live can be there: false at open and
+    /// after a failed flush (the next one deletes them first).
+    clean: bool,
+    /// The database's page size, once read.
+    page: Option<usize>,
 }
 
 impl Shared {
@@ -632,29 +898,180 @@ fn with_part<T>(
     }
 }
 
-/// Writes one sealed memtable as a run with its mark, in one transaction.
-fn write_sealed(conn: &mut Connection, sealed: &Sealed) -> Result<Option<Run>> {
-    let entries = sealed.mem.sorted();
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .op("BEGIN (id index flush)")?;
-    let run = if entries.is_empty() {
-        None
-    } else {
-        let mut w = RunWriter::new(&tx, next_run_id(&tx)?, entries.len() as u64)?;
-        for &(h, p) in &entries {
-            w.push(&tx, h, p)?;
+// ---------------------------------------------------------------------------
+// Writing runs: lent transactions
+// ---------------------------------------------------------------------------
+
+/// What a flush needs to know before it writes (see [`IdFlusher::flush_with`]).
+struct Limits {
+    /// Bytes a part may take: the largest blob that SQLite stores whole in
+    /// one leaf page of a rowid table (payload up to `page size - 35`, of
+    /// which the record header takes 4 bytes): one page read per part, no
+    /// overflow page half empty.
+    part_budget: usize,
+    /// Bytes of parts and filter pieces a short transaction writes (at
+    /// least one part or piece).
+    tx_bytes: usize,
+    /// Parts per short transaction (`tx_bytes / page size`, at least 1).
+    parts_per_tx: usize,
+    /// Pages a deleting transaction frees at most (a piece counts its
+    /// pages; at least one part or piece).
+    delete_pages: usize,
+    /// Pages of a filter piece.
+    piece_pages: usize,
+}
+
+impl Limits {
+    fn new(page: usize, tx_bytes: usize) -> Limits {
+        let page = page.clamp(512, 65_536);
+        let tx_bytes = tx_bytes.max(1);
+        let parts_per_tx = (tx_bytes / page).max(1);
+        Limits {
+            part_budget: page - 48,
+            tx_bytes,
+            parts_per_tx,
+            delete_pages: parts_per_tx.saturating_mul(DELETE_FACTOR),
+            piece_pages: (PIECE_BYTES / page).max(1),
         }
-        Some(w.finish(&tx)?)
+    }
+}
+
+/// Calls `lend` once with `work`; a lender that returns `Ok` without
+/// running it is an error (the flush cannot go on without that transaction).
+fn lend_one(
+    lend: &mut Lend<'_>,
+    work: &mut dyn FnMut(&mut Connection) -> Result<()>,
+) -> Result<()> {
+    let mut ran = false;
+    lend(&mut |conn| {
+        ran = true;
+        work(conn)
+    })?;
+    if ran {
+        Ok(())
+    } else {
+        Err(Error::Sqlite {
+            op: "id index: the lender returned Ok without running the transaction",
+            source: rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISUSE),
+                None,
+            ),
+        })
+    }
+}
+
+/// Runs `f` in a short transaction with `synchronous = NORMAL` (when the
+/// connection's level is higher; reset after, also on error): its commit
+/// writes the WAL without syncing it. The next commit with the
+/// connection's own level (the final transaction of the flush, or any
+/// commit of the service) syncs the WAL and with it these frames; until
+/// then they belong to no live run, so losing them loses nothing.
+fn short_tx<T>(conn: &mut Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    let level: i64 = conn
+        .query_row("PRAGMA synchronous", [], |r| r.get(0))
+        .op("PRAGMA synchronous (id index)")?;
+    let lower = level > 1;
+    if lower {
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .op("PRAGMA synchronous = NORMAL (id index)")?;
+    }
+    let done = (|| {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .op("BEGIN (id index, short)")?;
+        let t = f(&tx)?;
+        tx.commit().op("COMMIT (id index, short)")?;
+        Ok(t)
+    })();
+    let reset = if lower {
+        conn.pragma_update(None, "synchronous", level)
+            .op("PRAGMA synchronous (after id index)")
+    } else {
+        Ok(())
     };
+    let t = done?;
+    reset?;
+    Ok(t)
+}
+
+/// The rows of runs that are not live: written by a flush that did not
+/// finish, or replaced by a merge and not deleted yet.
+fn dead_runs(conn: &Connection) -> Result<Vec<u64>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT run FROM id_runs WHERE live = 0 ORDER BY run")
+        .op("SELECT dead id_runs")?;
+    let rows = stmt
+        .query_map([], |r| r.get::<_, i64>(0))
+        .op("SELECT dead id_runs")?;
+    let mut dead = Vec::new();
+    for id in rows {
+        dead.push(run_id(id.op("SELECT dead id_runs")?)?);
+    }
+    Ok(dead)
+}
+
+/// Deletes the rows of runs that are not live (their parts, filter pieces,
+/// then the row, so that a run's id is not taken again while rows of it
+/// are left), each transaction freeing at most `delete_pages` pages.
+fn delete_runs(lend: &mut Lend<'_>, runs: &[u64], lim: &Limits) -> Result<()> {
+    for &run in runs {
+        let mut done = false;
+        while !done {
+            lend_one(lend, &mut |conn| {
+                done = short_tx(conn, |tx| delete_some(tx, run, lim))?;
+                Ok(())
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// One deleting transaction's work on run `run`: true once its row is gone.
+fn delete_some(tx: &Connection, run: u64, lim: &Limits) -> Result<bool> {
+    let live: Option<i64> = tx
+        .query_row(
+            "SELECT live FROM id_runs WHERE run = ?1",
+            [run as i64],
+            |r| r.get(0),
+        )
+        .optional()
+        .op("SELECT id_runs.live")?;
+    if live.is_some_and(|l| l != 0) {
+        return Err(corrupt(format!(
+            "run {run} is live; its rows are not deleted"
+        )));
+    }
+    let lo = row_key(run, 0)?;
+    let hi = lo | 0xFFFF_FFFF;
+    let parts = tx
+        .prepare_cached(
+            "DELETE FROM id_parts WHERE key IN \
+             (SELECT key FROM id_parts WHERE key BETWEEN ?1 AND ?2 ORDER BY key LIMIT ?3)",
+        )
+        .op("DELETE FROM id_parts")?
+        .execute(params![lo, hi, lim.delete_pages as i64])
+        .op("DELETE FROM id_parts")?;
+    if parts >= lim.delete_pages {
+        return Ok(false);
+    }
+    let pieces = ((lim.delete_pages - parts) / lim.piece_pages).max(1);
+    let deleted = tx
+        .prepare_cached(
+            "DELETE FROM id_filters WHERE key IN \
+             (SELECT key FROM id_filters WHERE key BETWEEN ?1 AND ?2 ORDER BY key LIMIT ?3)",
+        )
+        .op("DELETE FROM id_filters")?
+        .execute(params![lo, hi, pieces as i64])
+        .op("DELETE FROM id_filters")?;
+    if deleted >= pieces {
+        return Ok(false);
+    }
     tx.execute(
-        "INSERT INTO id_index (one, mark) VALUES (1, ?1) \
-         ON CONFLICT (one) DO UPDATE SET mark = excluded.mark",
-        [sealed.mark as i64],
+        "DELETE FROM id_runs WHERE run = ?1 AND live = 0",
+        [run as i64],
     )
-    .op("UPSERT id_index.mark")?;
-    tx.commit().op("COMMIT (id index flush)")?;
-    Ok(run)
+    .op("DELETE FROM id_runs")?;
+    Ok(true)
 }
 
 fn next_run_id(conn: &Connection) -> Result<u64> {
@@ -666,176 +1083,290 @@ fn next_run_id(conn: &Connection) -> Result<u64> {
     run_id(id)
 }
 
-/// Merges `inputs` (a suffix of the live runs) into one new run, in one
-/// transaction that also marks them not live. Streams: one decoded part per
-/// input at a time.
-fn merge_runs(conn: &mut Connection, inputs: &[Arc<Run>]) -> Result<Run> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .op("BEGIN (id index merge)")?;
-    let expected: u64 = inputs.iter().map(|r| r.entries).sum();
-    let mut w = RunWriter::new(&tx, next_run_id(&tx)?, expected)?;
-    let mut cursors: Vec<Cursor> = inputs
-        .iter()
-        .map(|run| Cursor {
-            run: run.clone(),
-            part: 0,
-            buf: Vec::new(),
-            at: 0,
-            seen: 0,
-        })
-        .collect();
-    let mut heap = BinaryHeap::with_capacity(cursors.len());
-    for (i, c) in cursors.iter_mut().enumerate() {
-        if let Some((h, p)) = c.next(&tx)? {
-            heap.push(Reverse((h, p, i)));
-        }
-    }
-    while let Some(Reverse((h, p, i))) = heap.pop() {
-        w.push(&tx, h, p)?;
-        if let Some(c) = cursors.get_mut(i) {
-            if let Some((h, p)) = c.next(&tx)? {
-                heap.push(Reverse((h, p, i)));
-            }
-        }
-    }
-    for c in &cursors {
-        if c.seen != c.run.entries {
-            return Err(corrupt(format!(
-                "run {} holds {} entries, its row says {}",
-                c.run.id, c.seen, c.run.entries
-            )));
-        }
-    }
-    let merged = w.finish(&tx)?;
-    {
-        let mut stmt = tx
-            .prepare_cached("UPDATE id_runs SET live = 0 WHERE run = ?1")
-            .op("UPDATE id_runs SET live = 0")?;
-        for run in inputs {
-            stmt.execute([run.id as i64])
-                .op("UPDATE id_runs SET live = 0")?;
-        }
-    }
-    tx.commit().op("COMMIT (id index merge)")?;
-    Ok(merged)
+/// Where a new run's sorted entries come from.
+enum Source {
+    /// A sealed memtable's pairs, sorted; `at` the next one.
+    Sorted { entries: Vec<(u64, u64)>, at: usize },
+    /// A k-way merge of runs.
+    Merge(Merge),
 }
 
-/// Reads a run's entries in order, one part at a time.
+/// Why [`Source::fill`] stopped.
+enum Fill {
+    /// The writer holds a transaction's worth of parts.
+    Full,
+    /// A merge input needs parts read from disk.
+    Fetch,
+    /// Every entry was pushed.
+    Done,
+}
+
+impl Source {
+    /// Pushes entries into `out` (CPU only, no connection) until it holds
+    /// `bytes` of encoded parts, an input needs parts read, or the end.
+    fn fill(&mut self, out: &mut RunWriter, bytes: usize) -> Result<Fill> {
+        match self {
+            Source::Sorted { entries, at } => {
+                while out.pending_bytes < bytes {
+                    let Some(&(h, p)) = entries.get(*at) else {
+                        return Ok(Fill::Done);
+                    };
+                    *at += 1;
+                    out.push(h, p)?;
+                }
+                Ok(Fill::Full)
+            }
+            Source::Merge(m) => m.fill(out, bytes),
+        }
+    }
+
+    /// Reads the parts the inputs of a merge will need next.
+    fn top_up(&mut self, conn: &Connection) -> Result<()> {
+        match self {
+            Source::Sorted { .. } => Ok(()),
+            Source::Merge(m) => m.cursors.iter_mut().try_for_each(|c| c.top_up(conn)),
+        }
+    }
+}
+
+/// A streaming k-way merge of runs, paused whenever an input has no part
+/// left in memory (the next lent transaction reads some).
+struct Merge {
+    cursors: Vec<Cursor>,
+    heap: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    /// Cursors whose next entry is not in the heap (all of them at first).
+    waiting: Vec<usize>,
+}
+
+impl Merge {
+    /// Each input keeps about its share of a transaction's parts read
+    /// ahead (random hashes consume the inputs in proportion to their
+    /// sizes), plus one.
+    fn new(inputs: &[Arc<Run>], parts_per_tx: usize) -> Merge {
+        let total = inputs
+            .iter()
+            .map(|r| u128::from(r.entries))
+            .sum::<u128>()
+            .max(1);
+        let cursors: Vec<Cursor> = inputs
+            .iter()
+            .map(|run| Cursor {
+                run: run.clone(),
+                fetch: 0,
+                raw: VecDeque::new(),
+                want: ((parts_per_tx as u128 * u128::from(run.entries)).div_ceil(total) as usize)
+                    + 1,
+                buf: Vec::new(),
+                at: 0,
+                seen: 0,
+            })
+            .collect();
+        Merge {
+            waiting: (0..cursors.len()).rev().collect(),
+            heap: BinaryHeap::with_capacity(cursors.len()),
+            cursors,
+        }
+    }
+
+    fn fill(&mut self, out: &mut RunWriter, bytes: usize) -> Result<Fill> {
+        loop {
+            while let Some(&i) = self.waiting.last() {
+                let c = self
+                    .cursors
+                    .get_mut(i)
+                    .ok_or_else(|| corrupt(format!("merge input {i} is missing")))?;
+                match c.next()? {
+                    Next::Entry(h, p) => self.heap.push(Reverse((h, p, i))),
+                    Next::End => {}
+                    Next::Fetch => return Ok(Fill::Fetch),
+                }
+                self.waiting.pop();
+            }
+            if out.pending_bytes >= bytes {
+                return Ok(Fill::Full);
+            }
+            let Some(Reverse((h, p, i))) = self.heap.pop() else {
+                break;
+            };
+            out.push(h, p)?;
+            self.waiting.push(i);
+        }
+        for c in &self.cursors {
+            if c.seen != c.run.entries {
+                return Err(corrupt(format!(
+                    "run {} holds {} entries, its row says {}",
+                    c.run.id, c.seen, c.run.entries
+                )));
+            }
+        }
+        Ok(Fill::Done)
+    }
+}
+
+/// Reads a run's entries in order: part blobs read ahead by lent
+/// transactions, decoded one part at a time.
 struct Cursor {
     run: Arc<Run>,
-    part: usize,
+    /// The next part to read from disk.
+    fetch: usize,
+    /// Parts read and not decoded yet (part number, blob).
+    raw: VecDeque<(usize, Vec<u8>)>,
+    /// Parts to keep in `raw` after a top up.
+    want: usize,
+    /// The decoded part.
     buf: Vec<(u64, u64)>,
     at: usize,
     seen: u64,
 }
 
+enum Next {
+    Entry(u64, u64),
+    /// Parts must be read first.
+    Fetch,
+    End,
+}
+
 impl Cursor {
-    fn next(&mut self, conn: &Connection) -> Result<Option<(u64, u64)>> {
+    fn next(&mut self) -> Result<Next> {
         loop {
-            if let Some(&e) = self.buf.get(self.at) {
+            if let Some(&(h, p)) = self.buf.get(self.at) {
                 self.at += 1;
                 self.seen += 1;
-                return Ok(Some(e));
+                return Ok(Next::Entry(h, p));
             }
-            let Some(&fence) = self.run.fences.get(self.part) else {
-                return Ok(None);
+            let Some((part, blob)) = self.raw.pop_front() else {
+                return Ok(if self.fetch < self.run.fences.len() {
+                    Next::Fetch
+                } else {
+                    Next::End
+                });
             };
-            let mut buf = std::mem::take(&mut self.buf);
-            buf.clear();
-            with_part(conn, self.run.id, self.part, |blob| {
-                decode_part(blob, fence, &mut buf)
-            })?;
-            self.buf = buf;
+            let fence =
+                *self.run.fences.get(part).ok_or_else(|| {
+                    corrupt(format!("run {}: no fence for part {part}", self.run.id))
+                })?;
+            self.buf.clear();
+            decode_part(&blob, fence, &mut self.buf)?;
             self.at = 0;
-            self.part += 1;
         }
     }
+
+    fn top_up(&mut self, conn: &Connection) -> Result<()> {
+        while self.raw.len() < self.want && self.fetch < self.run.fences.len() {
+            let blob = with_part(conn, self.run.id, self.fetch, |b| Ok(b.to_vec()))?;
+            self.raw.push_back((self.fetch, blob));
+            self.fetch += 1;
+        }
+        Ok(())
+    }
 }
 
-/// Deletes the rows of runs a merge replaced (a crash may have left some).
-fn delete_dead_runs(conn: &mut Connection) -> Result<()> {
-    let dead: Vec<i64> = {
-        let mut stmt = conn
-            .prepare_cached("SELECT run FROM id_runs WHERE live = 0")
-            .op("SELECT dead id_runs")?;
-        let rows = stmt.query_map([], |r| r.get(0)).op("SELECT dead id_runs")?;
-        rows.collect::<std::result::Result<_, _>>()
-            .op("SELECT dead id_runs")?
-    };
-    if dead.is_empty() {
-        return Ok(());
+/// Fills `out` from `src` and writes it in short transactions (each also
+/// reads ahead for a merge's inputs), until what is left to write (the
+/// last parts and the filter pieces) fits in one transaction: the final
+/// one, which the caller lends.
+fn write_chunks(
+    lend: &mut Lend<'_>,
+    src: &mut Source,
+    out: &mut RunWriter,
+    lim: &Limits,
+) -> Result<()> {
+    loop {
+        let fill = src.fill(out, lim.tx_bytes)?;
+        if matches!(fill, Fill::Done) {
+            break;
+        }
+        lend_one(lend, &mut |conn| {
+            let wrote = short_tx(conn, |tx| {
+                let wrote = out.write_items(tx, lim.tx_bytes)?;
+                src.top_up(tx)?;
+                Ok(wrote)
+            })?;
+            out.wrote(wrote);
+            Ok(())
+        })?;
     }
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .op("BEGIN (id index delete runs)")?;
-    for run in dead {
-        let lo = run.wrapping_shl(32);
-        let hi = lo | 0xFFFF_FFFF;
-        tx.execute("DELETE FROM id_parts WHERE key BETWEEN ?1 AND ?2", [lo, hi])
-            .op("DELETE FROM id_parts")?;
-        tx.execute(
-            "DELETE FROM id_filters WHERE key BETWEEN ?1 AND ?2",
-            [lo, hi],
-        )
-        .op("DELETE FROM id_filters")?;
-        tx.execute("DELETE FROM id_runs WHERE run = ?1 AND live = 0", [run])
-            .op("DELETE FROM id_runs")?;
+    out.finish_parts()?;
+    while out.unwritten_bytes() > lim.tx_bytes {
+        lend_one(lend, &mut |conn| {
+            let wrote = short_tx(conn, |tx| out.write_items(tx, lim.tx_bytes))?;
+            out.wrote(wrote);
+            Ok(())
+        })?;
     }
-    tx.commit().op("COMMIT (id index delete runs)")
+    Ok(())
 }
 
-/// Writes a run's parts as its sorted entries come, then its filter and row.
+/// Writes a run's parts as its sorted entries come (encoded in memory,
+/// then stored by lent transactions), then its filter pieces and row.
 struct RunWriter {
-    id: u64,
-    /// Entries not yet written, sorted.
+    /// Its run id, once a transaction has stored its row (not live).
+    id: Option<u64>,
+    /// Entries not yet encoded, sorted.
     buf: Vec<(u64, u64)>,
     /// Buffered entries from which to try filling a part.
     target: usize,
-    /// Bytes a part may take: one database page (see [`part_budget`]).
+    /// Bytes a part may take: one database page (see `Limits::part_budget`).
     budget: usize,
     fences: Vec<u64>,
     filter: Bloom,
     entries: u64,
     last: Option<(u64, u64)>,
-    encoded: Vec<u8>,
+    /// Encoded parts not yet stored: part number, blob.
+    pending: VecDeque<(usize, Vec<u8>)>,
+    pending_bytes: usize,
+    /// Every entry is encoded: the filter is complete.
+    finished: bool,
+    /// Filter pieces stored.
+    pieces_written: usize,
 }
 
-/// The largest part blob that SQLite stores whole in one leaf page of a
-/// rowid table (payload up to `page size - 35`, of which the record header
-/// takes 4 bytes): one page read per part, no overflow page half empty.
-fn part_budget(conn: &Connection) -> Result<usize> {
+/// What one transaction stored (applied by [`RunWriter::wrote`] once it
+/// committed).
+struct Wrote {
+    /// The run's id, once its row is stored.
+    id: Option<u64>,
+    parts: usize,
+    pieces: usize,
+}
+
+fn page_size(conn: &Connection) -> Result<usize> {
     let page: i64 = conn
         .query_row("PRAGMA page_size", [], |r| r.get(0))
         .op("PRAGMA page_size")?;
-    Ok((page.clamp(512, 65_536) as usize) - 48)
+    Ok(page.clamp(512, 65_536) as usize)
 }
 
+/// Filter words per piece.
+const PIECE_WORDS: usize = PIECE_BYTES / 8;
+
 impl RunWriter {
-    fn new(conn: &Connection, id: u64, expected: u64) -> Result<RunWriter> {
-        Ok(RunWriter {
-            id,
+    fn new(budget: usize, expected: u64) -> RunWriter {
+        RunWriter {
+            id: None,
             buf: Vec::new(),
             target: 1024,
-            budget: part_budget(conn)?,
+            budget,
             fences: Vec::new(),
             filter: Bloom::new(expected),
             entries: 0,
             last: None,
-            encoded: Vec::new(),
-        })
+            pending: VecDeque::new(),
+            pending_bytes: 0,
+            finished: false,
+            pieces_written: 0,
+        }
     }
 
     /// Adds the next pair: pairs come sorted; an exact repeat is dropped.
-    fn push(&mut self, conn: &Connection, hash: u64, pos: u64) -> Result<()> {
+    fn push(&mut self, hash: u64, pos: u64) -> Result<()> {
         if let Some(last) = self.last {
             if (hash, pos) == last {
                 return Ok(());
             }
             if (hash, pos) < last {
                 return Err(corrupt(format!(
-                    "run {}: entries out of order ({last:?} then {:?})",
-                    self.id,
+                    "a new run: entries out of order ({last:?} then {:?})",
                     (hash, pos)
                 )));
             }
@@ -845,14 +1376,14 @@ impl RunWriter {
         self.buf.push((hash, pos));
         self.entries += 1;
         if self.buf.len() >= self.target {
-            self.write_parts(conn, false)?;
+            self.encode_parts(false)?;
         }
         Ok(())
     }
 
-    /// Writes a part of as many buffered entries as fit the budget, once
+    /// Encodes a part of as many buffered entries as fit the budget, once
     /// the buffer holds more than that (all of them when `finishing`).
-    fn write_parts(&mut self, conn: &Connection, finishing: bool) -> Result<()> {
+    fn encode_parts(&mut self, finishing: bool) -> Result<()> {
         while !self.buf.is_empty() {
             let plan = PartPlan::new(&self.buf);
             let fit = plan.fit(&self.buf, self.budget);
@@ -863,14 +1394,12 @@ impl RunWriter {
             }
             let part = self.buf.get(..fit).unwrap_or(&[]);
             let Some(&(first, _)) = part.first() else {
-                return Err(corrupt(format!("run {}: an empty part", self.id)));
+                return Err(corrupt("a new run: an empty part".to_string()));
             };
-            encode_part(part, plan.k, &mut self.encoded);
-            let key = row_key(self.id, self.fences.len())?;
-            conn.prepare_cached("INSERT INTO id_parts (key, data) VALUES (?1, ?2)")
-                .op("INSERT INTO id_parts")?
-                .execute(params![key, self.encoded])
-                .op("INSERT INTO id_parts")?;
+            let mut encoded = Vec::with_capacity(self.budget);
+            encode_part(part, plan.k, &mut encoded);
+            self.pending_bytes += encoded.len();
+            self.pending.push_back((self.fences.len(), encoded));
             self.fences.push(first);
             self.buf.drain(..fit);
             self.target = (fit + fit / 8 + 1).min(MAX_PART_ENTRIES as usize);
@@ -881,43 +1410,173 @@ impl RunWriter {
         Ok(())
     }
 
-    fn finish(mut self, conn: &Connection) -> Result<Run> {
-        self.write_parts(conn, true)?;
-        let bytes: Vec<u8> = self
+    /// Encodes the last entries: the parts and the filter are complete.
+    fn finish_parts(&mut self) -> Result<()> {
+        self.encode_parts(true)?;
+        self.finished = true;
+        Ok(())
+    }
+
+    fn pieces(&self) -> usize {
+        self.filter.words.len().div_ceil(PIECE_WORDS)
+    }
+
+    /// Filter piece `n` as stored: its bytes and a checksum.
+    fn piece(&self, n: usize) -> Vec<u8> {
+        let words = self.filter.words.chunks(PIECE_WORDS).nth(n).unwrap_or(&[]);
+        let mut bytes = Vec::with_capacity(words.len() * 8 + 4);
+        for w in words {
+            bytes.extend_from_slice(&w.to_le_bytes());
+        }
+        with_checksum(bytes)
+    }
+
+    /// Bytes still to store: encoded parts, and the filter once finished.
+    fn unwritten_bytes(&self) -> usize {
+        let filter = if self.finished {
+            (self.filter.words.len() * 8).saturating_sub(self.pieces_written * PIECE_BYTES)
+        } else {
+            0
+        };
+        self.pending_bytes + filter
+    }
+
+    /// Bytes of stored filter piece `n`.
+    fn piece_len(&self, n: usize) -> usize {
+        let words = self
             .filter
             .words
-            .iter()
-            .flat_map(|w| w.to_le_bytes())
-            .collect();
-        {
-            let mut stmt = conn
-                .prepare_cached("INSERT INTO id_filters (key, data) VALUES (?1, ?2)")
-                .op("INSERT INTO id_filters")?;
-            for (n, piece) in bytes.chunks(PIECE_BYTES).enumerate() {
-                stmt.execute(params![row_key(self.id, n)?, with_checksum(piece.to_vec())])
-                    .op("INSERT INTO id_filters")?;
+            .len()
+            .saturating_sub(n * PIECE_WORDS)
+            .min(PIECE_WORDS);
+        words * 8 + 4
+    }
+
+    /// Stores the run's row, not live, under a new id.
+    fn insert_row(&self, tx: &Connection) -> Result<u64> {
+        let id = next_run_id(tx)?;
+        tx.execute(
+            "INSERT INTO id_runs \
+             (run, live, entries, parts, filter_blocks, filter_probes, fences) \
+             VALUES (?1, 0, 0, 0, 0, 0, x'')",
+            [id as i64],
+        )
+        .op("INSERT INTO id_runs (not live)")?;
+        Ok(id)
+    }
+
+    /// Stores pending parts, then (once finished) filter pieces, in order,
+    /// up to `max_bytes` (at least one of them), in the caller's
+    /// transaction; the first that stores any also stores the run's row,
+    /// not live. Changes nothing in `self`: [`RunWriter::wrote`] does once
+    /// the transaction commits.
+    fn write_items(&self, tx: &Connection, max_bytes: usize) -> Result<Wrote> {
+        self.write_items_as(tx, max_bytes, self.id)
+    }
+
+    fn write_items_as(&self, tx: &Connection, max_bytes: usize, id: Option<u64>) -> Result<Wrote> {
+        let mut bytes = 0usize;
+        let mut parts = 0;
+        for (_, blob) in &self.pending {
+            if parts > 0 && bytes.saturating_add(blob.len()) > max_bytes {
+                break;
+            }
+            bytes += blob.len();
+            parts += 1;
+        }
+        let mut pieces = 0;
+        if self.finished && parts == self.pending.len() {
+            while self.pieces_written + pieces < self.pieces() {
+                let len = self.piece_len(self.pieces_written + pieces);
+                if parts + pieces > 0 && bytes.saturating_add(len) > max_bytes {
+                    break;
+                }
+                bytes += len;
+                pieces += 1;
             }
         }
+        if parts + pieces == 0 {
+            return Ok(Wrote { id, parts, pieces });
+        }
+        let id = match id {
+            Some(id) => id,
+            None => self.insert_row(tx)?,
+        };
+        let mut stmt = tx
+            .prepare_cached("INSERT INTO id_parts (key, data) VALUES (?1, ?2)")
+            .op("INSERT INTO id_parts")?;
+        for (n, blob) in self.pending.iter().take(parts) {
+            stmt.execute(params![row_key(id, *n)?, blob])
+                .op("INSERT INTO id_parts")?;
+        }
+        let mut stmt = tx
+            .prepare_cached("INSERT INTO id_filters (key, data) VALUES (?1, ?2)")
+            .op("INSERT INTO id_filters")?;
+        for n in self.pieces_written..self.pieces_written + pieces {
+            stmt.execute(params![row_key(id, n)?, self.piece(n)])
+                .op("INSERT INTO id_filters")?;
+        }
+        Ok(Wrote {
+            id: Some(id),
+            parts,
+            pieces,
+        })
+    }
+
+    /// Forgets what a committed transaction stored.
+    fn wrote(&mut self, wrote: Wrote) {
+        if wrote.id.is_some() {
+            self.id = wrote.id;
+        }
+        for (_, blob) in self.pending.drain(..wrote.parts.min(self.pending.len())) {
+            self.pending_bytes -= blob.len();
+        }
+        self.pieces_written += wrote.pieces;
+    }
+
+    /// The final transaction's part: stores what is left and makes the row
+    /// complete and live. Returns the run id.
+    fn write_final(&self, tx: &Connection) -> Result<u64> {
+        if !self.finished {
+            return Err(corrupt("a new run made live before its end".to_string()));
+        }
+        let id = match self.id {
+            Some(id) => id,
+            None => self.insert_row(tx)?,
+        };
+        let wrote = self.write_items_as(tx, usize::MAX, Some(id))?;
+        if wrote.parts != self.pending.len() || self.pieces_written + wrote.pieces != self.pieces()
+        {
+            return Err(corrupt(format!("run {id}: not all of it was stored")));
+        }
         let fences: Vec<u8> = self.fences.iter().flat_map(|f| f.to_le_bytes()).collect();
-        conn.execute(
-            "INSERT INTO id_runs (run, live, entries, parts, filter_blocks, filter_probes, fences) \
-             VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                self.id as i64,
-                self.entries as i64,
-                self.fences.len() as i64,
-                self.filter.blocks as i64,
-                i64::from(self.filter.probes),
-                with_checksum(fences)
-            ],
-        )
-        .op("INSERT INTO id_runs")?;
-        Ok(Run {
-            id: self.id,
+        let updated = tx
+            .execute(
+                "UPDATE id_runs SET live = 1, entries = ?2, parts = ?3, filter_blocks = ?4, \
+                 filter_probes = ?5, fences = ?6 WHERE run = ?1 AND live = 0",
+                params![
+                    id as i64,
+                    self.entries as i64,
+                    self.fences.len() as i64,
+                    self.filter.blocks as i64,
+                    i64::from(self.filter.probes),
+                    with_checksum(fences)
+                ],
+            )
+            .op("UPDATE id_runs SET live = 1")?;
+        if updated != 1 {
+            return Err(corrupt(format!("run {id}: its row is gone")));
+        }
+        Ok(id)
+    }
+
+    fn into_run(self, id: u64) -> Run {
+        Run {
+            id,
             entries: self.entries,
             fences: self.fences,
             filter: self.filter,
-        })
+        }
     }
 }
 
@@ -1626,6 +2285,8 @@ mod tests {
     fn the_index_matches_a_model_across_flushes_merges_and_reopens() {
         let (_dir, mut conn) = db();
         let mut index = IdIndex::open(&conn).unwrap();
+        // two parts per transaction: merges take many
+        index.set_transaction_bytes(32 << 10);
         assert_eq!(index.mark(), None);
         let mut model: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
         let mut rng = Rng(42);
@@ -1709,24 +2370,32 @@ mod tests {
                 assert_eq!(found(&reopened, &conn, h), want);
             }
             index = reopened;
+            index.set_transaction_bytes(32 << 10);
         }
         let n: usize = model.values().map(Vec::len).sum();
         assert!(n > 40_000, "{n} entries");
         assert!(merges_seen >= 10, "{merges_seen} merges");
-        // no rows of merged runs are left
-        let dead: i64 = conn
-            .query_row("SELECT count(*) FROM id_runs WHERE live = 0", [], |r| {
-                r.get(0)
-            })
-            .unwrap();
-        assert_eq!(dead, 0);
-        let parts: i64 = conn
-            .query_row("SELECT count(*) FROM id_parts", [], |r| r.get(0))
-            .unwrap();
-        let live: i64 = conn
-            .query_row("SELECT sum(parts) FROM id_runs", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(parts, live);
+        assert_no_garbage(&conn);
+    }
+
+    /// No rows but those of live runs: no row of a run that is not live,
+    /// every part and filter piece of a live run, nothing else.
+    fn assert_no_garbage(conn: &Connection) {
+        let q = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(q("SELECT count(*) FROM id_runs WHERE live = 0"), 0);
+        assert_eq!(
+            q("SELECT count(*) FROM id_parts"),
+            q("SELECT coalesce(sum(parts), 0) FROM id_runs")
+        );
+        assert_eq!(
+            q("SELECT count(*) FROM id_filters"),
+            q("SELECT coalesce(sum((filter_blocks * 64 + 1048575) / 1048576), 0) FROM id_runs")
+        );
+        assert_eq!(
+            q("SELECT count(*) FROM id_parts p WHERE NOT EXISTS \
+               (SELECT 1 FROM id_runs r WHERE r.run = p.key >> 32 AND (p.key & 4294967295) < r.parts)"),
+            0
+        );
     }
 
     #[test]
@@ -1966,25 +2635,73 @@ mod tests {
         assert!(IdIndex::open(&conn).is_err());
     }
 
+    /// A connection as the service sets it up (WAL, `synchronous = FULL`),
+    /// with pages of `page` bytes and the schema.
+    fn db_at(path: &std::path::Path, page: i64) -> Connection {
+        let conn = Connection::open(path).unwrap();
+        conn.pragma_update(None, "page_size", page).unwrap();
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        conn.pragma_update(None, "synchronous", "FULL").unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        conn
+    }
+
+    fn synchronous(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap()
+    }
+
     #[test]
     fn lookups_on_another_thread_never_miss_while_flushes_and_merges_run() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
-        let mut writer = Connection::open(&path).unwrap();
-        let _: String = writer
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        let writer = db_at(&path, 4096);
+        writer
+            .execute_batch("CREATE TABLE calls (n INTEGER NOT NULL)")
             .unwrap();
-        writer.execute_batch(SCHEMA).unwrap();
+        // the service's writer: a mutex, lent per transaction
+        let writer = Arc::new(Mutex::new(writer));
         let reader = Connection::open(&path).unwrap();
         let mut index = IdIndex::open(&reader).unwrap();
+        index.set_transaction_bytes(8 << 10);
         let flusher = index.flusher();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // the group commit of acknowledged calls, between the lent transactions
+        let calls = {
+            let (writer, stop) = (writer.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0i64;
+                while !stop.load(Ordering::Relaxed) {
+                    let conn = writer.lock().unwrap();
+                    conn.execute("INSERT INTO calls (n) VALUES (?1)", [n])
+                        .unwrap();
+                    n += 1;
+                    drop(conn);
+                    std::thread::yield_now();
+                }
+                n
+            })
+        };
         let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            while rx.recv().is_ok() {
-                flusher.flush(&mut writer).unwrap();
-            }
-            writer
-        });
+        let thread = {
+            let writer = writer.clone();
+            std::thread::spawn(move || {
+                let mut lent = 0;
+                while rx.recv().is_ok() {
+                    flusher
+                        .flush_with(&mut |work| {
+                            let mut conn = writer.lock().unwrap();
+                            lent += 1;
+                            work(&mut conn)
+                        })
+                        .unwrap();
+                }
+                lent
+            })
+        };
         let mut rng = Rng(11);
         let mut added: Vec<(u64, u64)> = Vec::new();
         for batch in 0..40u64 {
@@ -2000,13 +2717,238 @@ mod tests {
             }
         }
         drop(tx);
-        let writer = thread.join().unwrap();
+        let lent = thread.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        let calls = calls.join().unwrap();
+        assert!(lent > 100, "{lent} lent transactions");
+        assert!(calls > 0);
         assert_eq!(index.mark(), Some(39));
         assert_eq!(index.unflushed(), 0);
+        let writer = writer.lock().unwrap();
+        let committed: i64 = writer
+            .query_row("SELECT count(*) FROM calls", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(committed, calls);
         let reopened = IdIndex::open(&writer).unwrap();
         for &(h, p) in added.iter().step_by(7) {
             assert!(found(&reopened, &reader, h).contains(&p));
         }
+        assert_no_garbage(&writer);
+    }
+
+    #[test]
+    fn each_lent_transaction_is_short_and_leaves_the_connection_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let wal = dir.path().join("db-wal");
+        let mut conn = db_at(&path, 4096);
+        let mut index = IdIndex::open(&conn).unwrap();
+        // 16 parts per transaction
+        index.set_transaction_bytes(64 << 10);
+        let flusher = index.flusher();
+        let mut rng = Rng(21);
+        let mut added = Vec::new();
+        let (mut lends, mut max_frames, mut max_changes) = (0, 0, 0);
+        let mut per_flush = Vec::new();
+        for b in 0..8u64 {
+            let entries: Vec<(u64, u64)> =
+                (0..10_000).map(|i| (rng.next(), b * 100_000 + i)).collect();
+            index.add(entries.iter().copied());
+            added.extend(entries);
+            index.seal(b);
+            let before = lends;
+            flusher
+                .flush_with(&mut |work| {
+                    assert!(conn.is_autocommit());
+                    assert_eq!(synchronous(&conn), 2);
+                    // an empty WAL: what it holds after `work` is what `work` wrote
+                    let busy: i64 = conn
+                        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+                        .unwrap();
+                    assert_eq!(busy, 0);
+                    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0);
+                    let changes: i64 = conn
+                        .query_row("SELECT total_changes()", [], |r| r.get(0))
+                        .unwrap();
+                    let done = work(&mut conn);
+                    assert!(conn.is_autocommit(), "a transaction was left open");
+                    assert_eq!(synchronous(&conn), 2, "synchronous was not reset");
+                    let len = std::fs::metadata(&wal).unwrap().len();
+                    let frames = len.saturating_sub(32) / (4096 + 24);
+                    let changes = conn
+                        .query_row("SELECT total_changes()", [], |r| r.get::<_, i64>(0))
+                        .unwrap()
+                        - changes;
+                    max_frames = max_frames.max(frames);
+                    max_changes = max_changes.max(changes);
+                    lends += 1;
+                    done
+                })
+                .unwrap();
+            per_flush.push(lends - before);
+        }
+        // 16 parts (or one filter piece of 100 KB, 25 pages), a few b-tree
+        // and freelist pages, the row; or 64 freed pages
+        assert!(max_frames <= 48, "{max_frames} pages in one transaction");
+        assert!(max_changes <= 80, "{max_changes} rows in one transaction");
+        // the last flush merges all 80,000 entries (~170 parts)
+        assert!(
+            per_flush[7] >= 20,
+            "{per_flush:?} lent transactions per flush"
+        );
+        assert_eq!(index.runs(), 1);
+        for &(h, p) in added.iter().step_by(13) {
+            assert_eq!(found(&index, &conn, h), vec![p]);
+        }
+        assert_no_garbage(&conn);
+    }
+
+    /// Runs a flush whose lender "crashes" (returns `Err` without running
+    /// the transaction) once `after` transactions have run. True when the
+    /// flush finished before.
+    fn flush_until_crash(flusher: &IdFlusher, conn: &mut Connection, after: usize) -> bool {
+        let mut lent = 0;
+        let done = flusher.flush_with(&mut |work| {
+            if lent == after {
+                return Err(Error::Injected("crash"));
+            }
+            lent += 1;
+            work(conn)
+        });
+        match done {
+            Ok(()) => true,
+            Err(Error::Injected(_)) => false,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn a_crash_after_any_lent_transaction_loses_nothing() {
+        // 8 flushes of 500 entries: the 8th writes a run, then merges the
+        // four (2000, 1000, 500, 500) in many small transactions
+        let mut rng = Rng(77);
+        let mut hashes: Vec<u64> = Vec::new();
+        let mut batches: Vec<Vec<(u64, u64)>> = Vec::new();
+        for b in 0..8u64 {
+            let batch: Vec<(u64, u64)> = (0..500)
+                .map(|i| {
+                    // some hashes again, at another position
+                    let h = if i % 25 == 0 && !hashes.is_empty() {
+                        hashes[rng.below(hashes.len() as u64) as usize]
+                    } else {
+                        rng.next()
+                    };
+                    hashes.push(h);
+                    (h, b * 1000 + i)
+                })
+                .collect();
+            batches.push(batch);
+        }
+        let absent: Vec<u64> = (0..200).map(|_| rng.next()).collect();
+        // the model at mark m: the first m batches
+        let model = |m: u64| {
+            let mut model: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+            for &(h, p) in batches.iter().take(m as usize).flatten() {
+                model.entry(h).or_default().push(p);
+            }
+            for v in model.values_mut() {
+                v.sort_unstable();
+                v.dedup();
+            }
+            model
+        };
+        let models = [model(7), model(8)];
+        // every lookup as the model at the index's mark says
+        let check = |index: &IdIndex, conn: &Connection| {
+            let mark = index.mark().unwrap();
+            assert!(mark == 7 || mark == 8, "mark {mark}");
+            let model = &models[mark as usize - 7];
+            for &h in hashes.iter().chain(&absent) {
+                let want = model.get(&h).cloned().unwrap_or_default();
+                assert_eq!(found(index, conn, h), want, "hash {h:#x} at mark {mark}");
+            }
+        };
+        let open = |path: &std::path::Path| {
+            let conn = Connection::open(path).unwrap();
+            conn.pragma_update(None, "synchronous", "FULL").unwrap();
+            let index = IdIndex::open(&conn).unwrap();
+            index.set_transaction_bytes(2048);
+            (conn, index)
+        };
+        // (before the flush's final transaction, before the merge's, after
+        // it with rows of merged runs left, after it with none left)
+        let mut seen = [0; 4];
+        let mut after = 0;
+        loop {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("db");
+            // 1 KiB pages: ~110 entries per part, two per transaction
+            let mut conn = db_at(&path, 1024);
+            let mut index = IdIndex::open(&conn).unwrap();
+            index.set_transaction_bytes(2048);
+            for (m, batch) in batches.iter().take(7).enumerate() {
+                index.add(batch.iter().copied());
+                index.flush(&mut conn, m as u64 + 1).unwrap();
+            }
+            assert_eq!(index.runs(), 3);
+            index.add(batches[7].iter().copied());
+            index.seal(8);
+            let finished = flush_until_crash(&index.flusher(), &mut conn, after);
+            // the crash: nothing in memory is left
+            drop(index);
+            drop(conn);
+            let (mut conn, index) = open(&path);
+            check(&index, &conn);
+            let dead: i64 = conn
+                .query_row("SELECT count(*) FROM id_runs WHERE live = 0", [], |r| {
+                    r.get(0)
+                })
+                .unwrap();
+            let state = match (index.mark(), index.runs()) {
+                (Some(7), 3) => 0,
+                (Some(8), 4) => 1,
+                (Some(8), 1) if dead > 0 => 2,
+                (Some(8), 1) => 3,
+                other => panic!("after {after} transactions: {other:?}"),
+            };
+            seen[state] += 1;
+            if finished {
+                assert_eq!(state, 3);
+                assert_no_garbage(&conn);
+                assert!(after > 25, "the flush took {after} transactions");
+                break;
+            }
+            // the caller re-adds what is after the mark; its flush crashes
+            // too (while deleting the garbage, or later), then one finishes
+            let mut index = index;
+            for round in 0..2 {
+                if index.mark() == Some(7) {
+                    index.add(batches[7].iter().copied());
+                    index.seal(8);
+                } else {
+                    index.seal(8);
+                }
+                if round == 0 {
+                    flush_until_crash(&index.flusher(), &mut conn, after % 4);
+                    drop(index);
+                    drop(conn);
+                    let reopened = open(&path);
+                    (conn, index) = reopened;
+                    check(&index, &conn);
+                } else {
+                    index.flusher().flush(&mut conn).unwrap();
+                }
+            }
+            assert_eq!(index.mark(), Some(8));
+            assert_eq!(index.runs(), 1);
+            check(&index, &conn);
+            check(&IdIndex::open(&conn).unwrap(), &conn);
+            assert_no_garbage(&conn);
+            after += 1;
+        }
+        // the last state is only the end of the flush
+        assert!(seen[..3].iter().all(|&n| n >= 2), "{seen:?}");
+        assert_eq!(seen[3], 1);
     }
 
     fn merge_bound(n: u64, first: u64) -> usize {
