@@ -25,6 +25,7 @@ mod body;
 mod checkpoints;
 pub mod chunk;
 mod error;
+pub mod ids;
 mod lock;
 mod log;
 pub mod migrate;
