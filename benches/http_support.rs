@@ -79,6 +79,70 @@ impl Conn {
         self.stream.read_exact(&mut self.body).expect("body");
         status
     }
+
+    /// Sends `GET path` and copies the answer's body to `out` as it arrives
+    /// (a `content-length` or a chunked body; nothing of it is held in
+    /// memory here); returns the status and the body's length.
+    pub fn download(&mut self, path: &str, out: &mut impl Write) -> (u16, u64) {
+        let head = format!("GET {path} HTTP/1.1\r\nhost: {}\r\n\r\n", self.addr);
+        self.stream
+            .get_mut()
+            .write_all(head.as_bytes())
+            .expect("write");
+        let mut line = String::new();
+        self.stream.read_line(&mut line).expect("status line");
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("bad status line {line:?}"));
+        let (mut len, mut chunked) = (None, false);
+        loop {
+            line.clear();
+            self.stream.read_line(&mut line).expect("header");
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse::<u64>().ok();
+                } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                    chunked = v.to_ascii_lowercase().contains("chunked");
+                }
+            }
+        }
+        if !chunked {
+            let len = len.unwrap_or(0);
+            let n = std::io::copy(&mut (&mut self.stream).take(len), out).expect("body");
+            assert_eq!(n, len, "the connection ended inside the body");
+            return (status, n);
+        }
+        let mut total = 0;
+        loop {
+            line.clear();
+            self.stream.read_line(&mut line).expect("chunk size");
+            let hex = line.trim_end().split(';').next().unwrap_or("").trim();
+            let size = u64::from_str_radix(hex, 16)
+                .unwrap_or_else(|_| panic!("bad chunk size line {line:?}"));
+            if size == 0 {
+                // trailers, up to the empty line
+                loop {
+                    line.clear();
+                    self.stream.read_line(&mut line).expect("trailer");
+                    if line.trim_end().is_empty() {
+                        break;
+                    }
+                }
+                return (status, total);
+            }
+            let n = std::io::copy(&mut (&mut self.stream).take(size), out).expect("chunk");
+            assert_eq!(n, size, "the connection ended inside a chunk");
+            total += n;
+            line.clear();
+            self.stream.read_line(&mut line).expect("chunk end");
+        }
+    }
 }
 
 pub fn get_status(addr: &str, path: &str) -> Option<u16> {
@@ -138,6 +202,20 @@ pub fn proc_kib(pid: u32, field: &str) -> u64 {
         * 1024
 }
 
+/// A `/proc/PID/io` field (`write_bytes`: bytes the process caused to be
+/// sent to the storage layer, counted when it dirties the page cache;
+/// `wchar`: bytes passed to write calls).
+pub fn proc_io(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// A `streamforge serve` child process on a database.
 pub struct Server {
     pub child: std::process::Child,
@@ -151,14 +229,24 @@ impl Server {
     /// Starts the release binary on `db` with `args` after the address and
     /// database, and waits until `/readyz` answers 200.
     pub fn start(db: &Path, args: &[&std::ffi::OsStr]) -> Server {
+        let mut all = args.to_vec();
+        all.extend([
+            std::ffi::OsStr::new("--max-body-bytes"),
+            std::ffi::OsStr::new("268435456"),
+        ]);
+        Server::start_bin(&binary(), db, &all)
+    }
+
+    /// [`Server::start`] of the binary `bin`, with `args` only (no
+    /// `--max-body-bytes`: the server's defaults otherwise).
+    pub fn start_bin(bin: &Path, db: &Path, args: &[&std::ffi::OsStr]) -> Server {
         use std::process::Stdio;
         use std::time::{Duration, Instant};
         let t = Instant::now();
-        let mut child = Command::new(binary())
+        let mut child = Command::new(bin)
             .args(["serve", "--addr", "127.0.0.1:0", "--db"])
             .arg(db)
             .args(args)
-            .args(["--max-body-bytes", "268435456"])
             .env("RUST_LOG", "warn")
             // the deployment setting of the Dockerfile (README "Docker"):
             // two malloc arenas keep freed request buffers from piling up
