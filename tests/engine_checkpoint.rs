@@ -136,7 +136,10 @@ fn restore_accepts_whitespace_and_reordered_pipelines() {
     let unsorted = mutate(&cp, |s| s["pipeline"]["partitions"] = json!(["p1", "p0"]));
     let other = Pipeline::from_json(br#"{"partitions":["p1","p0"],"lateness":5,"windows":{"st":{"kind":"stream_time","size":10},"s":{"kind":"session","gap":5},"h":{"kind":"sliding","size":10,"step":5},"f":{"kind":"fixed","size":10}}}"#).unwrap();
     assert_eq!(
-        Processor::restore(&unsorted, &other).unwrap().checkpoint().unwrap(),
+        Processor::restore(&unsorted, &other)
+            .unwrap()
+            .checkpoint()
+            .unwrap(),
         cp
     );
 }
@@ -198,7 +201,11 @@ fn broken_envelopes_are_rejected() {
     .unwrap();
     let e = Processor::restore(&cp, &other).unwrap_err();
     assert!(e.detail().contains("incompatible pipeline"), "{e}");
-    assert_eq!(p.checkpoint().unwrap(), cp, "the source processor is untouched");
+    assert_eq!(
+        p.checkpoint().unwrap(),
+        cp,
+        "the source processor is untouched"
+    );
 }
 
 #[test]

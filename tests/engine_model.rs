@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use reference::Model;
+use streamforge::engine::history::MemHistory;
 use streamforge::engine::{Delivery, Event, Pipeline, Processor, WindowDef};
 
 // ----------------------------------------------------------------------
@@ -78,6 +79,16 @@ enum Op {
     /// the restored one. `own` = restore on the embedded pipeline.
     Restore {
         own: bool,
+    },
+    /// Flush the engine's history tail into its store (segments of at
+    /// most `max_items`), with `between` applied after the snapshot and
+    /// before the flush lands (a call that arrives while a checkpoint is
+    /// being written); `resume`: then continue on a processor resumed from
+    /// the flushed state (when the tail is empty), as after a restart.
+    Flush {
+        max_items: u64,
+        between: Option<Box<Op>>,
+        resume: bool,
     },
     /// Compare every query and (if `ckpt`) the checkpoint bytes.
     Query {
@@ -472,6 +483,23 @@ impl Gen {
             87..=90 => Op::Restore {
                 own: self.rng.pct(30),
             },
+            91..=94 => {
+                let between = self
+                    .rng
+                    .pct(40)
+                    .then(|| match self.op(m) {
+                        o @ (Op::Ingest(_) | Op::Advance(..) | Op::MarkIdle(_)) => {
+                            Some(Box::new(o))
+                        }
+                        _ => None,
+                    })
+                    .flatten();
+                Op::Flush {
+                    max_items: self.rng.range(1, 6) as u64,
+                    between,
+                    resume: self.rng.pct(50),
+                }
+            }
             _ => {
                 let window = if self.rng.pct(40) {
                     Some(
@@ -506,8 +534,8 @@ impl Gen {
 
 use std::sync::atomic::AtomicU64;
 
-static STATS: [AtomicU64; 14] = [const { AtomicU64::new(0) }; 14];
-const STAT_NAMES: [&str; 14] = [
+static STATS: [AtomicU64; 15] = [const { AtomicU64::new(0) }; 15];
+const STAT_NAMES: [&str; 15] = [
     "ingest ok",
     "unknown_partition",
     "offset_conflict",
@@ -522,6 +550,7 @@ const STAT_NAMES: [&str; 14] = [
     "tick ok",
     "tick rejected",
     "max live buckets",
+    "history flushes",
 ];
 
 fn stat(i: usize, n: u64) {
@@ -784,10 +813,15 @@ fn step_inner(
             let bytes = eng.checkpoint().unwrap();
             compare_checkpoint(i, &bytes, model, false)?;
             stat(9, 1);
+            // The restored history flushes into the same store: its
+            // segments and ids of before stay there, as after a restore in
+            // the service (the id index answers them; the engine keeps
+            // only candidates of its own segments).
+            let mem = MEM.with(|m| m.borrow().clone()).expect("a store");
             let restored = if *own {
-                Processor::from_checkpoint(&bytes)
+                Processor::from_checkpoint_into(&bytes, mem)
             } else {
-                Processor::restore(&bytes, &setup.pipeline_reordered())
+                Processor::restore_into(&bytes, &setup.pipeline_reordered(), mem)
             };
             match restored {
                 // A checkpoint restores with any number of shards: rotate.
@@ -821,6 +855,73 @@ fn step_inner(
             }
             compare_queries(i, eng, model, None, None)?;
         }
+        Op::Flush {
+            max_items,
+            between,
+            resume,
+        } => {
+            let mem = MEM.with(|m| m.borrow().clone()).expect("a store");
+            let snap = eng.snapshot();
+            let before = snap.checkpoint().unwrap();
+            let segs = snap.tail_segments(*max_items);
+            let stored: Vec<_> = segs
+                .into_iter()
+                .map(|s| {
+                    let id = mem.put(&s).expect("stored");
+                    (s, id)
+                })
+                .collect();
+            let flushed = snap.flushed_with(&stored);
+            let live = snap.live_parts();
+            check!(
+                i,
+                "envelope_len of the flushed snapshot",
+                streamforge::engine::checkpoint::envelope_len(&live, &flushed),
+                before.len() as u64
+            );
+            let (state, envelope, bytes) = streamforge::engine::checkpoint::seal(
+                &live,
+                &streamforge::engine::checkpoint::store_history_parts(&*mem, &flushed),
+            )
+            .expect("sealed");
+            check!(i, "sealed bytes", bytes, before.len() as u64);
+            check!(
+                i,
+                "sealed envelope checksum",
+                envelope,
+                streamforge::engine::sha256_hex(&before)
+            );
+            check!(
+                i,
+                "sealed state checksum",
+                before.windows(64).any(|w| w == state.as_bytes()),
+                true
+            );
+            if let Some(op) = between {
+                step_inner(i, op, setup, eng, model)?;
+            }
+            eng.flushed(&snap, &stored);
+            stat(14, 1);
+            if *resume && eng.tail_len() == 0 {
+                let again = eng.snapshot();
+                let resumed = Processor::resume(
+                    &setup.pipeline_reordered(),
+                    &again.live_parts(),
+                    eng.flushed_history(),
+                    mem.clone(),
+                );
+                match resumed {
+                    Ok(p) => *eng = sharded(p, next_shards(eng.shards())),
+                    Err(r) => {
+                        return Err(Mismatch {
+                            op_index: i,
+                            what: format!("resume of a flushed state failed: {r}"),
+                        })
+                    }
+                }
+            }
+            compare_queries(i, eng, model, None, None)?;
+        }
         Op::Query {
             window,
             key,
@@ -850,6 +951,19 @@ fn step_inner(
     Ok(())
 }
 
+thread_local! {
+    /// The history store of the engine under test (flushes go there).
+    static MEM: std::cell::RefCell<Option<std::sync::Arc<MemHistory>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A fresh engine over a fresh in-memory history store (set as [`MEM`]).
+fn fresh(setup: &Setup) -> Processor {
+    let mem = MemHistory::new();
+    MEM.with(|m| *m.borrow_mut() = Some(mem.clone()));
+    Processor::with_store(setup.pipeline(), mem)
+}
+
 /// `p` with `k` key-hash shards, every batch (however small) and every tick
 /// going through the shard threads when `k > 1`.
 fn sharded(mut p: Processor, k: usize) -> Processor {
@@ -871,7 +985,7 @@ fn next_shards(k: usize) -> usize {
 fn replay(setup: &Setup, ops: &[Op]) -> Result<(), Mismatch> {
     let cur = std::cell::Cell::new(0usize);
     let r = catch_unwind(AssertUnwindSafe(|| -> Result<(), Mismatch> {
-        let mut eng = sharded(Processor::new(setup.pipeline()), setup.shards);
+        let mut eng = sharded(fresh(setup), setup.shards);
         let mut model = setup.model();
         for (i, op) in ops.iter().enumerate() {
             cur.set(i);
@@ -908,7 +1022,7 @@ fn run_seed(seed: u64) -> (Setup, Vec<Op>, Option<Mismatch>) {
     let cur = std::cell::Cell::new(0usize);
     let mut model = setup.model();
     let r = catch_unwind(AssertUnwindSafe(|| -> Result<(), Mismatch> {
-        let mut eng = sharded(Processor::new(setup.pipeline()), setup.shards);
+        let mut eng = sharded(fresh(&setup), setup.shards);
         for i in 0..nops {
             cur.set(i);
             let op = gen.op(&model);

@@ -165,7 +165,11 @@ fn batches_are_atomic_and_name_the_first_bad_delivery() {
         ])
         .unwrap_err();
     assert_eq!((e.index, e.rejection.code()), (2, "identity_conflict"));
-    assert_eq!(p.checkpoint().unwrap(), before, "nothing of the batch applied");
+    assert_eq!(
+        p.checkpoint().unwrap(),
+        before,
+        "nothing of the batch applied"
+    );
     // the same offsets and ids can be used again
     let out = p
         .ingest(vec![

@@ -87,6 +87,8 @@ pub struct SegRef {
     pub first: u64,
     /// Number of items.
     pub count: u64,
+    /// Length of its canonical text.
+    pub bytes: u64,
 }
 
 /// The store failed (I/O); the call that needed it changes nothing.

@@ -96,7 +96,11 @@ impl LateOutput {
 
     /// Appends the canonical late items (flushed segments, then the tail),
     /// separated by commas.
-    pub fn write(&self, store: &Arc<dyn HistoryStore>, out: &mut Vec<u8>) -> Result<(), StoreFault> {
+    pub fn write(
+        &self,
+        store: &Arc<dyn HistoryStore>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), StoreFault> {
         let mut first = true;
         for s in &self.segs {
             if s.count == 0 {
@@ -145,9 +149,9 @@ impl LateOutput {
         self.tail.len()
     }
 
-    /// The first `n` tail records were stored as segment `id` (see
-    /// [`LateOutput::tail_segment`]).
-    pub fn flushed(&mut self, n: usize, id: SegId) {
+    /// The first `n` tail records were stored as segment `id` of `bytes`
+    /// bytes (see [`LateOutput::tail_segment`]).
+    pub fn flushed(&mut self, n: usize, id: SegId, bytes: u64) {
         let n = n.min(self.tail.len());
         if n == 0 {
             return;
@@ -156,6 +160,7 @@ impl LateOutput {
             id,
             first: self.flushed,
             count: n as u64,
+            bytes,
         });
         self.flushed += n as u64;
         self.tail.drain(..n);

@@ -9,14 +9,14 @@ use std::sync::Arc;
 
 use super::changelog::{address_cmp, cmp_prepared, row, sort_by_address, Changelog, Touches};
 use super::checkpoint;
+use super::checkpoint::LiveParts;
 use super::hash::StrIndex;
+use super::history::{id_hash, HistoryStore, MemHistory, NewSegment, SegId, SegKind, SegRef};
 use super::keys::KeyTable;
 use super::keywork::{self, Job};
 use super::late::LateOutput;
 use super::live::BucketRef;
 use super::shards::{Executor, ShardedLive};
-use super::checkpoint::LiveParts;
-use super::history::{id_hash, HistoryStore, MemHistory, NewSegment, SegId, SegKind, SegRef};
 use super::sources::{Flushed, Resolved, Sources};
 use super::watermark::WatermarkState;
 use super::*;
@@ -485,8 +485,8 @@ impl Processor {
     /// between (a restore).
     pub fn flushed(&mut self, snap: &Snapshot, stored: &[(NewSegment, SegId)]) {
         self.sources.flushed(&snap.mark, stored);
-        if let Some((_, id)) = stored.iter().find(|(s, _)| s.kind == SegKind::Late) {
-            self.late.flushed(snap.late_tail, *id);
+        if let Some((s, id)) = stored.iter().find(|(s, _)| s.kind == SegKind::Late) {
+            self.late.flushed(snap.late_tail, *id, s.text.len() as u64);
         }
     }
 
@@ -526,7 +526,15 @@ impl Processor {
     /// Restores a checkpoint envelope on its own embedded pipeline (used to
     /// verify a checkpoint file offline).
     pub fn from_checkpoint(envelope: &[u8]) -> Result<Processor, Rejection> {
-        checkpoint::restore(envelope, None, MemHistory::new()).map_err(Rejection::InvalidCheckpoint)
+        Processor::from_checkpoint_into(envelope, MemHistory::new())
+    }
+
+    /// [`Processor::from_checkpoint`], flushing later into `store`.
+    pub fn from_checkpoint_into(
+        envelope: &[u8],
+        store: Arc<dyn HistoryStore>,
+    ) -> Result<Processor, Rejection> {
+        checkpoint::restore(envelope, None, store).map_err(Rejection::InvalidCheckpoint)
     }
 
     /// Resumes a checkpoint this service stored: its live parts and its
@@ -615,6 +623,7 @@ impl Snapshot {
                 id: *id,
                 first: seg.first,
                 count: seg.count,
+                bytes: seg.text.len() as u64,
             };
             match seg.kind {
                 SegKind::Sources => {

@@ -125,10 +125,7 @@ mod tests {
         write_late(&mut late, "x", "", 1, 2, -3);
         late.push(b',');
         write_late(&mut late, "y", "", 4, 5, 6);
-        assert_eq!(
-            parse_late(item(&late, 1).unwrap()).unwrap().1,
-            6
-        );
+        assert_eq!(parse_late(item(&late, 1).unwrap()).unwrap().1, 6);
         assert!(item(b"]]", 0).is_none());
     }
 }

@@ -154,7 +154,10 @@ impl Part {
 
     /// The flushed segment holding `offset` (< flushed).
     fn seg_of(&self, offset: u64) -> Option<&SegRef> {
-        let i = self.segs.partition_point(|s| s.first <= offset).checked_sub(1)?;
+        let i = self
+            .segs
+            .partition_point(|s| s.first <= offset)
+            .checked_sub(1)?;
         self.segs.get(i).filter(|s| offset < s.first + s.count)
     }
 }
@@ -408,9 +411,7 @@ impl Sources {
         };
         let records = &self.records;
         let probe = self.index.probe(hash, id, |p| {
-            records
-                .get(p as usize)
-                .map_or(&[][..], |r| r.id.as_bytes())
+            records.get(p as usize).map_or(&[][..], |r| r.id.as_bytes())
         });
         let vacant = match probe {
             Ok(no) => {
@@ -424,7 +425,8 @@ impl Sources {
             Err(vacant) => vacant,
         };
         let known = if maybe_flushed {
-            self.flushed_identity(id, id_hash(id)).map_err(unavailable)?
+            self.flushed_identity(id, id_hash(id))
+                .map_err(unavailable)?
         } else {
             None
         };
@@ -485,9 +487,7 @@ impl Sources {
         let hash = StrIndex::hash(&ev.id);
         let records = &self.records;
         let found = self.index.find(hash, &ev.id, |p| {
-            records
-                .get(p as usize)
-                .map_or(&[][..], |r| r.id.as_bytes())
+            records.get(p as usize).map_or(&[][..], |r| r.id.as_bytes())
         });
         match found {
             Some(no) => {
@@ -527,9 +527,7 @@ impl Sources {
     pub fn find_tail(&self, id: &str) -> Option<RecNo> {
         let records = &self.records;
         self.index.find(StrIndex::hash(id), id, |p| {
-            records
-                .get(p as usize)
-                .map_or(&[][..], |r| r.id.as_bytes())
+            records.get(p as usize).map_or(&[][..], |r| r.id.as_bytes())
         })
     }
 
@@ -687,6 +685,7 @@ impl Sources {
                     id: *id,
                     first: seg.first,
                     count: seg.count,
+                    bytes: seg.text.len() as u64,
                 });
                 self.seg_part.insert(*id, (seg.partition, seg.count));
             }
@@ -702,9 +701,7 @@ impl Sources {
             let h = StrIndex::hash(r.id.as_str());
             let records = &self.records;
             let known = index.find(h, r.id.as_str(), |p| {
-                records
-                    .get(p as usize)
-                    .map_or(&[][..], |x| x.id.as_bytes())
+                records.get(p as usize).map_or(&[][..], |x| x.id.as_bytes())
             });
             if known.is_none() {
                 index.insert(h, i as RecNo);

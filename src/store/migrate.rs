@@ -38,6 +38,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0007_compressed_bodies",
         include_str!("../../migrations/0007_compressed_bodies.sql"),
     ),
+    (
+        "0008_history_on_disk",
+        include_str!("../../migrations/0008_history_on_disk.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

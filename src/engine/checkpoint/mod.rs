@@ -19,7 +19,10 @@ use super::live::BucketRef;
 use super::processor::Processor;
 use crate::canonical::writer as canonical;
 use crate::canonical::UniqueMap;
-use state::{write_changelog, write_clock, write_pipeline, write_result, ClockDoc, PartitionClockDoc, PipelineDoc};
+use state::{
+    write_changelog, write_clock, write_pipeline, write_result, ClockDoc, PartitionClockDoc,
+    PipelineDoc,
+};
 
 use crate::canonical::sha256_hex;
 pub use restore::{restore, resume};
@@ -299,10 +302,41 @@ pub fn write_envelope(
     out.put(ENVELOPE_SUFFIX)
 }
 
+/// The length of the envelope of `live` with the history `flushed`
+/// (computed from the segments' lengths, without reading them).
+pub fn envelope_len(live: &LiveParts, flushed: &crate::engine::sources::Flushed) -> u64 {
+    fn joined(segs: &[super::history::SegRef]) -> u64 {
+        let n = segs.iter().filter(|s| s.count > 0).count() as u64;
+        segs.iter().map(|s| s.bytes).sum::<u64>() + n.saturating_sub(1)
+    }
+    let mut n = (ENVELOPE_PREFIX.len() + 64 + ENVELOPE_MIDDLE.len() + ENVELOPE_SUFFIX.len()) as u64;
+    n += (b"{\"changelog\":".len()
+        + b",\"clock\":".len()
+        + b",\"late\":[".len()
+        + b"],\"pipeline\":".len()
+        + b",\"sources\":{".len()
+        + b"},\"windows\":".len()
+        + 1) as u64;
+    n +=
+        (live.changelog.len() + live.clock.len() + live.pipeline.len() + live.windows.len()) as u64;
+    n += joined(&flushed.late);
+    let mut key = Vec::new();
+    for (i, name) in live.partitions.iter().enumerate() {
+        key.clear();
+        canonical::key(&mut key, name);
+        n += key.len() as u64 + 2 + u64::from(i > 0);
+        n += flushed.sources.get(i).map_or(0, |s| joined(s));
+    }
+    n
+}
+
 /// The checksums of an envelope without holding it: the state's (`H`,
 /// inside the envelope) and the whole envelope's (what `sha256sum` prints
 /// for it), with its length. Two passes over the history.
-pub fn seal(live: &LiveParts, history: &dyn HistoryParts) -> Result<(String, String, u64), StoreFault> {
+pub fn seal(
+    live: &LiveParts,
+    history: &dyn HistoryParts,
+) -> Result<(String, String, u64), StoreFault> {
     let mut h = HashOut::default();
     write_state(live, history, &mut h)?;
     let (state, _) = h.finish();

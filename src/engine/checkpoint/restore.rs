@@ -28,18 +28,20 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::sha256_hex;
-use super::state::{ChangelogDoc, ClockDoc, EnvelopeDoc, EventDoc, PipelineDoc, ResultDoc, StateDoc};
+use super::state::{
+    ChangelogDoc, ClockDoc, EnvelopeDoc, EventDoc, PipelineDoc, ResultDoc, StateDoc,
+};
 use super::LiveParts;
-use crate::engine::history::HistoryStore;
-use crate::engine::sources::Flushed;
 use crate::engine::aggregate::Agg;
 use crate::engine::changelog::Changelog;
 use crate::engine::event::Event;
+use crate::engine::history::HistoryStore;
 use crate::engine::keys::KeyTable;
 use crate::engine::late::LateOutput;
 use crate::engine::live::{BucketRef, LiveIndex, WinNo};
 use crate::engine::num::is_multiple;
 use crate::engine::processor::Processor;
+use crate::engine::sources::Flushed;
 use crate::engine::sources::Sources;
 use crate::engine::watermark::WatermarkState;
 use crate::engine::{Pipeline, WindowDef};
