@@ -121,13 +121,18 @@ fn a_version_2_database_is_upgraded_and_keeps_serving_its_changes() {
     let mut s = start(&db, &["--checkpoint-every", "0"]);
     let ops = workload(21, 200);
     let (before, after) = ops.split_at(100);
+    let mut base = None;
     for (i, op) in before.iter().enumerate() {
         assert_eq!(op.send(&s).status, 200);
         if i == 50 {
             // a recovery base (the old one-row table) with commands after it
-            assert_eq!(s.post_empty("/checkpoints").status, 201);
+            let r = s.post_empty("/checkpoints");
+            assert_eq!(r.status, 201);
+            let id = r.json()["id"].as_i64().unwrap();
+            base = Some((id, s.get(&format!("/checkpoints/{id}")).body));
         }
     }
+    let (base_id, base_envelope) = base.expect("a checkpoint");
     let changes = s.all_changes();
     let snapshot = s.snapshot();
     assert!(changes.len() > 10, "{}", changes.len());
@@ -163,8 +168,24 @@ fn a_version_2_database_is_upgraded_and_keeps_serving_its_changes() {
         )
         .unwrap();
     assert_eq!(packed, 0, "this history must hold only small bodies");
+    // version 2 stored checkpoint envelopes whole (version 8 stores the
+    // window engine's history in segments)
+    c.execute(
+        "UPDATE checkpoints SET envelope = ?1 WHERE id = ?2",
+        rusqlite::params![base_envelope.as_bytes(), base_id],
+    )
+    .unwrap();
     c.execute_batch(
-        "ALTER TABLE commands DROP COLUMN encoding;
+        "DROP TABLE checkpoint_segments;
+         DROP TABLE segment_blocks;
+         DROP TABLE segments;
+         DROP TABLE id_index;
+         DROP TABLE id_runs;
+         DROP TABLE id_parts;
+         DROP TABLE id_filters;
+         ALTER TABLE checkpoints DROP COLUMN live;
+         ALTER TABLE checkpoints DROP COLUMN state_sha256;
+         ALTER TABLE commands DROP COLUMN encoding;
          DROP TABLE sink_batches;
          DROP TABLE sinks;
          DROP TABLE pattern_output;

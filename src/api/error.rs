@@ -164,6 +164,7 @@ impl ApiError {
                 "identity_conflict" => Code::IdentityConflict,
                 "invalid_checkpoint" => Code::InvalidCheckpoint,
                 "invalid_request" => Code::InvalidRequest,
+                "unavailable" => Code::Unavailable,
                 _ => Code::BadRequest,
             },
         };

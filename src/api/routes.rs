@@ -15,6 +15,7 @@ use super::dto::{self, page_body};
 use super::error::{ApiError, Code};
 use super::extract::{self, PageQuery, QueryParams};
 use super::AppState;
+use crate::service::Download;
 use crate::service::{RestoreSource, Service};
 use crate::store::{EngineId, Page, Stream};
 
@@ -185,9 +186,85 @@ pub(super) async fn checkpoint_envelope(
 ) -> Result<Response, ApiError> {
     let id = checkpoint_id(&id)?;
     let svc = st.service()?;
-    blocking(move || Ok(svc.checkpoint_bytes(engine, id)?))
-        .await
-        .map(|b| json_response(StatusCode::OK, b))
+    let download = {
+        let svc = svc.clone();
+        blocking(move || Ok(svc.checkpoint_download(engine, id)?)).await?
+    };
+    match download {
+        Download::Bytes(b) => Ok(json_response(StatusCode::OK, b)),
+        Download::Window(row) => Ok(stream_envelope(svc, *row)),
+    }
+}
+
+/// Bytes per chunk of a streamed envelope.
+const CHUNK: usize = 1 << 20;
+
+/// Sends a window checkpoint's envelope as it is assembled (from its live
+/// parts and history segments) on a blocking thread, a chunk at a time:
+/// memory stays at a few chunks whatever the envelope's size. A failure
+/// while sending ends the body early (the client sees a short body, and
+/// the checksum tells it): the length was announced.
+fn stream_envelope(
+    svc: std::sync::Arc<crate::service::Service>,
+    row: crate::store::WindowRow,
+) -> Response {
+    use crate::engine::checkpoint::Out;
+    use crate::engine::history::StoreFault;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(4);
+    let bytes = row.bytes;
+    struct Chunks {
+        tx: tokio::sync::mpsc::Sender<Result<axum::body::Bytes, std::io::Error>>,
+        buf: Vec<u8>,
+    }
+    impl Out for Chunks {
+        fn put(&mut self, b: &[u8]) -> Result<(), StoreFault> {
+            self.buf.extend_from_slice(b);
+            if self.buf.len() >= CHUNK {
+                let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK + 64));
+                self.tx
+                    .blocking_send(Ok(chunk.into()))
+                    .map_err(|_| StoreFault("the client went away".into()))?;
+            }
+            Ok(())
+        }
+    }
+    tokio::task::spawn_blocking(move || {
+        let mut out = Chunks {
+            tx: tx.clone(),
+            buf: Vec::with_capacity(CHUNK + 64),
+        };
+        let done = svc
+            .write_window_envelope(&row, &mut out)
+            .map_err(|e| e.to_string());
+        let rest = std::mem::take(&mut out.buf);
+        match done {
+            Ok(()) => {
+                // Err: the client went away; nothing to tell it.
+                let _ = tx.blocking_send(Ok(rest.into()));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "sending a checkpoint failed");
+                // The body ends with an error (the connection is cut).
+                let _ = tx.blocking_send(Err(std::io::Error::other(e)));
+            }
+        }
+    });
+    let body = axum::body::Body::from_stream(tokio_stream_of(rx));
+    let mut r = (StatusCode::OK, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes));
+    r
+}
+
+/// A stream of a channel's items.
+fn tokio_stream_of<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures_util::Stream<Item = T> + Send {
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
 /// Deletes one of `engine`'s checkpoints: 204 No Content.

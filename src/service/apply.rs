@@ -179,6 +179,19 @@ impl Service {
         inner.ticket += 1;
         let ticket = inner.ticket;
         let heads = inner.heads();
+        if engine == crate::store::EngineId::Window {
+            let tail = inner.engines.window.tail_len();
+            self.tail.store(tail, std::sync::atomic::Ordering::Relaxed);
+            if tail >= super::checkpoint::TAIL_MAX {
+                // The history in memory is due to be flushed (a full
+                // channel: a checkpoint is already due).
+                if let Err(std::sync::mpsc::TrySendError::Disconnected(())) =
+                    self.checkpoint_due.try_send(())
+                {
+                    tracing::error!("the checkpoint thread has ended: the history stays in memory");
+                }
+            }
+        }
         self.enqueue(Pending::new(ticket, engine, kind, body, heads))?;
         Ok((ticket, applied))
     }

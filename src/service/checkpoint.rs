@@ -9,9 +9,69 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::store::{CheckpointMeta, EngineId, Origin};
+use crate::engine::checkpoint::{HistoryParts, LiveParts, Out};
+use crate::engine::history::{NewSegment, SegId, SegRef, StoreFault};
+use crate::engine::Flushed;
+use crate::store::{CheckpointMeta, EngineId, Origin, Reader, WindowRow};
 
 use super::{Inner, Metrics, Service, ServiceError};
+
+/// Most deliveries a history segment holds (one partition's part of a
+/// flush is cut into pieces of this many).
+pub(super) const SEGMENT_ITEMS: u64 = 1 << 18;
+
+/// Deliveries (and late records) in memory from which the window engine
+/// flushes its history with an automatic checkpoint, whatever
+/// `--checkpoint-every` says: memory holds at most about this much history.
+pub(super) const TAIL_MAX: u64 = 1 << 20;
+
+/// Ids of the id index in memory from which they are stored.
+const IDS_FLUSH: u64 = 1 << 18;
+
+/// A stored window checkpoint's history, read back block by block through
+/// a reading connection (an envelope served or checksummed).
+pub(crate) struct StoredParts<'a> {
+    pub reader: &'a Reader,
+    pub flushed: &'a Flushed,
+}
+
+impl StoredParts<'_> {
+    fn segs(&self, segs: &[SegRef], out: &mut dyn Out) -> Result<(), StoreFault> {
+        let mut first = true;
+        for seg in segs.iter().filter(|s| s.count > 0) {
+            self.reader
+                .segment_blocks(seg.id, |text| {
+                    if !first {
+                        out.put(b",")
+                            .map_err(|e| crate::store::Error::Corrupt(e.0))?;
+                    }
+                    first = false;
+                    out.put(text).map_err(|e| crate::store::Error::Corrupt(e.0))
+                })
+                .map_err(|e| StoreFault(e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+impl HistoryParts for StoredParts<'_> {
+    fn late(&self, out: &mut dyn Out) -> Result<(), StoreFault> {
+        self.segs(&self.flushed.late, out)
+    }
+
+    fn sources(&self, p: usize, out: &mut dyn Out) -> Result<(), StoreFault> {
+        self.segs(self.flushed.sources.get(p).map_or(&[], Vec::as_slice), out)
+    }
+}
+
+/// A stored checkpoint's envelope, as it is served.
+pub enum Download {
+    /// The bytes as stored (the pattern engine's; older window ones).
+    Bytes(Vec<u8>),
+    /// A window checkpoint stored incrementally (sealed): assembled from
+    /// its live parts and segments while it is sent.
+    Window(Box<WindowRow>),
+}
 
 /// An engine's state captured for a checkpoint.
 pub(super) enum Snapshot {
@@ -149,14 +209,185 @@ impl Service {
         }
     }
 
-    /// `POST /checkpoints`: stores a checkpoint of an engine's current state.
+    /// `POST /checkpoints`: stores a checkpoint of an engine's current state
+    /// (the window engine's sealed: its answer carries the checksum).
     pub fn create_checkpoint(&self, engine: EngineId) -> Result<CheckpointMeta, ServiceError> {
-        let mut g = self.lock_settled()?;
-        self.checkpoint_locked(&mut g, engine, Origin::User)
+        match engine {
+            EngineId::Window => {
+                let meta = self
+                    .window_checkpoint(Origin::User, |_, _| true)?
+                    .ok_or_else(|| {
+                        ServiceError::Unavailable(
+                            "a restore replaced the state while the checkpoint was taken; \
+                             nothing was stored, try again"
+                                .into(),
+                        )
+                    })?;
+                self.seal(meta.id)
+            }
+            EngineId::Patterns => {
+                let mut g = self.lock_settled()?;
+                self.checkpoint_locked(&mut g, engine, Origin::User)
+            }
+        }
+    }
+
+    /// Takes a window engine checkpoint if `due(logged commands, history
+    /// in memory)` says so, storing only what is new: the history that
+    /// arrived since the last one (flushed into segments, then dropped from
+    /// memory) and the live state. The snapshot is taken under the
+    /// processor lock; everything else runs outside it, one checkpoint at a
+    /// time. `None`: not due, or a restore moved the recovery base
+    /// meanwhile (the new segments then belong to nothing and go).
+    pub(super) fn window_checkpoint(
+        &self,
+        origin: Origin,
+        due: impl Fn(u64, u64) -> bool,
+    ) -> Result<Option<CheckpointMeta>, ServiceError> {
+        let _one = self.checkpointing();
+        let (snap, up_to, logged, version, generation) = {
+            let g = self.lock_settled()?;
+            let logged = self.queue().logged.get(EngineId::Window);
+            if !due(logged, g.engines.window.tail_len()) {
+                return Ok(None);
+            }
+            let up_to = self.writer().last_command_id(EngineId::Window)?;
+            (
+                g.engines.window.snapshot(),
+                up_to,
+                logged,
+                self.base_version.load(Ordering::SeqCst),
+                g.window_gen,
+            )
+        };
+        let storage = |e: crate::store::Error| {
+            Metrics::inc(&self.metrics.storage_failures, 1);
+            ServiceError::from(e)
+        };
+        let mut stored: Vec<(NewSegment, SegId)> = Vec::new();
+        for seg in snap.tail_segments(SEGMENT_ITEMS) {
+            let id = self
+                .writer()
+                .put_segment(seg.kind, seg.count, &seg.text)
+                .map_err(storage)?;
+            self.wal_written(seg.text.len());
+            stored.push((seg, id));
+        }
+        self.faults.checkpoint_pieces_written();
+        // Lookups find the flushed ids before the engine drops its tail.
+        let ids: Vec<(SegId, &[(u64, u64)])> = stored
+            .iter()
+            .map(|(s, id)| (*id, s.ids.as_slice()))
+            .collect();
+        self.setup.history.add_ids(&ids).map_err(storage)?;
+        let live = snap.live_parts();
+        let flushed = snap.flushed_with(&stored);
+        let bytes = crate::engine::checkpoint::envelope_len(&live, &flushed);
+        let (meta, version) = {
+            let mut w = self.writer();
+            if self.base_version.load(Ordering::SeqCst) != version {
+                return Ok(None);
+            }
+            let version = self.base_version.fetch_add(1, Ordering::SeqCst) + 1;
+            let meta = w
+                .link_window_checkpoint(
+                    &live.encode(),
+                    &flushed,
+                    bytes,
+                    snap.sequence(),
+                    up_to,
+                    origin,
+                )
+                .map_err(storage)?;
+            (meta, version)
+        };
+        {
+            let mut g = self.lock();
+            // Unless a rebuild replaced the engine meanwhile (it then holds
+            // the same history in its tail, flushed next time).
+            if g.window_gen == generation {
+                g.engines.window.flushed(&snap, &stored);
+            }
+        }
+        {
+            let mut q = self.queue();
+            let n = q.logged.get_mut(EngineId::Window);
+            *n = n.saturating_sub(logged);
+        }
+        self.metrics.checkpoint_stored(meta.bytes);
+        self.retain(
+            EngineId::Window,
+            Covers {
+                sequence: snap.sequence(),
+                late: snap.late_len(),
+            },
+            version,
+        );
+        if let Some(last) = stored.iter().map(|(_, id)| *id).max() {
+            self.flush_ids(last, false);
+        }
+        Ok(Some(meta))
+    }
+
+    /// Stores the id index's new entries (every sources segment up to
+    /// `mark` is indexed) once enough are in memory, or always with
+    /// `force`; lends the writer one short transaction at a time. A
+    /// failure is logged: the entries stay in memory, and a restart adds
+    /// them again from the segments.
+    pub(super) fn flush_ids(&self, mark: SegId, force: bool) {
+        let h = &self.setup.history;
+        if !force && h.unflushed_ids() < IDS_FLUSH {
+            return;
+        }
+        let mut with_writer =
+            |f: &mut dyn FnMut(&mut crate::store::Writer) -> crate::store::Result<()>| {
+                f(&mut self.writer())
+            };
+        if let Err(e) = h.flush_ids(mark, &mut with_writer) {
+            Metrics::inc(&self.metrics.storage_failures, 1);
+            tracing::warn!(error = %e, "storing the id index failed (kept in memory; rebuilt from the history at a restart)");
+        }
+    }
+
+    /// Checksums window checkpoint `id` if it has not been (two passes
+    /// over its history), and returns its metadata.
+    pub(super) fn seal(&self, id: i64) -> Result<CheckpointMeta, ServiceError> {
+        let parts = self.setup.pipeline.partitions().len();
+        let row = self
+            .with_reader(|r| r.window_checkpoint(id, parts))?
+            .ok_or_else(|| ServiceError::NotFound(format!("no checkpoint with id {id}")))?;
+        if row.sha256.is_empty() {
+            let live = LiveParts::decode(&row.state.live)
+                .map_err(|e| ServiceError::Unavailable(format!("checkpoint {id}: {e}")))?;
+            let sealed = self.with_reader(|r| {
+                Ok(crate::engine::checkpoint::seal(
+                    &live,
+                    &StoredParts {
+                        reader: r,
+                        flushed: &row.state.flushed,
+                    },
+                ))
+            })?;
+            let (state, envelope, bytes) = sealed.map_err(|e| {
+                ServiceError::Unavailable(format!("checkpoint {id} cannot be read: {e}"))
+            })?;
+            if bytes != row.bytes {
+                return Err(ServiceError::Unavailable(format!(
+                    "checkpoint {id}: its envelope has {bytes} bytes, its row says {}",
+                    row.bytes
+                )));
+            }
+            self.writer().seal_checkpoint(id, &envelope, &state)?;
+        }
+        self.with_reader(|r| r.checkpoints(EngineId::Window))?
+            .into_iter()
+            .find(|m| m.id == id)
+            .ok_or_else(|| ServiceError::NotFound(format!("no checkpoint with id {id}")))
     }
 
     /// `DELETE /checkpoints/{id}`.
     pub fn delete_checkpoint(&self, engine: EngineId, id: i64) -> Result<(), ServiceError> {
+        let _one = self.checkpointing();
         let found = self
             .writer()
             .delete_checkpoint(engine, id)
@@ -182,9 +413,12 @@ impl Service {
     /// base meanwhile (then it is dropped: the base is newer, and the log
     /// still covers everything after it).
     pub(super) fn automatic_checkpoint(&self) {
-        for engine in [EngineId::Window, EngineId::Patterns] {
-            self.automatic_checkpoint_of(engine);
+        let every = self.checkpoint_every;
+        let due = |logged: u64, tail: u64| (every > 0 && logged >= every) || tail >= TAIL_MAX;
+        if let Err(e) = self.window_checkpoint(Origin::Auto, due) {
+            tracing::warn!(error = %e, "automatic checkpoint failed (the command log still covers it)");
         }
+        self.automatic_checkpoint_of(EngineId::Patterns);
     }
 
     fn automatic_checkpoint_of(&self, engine: EngineId) {
@@ -273,24 +507,99 @@ impl Service {
     /// logged commands since its recovery base (so a restart replays
     /// nothing).
     pub fn final_checkpoint(&self) -> Result<Vec<CheckpointMeta>, ServiceError> {
-        let mut g = self.lock_settled()?;
         let mut out = Vec::new();
-        for engine in [EngineId::Window, EngineId::Patterns] {
-            if self.queue().logged.get(engine) > 0 {
-                out.push(self.checkpoint_locked(&mut g, engine, Origin::Auto)?);
-            }
+        if let Some(meta) = self.window_checkpoint(Origin::Auto, |logged, _| logged > 0)? {
+            out.push(meta);
+        }
+        let last = self.setup.history.last_segment();
+        self.flush_ids(last, true);
+        let mut g = self.lock_settled()?;
+        if self.queue().logged.get(EngineId::Patterns) > 0 {
+            out.push(self.checkpoint_locked(&mut g, EngineId::Patterns, Origin::Auto)?);
         }
         Ok(out)
     }
 
-    /// An engine's stored checkpoints, newest first.
+    /// An engine's stored checkpoints, newest first (window checkpoints
+    /// not yet checksummed are sealed first).
     pub fn checkpoints(&self, engine: EngineId) -> Result<Vec<CheckpointMeta>, ServiceError> {
-        self.with_reader(|r| r.checkpoints(engine))
+        let list = self.with_reader(|r| r.checkpoints(engine))?;
+        if list.iter().all(|m| !m.sha256.is_empty()) {
+            return Ok(list);
+        }
+        list.into_iter()
+            .map(|m| {
+                if m.sha256.is_empty() {
+                    self.seal(m.id)
+                } else {
+                    Ok(m)
+                }
+            })
+            .collect()
     }
 
-    /// A stored checkpoint's envelope bytes.
-    pub fn checkpoint_bytes(&self, engine: EngineId, id: i64) -> Result<Vec<u8>, ServiceError> {
+    /// A stored checkpoint's envelope, to serve.
+    pub fn checkpoint_download(&self, engine: EngineId, id: i64) -> Result<Download, ServiceError> {
+        if engine == EngineId::Window {
+            let parts = self.setup.pipeline.partitions().len();
+            if let Some(row) = self.with_reader(|r| r.window_checkpoint(id, parts))? {
+                if !self
+                    .with_reader(|r| r.checkpoints(engine))?
+                    .iter()
+                    .any(|m| m.id == id)
+                {
+                    return Err(ServiceError::NotFound(format!(
+                        "no checkpoint with id {id}"
+                    )));
+                }
+                let row = if row.sha256.is_empty() {
+                    self.seal(id)?;
+                    self.with_reader(|r| r.window_checkpoint(id, parts))?
+                        .ok_or_else(|| {
+                            ServiceError::NotFound(format!("no checkpoint with id {id}"))
+                        })?
+                } else {
+                    row
+                };
+                return Ok(Download::Window(Box::new(row)));
+            }
+        }
         self.with_reader(|r| r.checkpoint(engine, id))?
+            .map(Download::Bytes)
             .ok_or_else(|| ServiceError::NotFound(format!("no checkpoint with id {id}")))
+    }
+
+    /// A stored checkpoint's envelope bytes, whole in memory (restore by
+    /// id of an envelope stored whole; tests).
+    pub fn checkpoint_bytes(&self, engine: EngineId, id: i64) -> Result<Vec<u8>, ServiceError> {
+        match self.checkpoint_download(engine, id)? {
+            Download::Bytes(b) => Ok(b),
+            Download::Window(row) => {
+                let mut out = Vec::with_capacity(row.bytes as usize);
+                self.write_window_envelope(&row, &mut out)?;
+                Ok(out)
+            }
+        }
+    }
+
+    /// Writes a sealed window checkpoint's envelope to `out`.
+    pub fn write_window_envelope(
+        &self,
+        row: &WindowRow,
+        out: &mut dyn Out,
+    ) -> Result<(), ServiceError> {
+        let live = LiveParts::decode(&row.state.live)
+            .map_err(|e| ServiceError::Unavailable(format!("stored checkpoint: {e}")))?;
+        let reader = Reader::open(&self.db)?;
+        crate::engine::checkpoint::write_envelope(
+            &live,
+            &StoredParts {
+                reader: &reader,
+                flushed: &row.state.flushed,
+            },
+            &row.state_sha256,
+            out,
+        )
+        .map_err(|e| ServiceError::Unavailable(format!("stored checkpoint: {e}")))
     }
 }

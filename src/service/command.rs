@@ -318,10 +318,15 @@ impl<'a> Command<'a> {
                 .finish()
                 .map(Applied::PatternAdvance)
                 .map_err(|r| ServiceError::Patterns(r.into())),
-            Command::Ingest { deliveries, .. } => p
-                .ingest(deliveries)
-                .map(Applied::Ingest)
-                .map_err(ServiceError::BatchRejected),
+            Command::Ingest { deliveries, .. } => {
+                p.ingest(deliveries)
+                    .map(Applied::Ingest)
+                    .map_err(|b| match b.rejection {
+                        // The history could not be read: nothing applied.
+                        crate::engine::Rejection::Unavailable(d) => ServiceError::Unavailable(d),
+                        _ => ServiceError::BatchRejected(b),
+                    })
+            }
             Command::Advance {
                 partition,
                 watermark,

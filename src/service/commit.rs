@@ -404,6 +404,7 @@ impl Service {
             Ok((engines, logged)) => {
                 inner.engines = engines;
                 inner.broken = false;
+                inner.window_gen += 1;
                 let mut q = self.queue();
                 q.poisoned = false;
                 q.logged = logged;

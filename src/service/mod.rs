@@ -53,6 +53,7 @@ use command::Engines;
 use commit::CommitQueue;
 
 pub use apply::{IngestAnswer, Reply, TickAnswer};
+pub use checkpoint::Download;
 pub use error::{PatternRejection, ServiceError, StartError};
 pub use metrics::{Gauge, Metrics};
 pub use patterns::{AdvanceAnswer, PatternsRestored, PatternsStatus, PushAnswer};
@@ -106,6 +107,8 @@ pub(crate) struct Setup {
     /// (one pool for the service's life, lent to every processor).
     pub shards: usize,
     pub shard_pool: Option<Arc<dyn crate::engine::Executor>>,
+    /// Where the window engine's flushed history lives.
+    pub history: Arc<store::HistoryDb>,
 }
 
 impl Setup {
@@ -223,6 +226,10 @@ struct Inner {
     /// The engines may not match the store (a storage failure whose
     /// rebuild failed, or a panic in the critical section): rebuild first.
     broken: bool,
+    /// Counts the window engines put in place (a rebuild, a restore): a
+    /// checkpoint hands its flushed history back only to the engine it
+    /// took its snapshot of.
+    window_gen: u64,
 }
 
 impl Inner {
@@ -278,6 +285,14 @@ pub struct Service {
     recovery: Recovery,
     checkpoint_due: SyncSender<()>,
     healthy: AtomicBool,
+    /// One window checkpoint (or restore, or deletion) at a time: each
+    /// flushes or frees history the others must not see half done. Taken
+    /// before the processor lock.
+    checkpointing: Mutex<()>,
+    /// History the window engine holds in memory, as of the last call
+    /// (deliveries and late records): its automatic flush is due past
+    /// `checkpoint::TAIL_MAX`.
+    tail: std::sync::atomic::AtomicU64,
     /// The fault hooks (none unless `STREAMFORGE_FAULTS` is set).
     faults: faults::Faults,
     /// The service's metrics (shared with the api's request observer).
@@ -291,7 +306,8 @@ impl Service {
     pub fn preflight(opts: &Options) -> Result<(), StartError> {
         let mut writer = Writer::open(&opts.db)
             .map_err(|e| StartError(format!("database {}: cannot open: {e}", opts.db.display())))?;
-        Self::resolve(&mut writer, opts).map(drop)
+        Self::resolve_pipeline(&mut writer, opts)?;
+        Self::resolve_patterns(&mut writer, opts).map(drop)
     }
 
     /// What the database serves: its pipeline and pattern document (see
@@ -305,11 +321,18 @@ impl Service {
             )));
         }
         let shard_pool = crate::shard_pool::executor(opts.shards).map_err(StartError)?;
+        let history = store::HistoryDb::open(&opts.db).map_err(|e| {
+            StartError(format!(
+                "database {}: cannot open the event history: {e}",
+                opts.db.display()
+            ))
+        })?;
         Ok(Setup {
             pipeline: Self::resolve_pipeline(writer, opts)?,
             patterns: Self::resolve_patterns(writer, opts)?,
             shards: opts.shards,
             shard_pool,
+            history: Arc::new(history),
         })
     }
 
@@ -417,6 +440,7 @@ impl Service {
             ticket: 0,
             epochs,
             broken: false,
+            window_gen: 0,
         };
         let heads = inner.heads();
         let reader = Reader::open(&opts.db).map_err(|e| fail("cannot open a reader", &e))?;
@@ -439,6 +463,8 @@ impl Service {
             recovery,
             checkpoint_due: tx,
             healthy: AtomicBool::new(true),
+            checkpointing: Mutex::new(()),
+            tail: std::sync::atomic::AtomicU64::new(0),
             faults,
             metrics: opts.metrics.clone(),
         });
@@ -487,6 +513,11 @@ impl Service {
         let mut g = self.lock();
         self.settle(&mut g)?;
         Ok(g)
+    }
+
+    /// One window checkpoint, restore or deletion at a time (see the field).
+    fn checkpointing(&self) -> MutexGuard<'_, ()> {
+        self.checkpointing.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn queue(&self) -> MutexGuard<'_, CommitQueue> {

@@ -4,6 +4,7 @@
 //! its restores.
 
 use crate::patterns::{self, Engine};
+use crate::store::RestoredLate;
 use crate::store::{EngineId, Restored, StoredBody};
 
 use super::command::{Applied, Command, Output};
@@ -156,9 +157,9 @@ impl Service {
             &Restored {
                 engine: EngineId::Patterns,
                 checkpoint_id: id,
-                envelope: &envelope,
+                envelope: Some(&envelope),
                 sequence: out.sequence,
-                late: &[],
+                late: RestoredLate::Records(&[]),
             },
             |engines| engines.patterns = engine,
         )?;

@@ -15,7 +15,10 @@ use std::sync::mpsc::sync_channel;
 
 use crate::engine::{Change, Processor};
 use crate::patterns;
-use crate::store::{self, EngineId, Reader, Stream, Writer};
+use std::sync::Arc;
+
+use crate::engine::checkpoint::LiveParts;
+use crate::store::{self, BaseState, EngineId, Reader, Stream, Writer};
 
 use super::command::{Applied, Command, Engines};
 use super::commit::Logged;
@@ -68,18 +71,35 @@ fn bases(
     setup: &Setup,
     doc: &patterns::Document,
 ) -> Result<Engines, RecoverError> {
-    let window = match writer.base(EngineId::Window)? {
-        Some(base) => Processor::restore(&base.envelope, &setup.pipeline).map_err(|r| {
-            RecoverError::Invalid(format!("the recovery base checkpoint is unusable: {r}"))
-        })?,
-        None => Processor::new(setup.pipeline.clone()),
+    let history: Arc<dyn crate::engine::history::HistoryStore> = setup.history.clone();
+    let unusable = |r: crate::engine::Rejection| {
+        RecoverError::Invalid(format!("the recovery base checkpoint is unusable: {r}"))
     };
-    let patterns = match writer.base(EngineId::Patterns)? {
-        Some(base) => patterns::Engine::restore(&base.envelope, doc).map_err(|r| {
-            RecoverError::Invalid(format!(
-                "the pattern engine's recovery base checkpoint is unusable: {r}"
+    let window = match writer.base(EngineId::Window)?.map(|b| b.state) {
+        Some(BaseState::Window(stored)) => {
+            let live = LiveParts::decode(&stored.live).map_err(|e| {
+                RecoverError::Invalid(format!("the recovery base is unreadable: {e}"))
+            })?;
+            Processor::resume(&setup.pipeline, &live, stored.flushed, history).map_err(unusable)?
+        }
+        Some(BaseState::Envelope(envelope)) => {
+            Processor::restore_into(&envelope, &setup.pipeline, history).map_err(unusable)?
+        }
+        None => Processor::with_store(setup.pipeline.clone(), history),
+    };
+    let patterns = match writer.base(EngineId::Patterns)?.map(|b| b.state) {
+        Some(BaseState::Envelope(envelope)) => {
+            patterns::Engine::restore(&envelope, doc).map_err(|r| {
+                RecoverError::Invalid(format!(
+                    "the pattern engine's recovery base checkpoint is unusable: {r}"
+                ))
+            })?
+        }
+        Some(BaseState::Window(_)) => {
+            return Err(RecoverError::Invalid(
+                "the pattern engine's recovery base is a window engine checkpoint".into(),
             ))
-        })?,
+        }
         None => patterns::Engine::new(doc.clone()),
     };
     Ok(Engines { window, patterns })

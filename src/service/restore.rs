@@ -4,8 +4,12 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::engine::{Pipeline, Processor, Rejection};
-use crate::store::{EngineId, Restored};
+use std::sync::Arc;
+
+use crate::engine::checkpoint::LiveParts;
+use crate::engine::history::HistoryStore;
+use crate::engine::{Processor, Rejection, WriteJson as _};
+use crate::store::{EngineId, Origin, Restored, RestoredLate};
 
 use super::command::Engines;
 use super::{Metrics, Service, ServiceError};
@@ -33,6 +37,64 @@ pub struct RestoreOutcome {
 impl Service {
     /// `POST /restore` and `POST /checkpoints/{id}/restore`.
     pub fn restore(&self, source: RestoreSource) -> Result<RestoreOutcome, ServiceError> {
+        let by_body = matches!(source, RestoreSource::Bytes(_));
+        let out = {
+            let _one = self.checkpointing();
+            self.restore_window(source)?
+        };
+        if by_body {
+            // The restored history is in memory (and the recovery base is
+            // the whole envelope): flush it now into a hidden checkpoint
+            // that becomes the base, so that neither memory nor restarts
+            // carry it. On failure the envelope base still recovers it.
+            if let Err(e) = self.window_checkpoint(Origin::Hidden, |_, _| true) {
+                tracing::warn!(error = %e, "storing the restored history failed (kept in memory)");
+            }
+        }
+        Ok(out)
+    }
+
+    fn restore_window(&self, source: RestoreSource) -> Result<RestoreOutcome, ServiceError> {
+        let history: Arc<dyn HistoryStore> = self.setup.history.clone();
+        let pipeline = &self.setup.pipeline;
+        let outcome = |p: &Processor| RestoreOutcome {
+            sequence: p.sequence(),
+            late: p.late_len(),
+            watermark: p.watermark(),
+        };
+        if let RestoreSource::Id(id) = source {
+            let listed = self
+                .with_reader(|r| r.checkpoints(EngineId::Window))?
+                .iter()
+                .any(|m| m.id == id);
+            let parts = pipeline.partitions().len();
+            let row = match listed {
+                true => self.with_reader(|r| r.window_checkpoint(id, parts))?,
+                false => None,
+            };
+            if let Some(row) = row {
+                // A checkpoint of this service: its live state is checked
+                // as a restore checks it, its history is the store's own.
+                let live = LiveParts::decode(&row.state.live)
+                    .map_err(|e| ServiceError::Unavailable(format!("checkpoint {id}: {e}")))?;
+                let processor = self.setup.sharded(
+                    Processor::resume(pipeline, &live, row.state.flushed.clone(), history)
+                        .map_err(invalid)?,
+                );
+                let out = outcome(&processor);
+                self.restore_engine(
+                    &Restored {
+                        engine: EngineId::Window,
+                        checkpoint_id: Some(id),
+                        envelope: None,
+                        sequence: out.sequence,
+                        late: RestoredLate::Segments(&row.state.flushed.late),
+                    },
+                    |engines| engines.window = processor,
+                )?;
+                return Ok(out);
+            }
+        }
         let (id, envelope) = match source {
             RestoreSource::Id(id) => (Some(id), self.checkpoint_bytes(EngineId::Window, id)?),
             RestoreSource::Bytes(b) => (None, b),
@@ -40,28 +102,25 @@ impl Service {
         // Validate with the engine before touching anything.
         let processor = self
             .setup
-            .sharded(restore_processor(&envelope, &self.setup.pipeline)?);
+            .sharded(Processor::restore_into(&envelope, pipeline, history).map_err(invalid)?);
         let late = processor
             .late(0, usize::MAX)
             .map_err(ServiceError::Rejected)?
             .iter()
-            .map(|l| Ok((l.seq, serde_json::to_string(l)?)))
-            .collect::<Result<Vec<_>, serde_json::Error>>()
-            .map_err(|e| {
-                ServiceError::Unavailable(format!("cannot encode the late output: {e}"))
-            })?;
-        let out = RestoreOutcome {
-            sequence: processor.sequence(),
-            late: processor.late_len(),
-            watermark: processor.watermark(),
-        };
+            .map(|l| {
+                let mut body = Vec::with_capacity(96);
+                l.write_json(&mut body);
+                (l.seq, String::from_utf8_lossy(&body).into_owned())
+            })
+            .collect::<Vec<_>>();
+        let out = outcome(&processor);
         let epoch = self.restore_engine(
             &Restored {
                 engine: EngineId::Window,
                 checkpoint_id: id,
-                envelope: &envelope,
+                envelope: Some(&envelope),
                 sequence: out.sequence,
-                late: &late,
+                late: RestoredLate::Records(&late),
             },
             |engines| engines.window = processor,
         )?;
@@ -92,6 +151,9 @@ impl Service {
         .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
         restore_fault(epoch);
         replace(&mut inner.engines);
+        if r.engine == EngineId::Window {
+            inner.window_gen += 1;
+        }
         match r.engine {
             EngineId::Window => inner.epochs.window = epoch,
             EngineId::Patterns => inner.epochs.patterns = epoch,
@@ -113,16 +175,14 @@ impl Service {
     }
 }
 
-/// Engine validation of a restore; every failure is `invalid_checkpoint`
+/// Engine validation of a restore: every failure is `invalid_checkpoint`
 /// with a non-empty detail.
-fn restore_processor(envelope: &[u8], pipeline: &Pipeline) -> Result<Processor, ServiceError> {
-    Processor::restore(envelope, pipeline).map_err(|r| {
-        let detail = match r.detail() {
-            "" => "the checkpoint cannot be restored".to_string(),
-            d => d.to_string(),
-        };
-        ServiceError::Rejected(Rejection::InvalidCheckpoint(detail))
-    })
+fn invalid(r: Rejection) -> ServiceError {
+    let detail = match r.detail() {
+        "" => "the checkpoint cannot be restored".to_string(),
+        d => d.to_string(),
+    };
+    ServiceError::Rejected(Rejection::InvalidCheckpoint(detail))
 }
 
 /// The testing hook `STREAMFORGE_SINK_FAULT=restore:EPOCH` (docs/sinks.md,

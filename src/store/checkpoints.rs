@@ -83,13 +83,17 @@ pub enum Origin {
     /// The service (automatic and shutdown checkpoints): only the newest
     /// few are kept ([`Writer::prune_checkpoints`]).
     Auto,
+    /// A window checkpoint no listing shows, kept while it is the recovery
+    /// base (a restored history flushed; a base a client deleted).
+    Hidden,
 }
 
 impl Origin {
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Origin::User => "user",
             Origin::Auto => "auto",
+            Origin::Hidden => "hidden",
         }
     }
 }
@@ -177,6 +181,7 @@ impl Writer {
             params![engine.name(), up_to.unwrap_or(i64::MAX)],
         )
         .op("DELETE FROM commands")?;
+        super::window::collect(&tx)?;
         tx.commit().op("COMMIT (checkpoint)")?;
         Ok(CheckpointMeta {
             id,
@@ -271,12 +276,14 @@ impl Writer {
             .op("BEGIN IMMEDIATE (delete checkpoint)")?;
         let mine: bool = tx
             .query_row(
-                "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id = ?1 AND engine = ?2)",
+                "SELECT EXISTS (SELECT 1 FROM checkpoints
+                   WHERE id = ?1 AND engine = ?2 AND origin != 'hidden')",
                 params![id, engine.name()],
                 |r| r.get(0),
             )
             .op("SELECT checkpoints.engine")?;
         let found = mine && delete_in(&tx, id)?;
+        super::window::collect(&tx)?;
         tx.commit().op("COMMIT (delete checkpoint)")?;
         Ok(found)
     }
@@ -313,6 +320,7 @@ impl Writer {
         for id in &old {
             delete_in(&tx, *id)?;
         }
+        super::window::collect(&tx)?;
         tx.commit().op("COMMIT (prune checkpoints)")?;
         Ok(old.len())
     }
@@ -355,6 +363,26 @@ fn delete_in(tx: &rusqlite::Transaction<'_>, id: i64) -> Result<bool> {
             |r| r.get(0),
         )
         .op("SELECT recovery_bases.checkpoint_id")?;
+    let incremental: bool = tx
+        .query_row(
+            "SELECT live IS NOT NULL FROM checkpoints WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .optional()
+        .op("SELECT checkpoints.live")?
+        .unwrap_or(false);
+    if is_base && incremental {
+        // A window checkpoint stored incrementally stays while it is the
+        // recovery base, hidden (it goes once the base moves on).
+        let n = tx
+            .execute(
+                "UPDATE checkpoints SET origin = 'hidden' WHERE id = ?1",
+                [id],
+            )
+            .op("UPDATE checkpoints (hide)")?;
+        return Ok(n > 0);
+    }
     if is_base {
         let envelope = envelope_by_id(tx, id)?.ok_or_else(|| {
             super::Error::Corrupt(format!(
@@ -385,7 +413,8 @@ impl Reader {
         let mine: bool = self
             .conn
             .query_row(
-                "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id = ?1 AND engine = ?2)",
+                "SELECT EXISTS (SELECT 1 FROM checkpoints
+                   WHERE id = ?1 AND engine = ?2 AND origin != 'hidden')",
                 params![id, engine.name()],
                 |r| r.get(0),
             )
@@ -402,7 +431,7 @@ impl Reader {
             .conn
             .prepare(
                 "SELECT id, sequence, sha256, bytes, created_at FROM checkpoints
-                 WHERE engine = ?1 ORDER BY id DESC",
+                 WHERE engine = ?1 AND origin != 'hidden' ORDER BY id DESC",
             )
             .op("prepare SELECT checkpoints")?;
         let rows = st
@@ -478,7 +507,13 @@ mod tests {
         );
         // the base is the pieced checkpoint; commands after up_to are kept
         let base = w.base(EngineId::Window).unwrap().unwrap();
-        assert_eq!((base.envelope == envelope, base.sequence), (true, 42));
+        assert_eq!(
+            (
+                base.state == crate::store::BaseState::Envelope(envelope.clone()),
+                base.sequence
+            ),
+            (true, 42)
+        );
         assert_eq!(w.command_count().unwrap(), 3);
         let mut r = Reader::open(&db).unwrap();
         assert_eq!(

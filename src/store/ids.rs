@@ -372,6 +372,20 @@ impl IdIndex {
         Ok(())
     }
 
+    /// For each hash, whether the index may hold it: in a memtable, or in
+    /// a run whose filter says so (`false`: surely not; no disk read).
+    pub fn may_contain(&self, hashes: &[u64], out: &mut Vec<bool>) {
+        out.clear();
+        let state = self.shared.read();
+        for &h in hashes {
+            let mixed = mix(h);
+            let hit = self.mem.first.contains_key(&h)
+                || state.sealed.iter().any(|s| s.mem.first.contains_key(&h))
+                || state.runs.iter().any(|r| r.filter.may_contain(mixed));
+            out.push(hit);
+        }
+    }
+
     /// Freezes the memtable with `mark`: it stays visible to lookups until
     /// [`IdFlusher::flush_with`] has written it, and then `mark` is the durable
     /// mark. `mark` must cover exactly the entries added so far (marks

@@ -15,13 +15,32 @@ use super::chunk;
 use super::error::{Error, Op, Result};
 use super::{EngineId, Reader, Writer};
 
-/// The recovery base: the envelope to restore and its change sequence.
+/// The recovery base: the state to restore and its change sequence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Base {
-    /// The checkpoint envelope bytes.
-    pub envelope: Vec<u8>,
+    /// The state.
+    pub state: BaseState,
     /// Its change sequence (the changelog head never goes below it).
     pub sequence: u64,
+}
+
+/// What a recovery base holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BaseState {
+    /// A checkpoint envelope (the pattern engine's; a window engine
+    /// checkpoint stored whole, or restored from a client's body).
+    Envelope(Vec<u8>),
+    /// A window engine checkpoint stored incrementally.
+    Window(super::StoredWindow),
+}
+
+/// The late records a restore puts in the late pages.
+#[derive(Debug, Clone, Copy)]
+pub enum RestoredLate<'a> {
+    /// `(seq, compact JSON)`.
+    Records(&'a [(u64, String)]),
+    /// Read from these late segments (as `seq` 1, 2, ... in order).
+    Segments(&'a [crate::engine::history::SegRef]),
 }
 
 /// One page of stored JSON rows.
@@ -228,15 +247,18 @@ impl Writer {
         let Some((inline, checkpoint_id, sequence)) = row else {
             return Ok(None);
         };
-        let envelope = match (inline, checkpoint_id) {
-            (Some(e), _) => e,
-            (None, Some(id)) => {
-                super::checkpoints::envelope_by_id(&self.conn, id)?.ok_or_else(|| {
-                    Error::Corrupt(format!(
-                        "the recovery base names checkpoint {id}, which is missing"
-                    ))
-                })?
-            }
+        let state = match (inline, checkpoint_id) {
+            (Some(e), _) => BaseState::Envelope(e),
+            (None, Some(id)) => match super::window::window_row(&self.conn, id, 0)? {
+                Some(row) => BaseState::Window(row.state),
+                None => BaseState::Envelope(
+                    super::checkpoints::envelope_by_id(&self.conn, id)?.ok_or_else(|| {
+                        Error::Corrupt(format!(
+                            "the recovery base names checkpoint {id}, which is missing"
+                        ))
+                    })?,
+                ),
+            },
             (None, None) => {
                 return Err(Error::Corrupt(
                     "the recovery base has neither an envelope nor a checkpoint".into(),
@@ -244,7 +266,7 @@ impl Writer {
             }
         };
         Ok(Some(Base {
-            envelope,
+            state,
             sequence: sequence.max(0) as u64,
         }))
     }
@@ -274,7 +296,11 @@ impl Writer {
         let epoch = epoch_of(&tx, main)? + 1;
         let mut cuts = vec![(main, seq)];
         if r.engine == EngineId::Window {
-            cuts.push((Stream::Late, seq_i64(r.late.len() as u64)?));
+            let late = match r.late {
+                RestoredLate::Records(l) => l.len() as u64,
+                RestoredLate::Segments(s) => s.iter().map(|s| s.count).sum(),
+            };
+            cuts.push((Stream::Late, seq_i64(late)?));
         }
         {
             let mut st = tx
@@ -309,16 +335,22 @@ impl Writer {
                 .then_some(id),
             None => None,
         };
-        match by_id {
-            Some(id) => tx.execute(
+        match (by_id, r.envelope) {
+            (Some(id), _) => tx.execute(
                 "INSERT OR REPLACE INTO recovery_bases (engine, checkpoint_id, envelope, sequence)
                  VALUES (?1, ?2, NULL, ?3)",
                 params![r.engine.name(), id, seq],
             ),
-            None => tx.execute(
+            (None, None) => {
+                return Err(Error::Corrupt(format!(
+                    "checkpoint {:?} was deleted while it was being restored",
+                    r.checkpoint_id
+                )))
+            }
+            (None, Some(envelope)) => tx.execute(
                 "INSERT OR REPLACE INTO recovery_bases (engine, checkpoint_id, envelope, sequence)
                  VALUES (?1, NULL, ?2, ?3)",
-                params![r.engine.name(), r.envelope, seq],
+                params![r.engine.name(), envelope, seq],
             ),
         }
         .op("INSERT OR REPLACE recovery_bases")?;
@@ -336,10 +368,43 @@ impl Writer {
             let mut st = tx
                 .prepare_cached("INSERT INTO late (seq, body) VALUES (?1, ?2)")
                 .op("prepare INSERT late")?;
-            for (s, body) in r.late {
-                st.execute(params![seq_i64(*s)?, body]).op("INSERT late")?;
+            match r.late {
+                RestoredLate::Records(records) => {
+                    for (s, body) in records {
+                        st.execute(params![seq_i64(*s)?, body]).op("INSERT late")?;
+                    }
+                }
+                RestoredLate::Segments(segs) => {
+                    let mut seq = 0u64;
+                    for seg in segs {
+                        super::segments::for_each_block(&tx, seg.id, |text| {
+                            for (a, b) in super::segments::item_ranges(text)? {
+                                let (event, watermark) = crate::engine::segment::parse_late(
+                                    &text[a..b],
+                                )
+                                .map_err(|m| Error::Corrupt(format!("segment {}: {m}", seg.id)))?;
+                                seq += 1;
+                                let mut body = Vec::with_capacity(96);
+                                crate::engine::WriteJson::write_json(
+                                    &crate::engine::LateRecord {
+                                        seq,
+                                        event,
+                                        watermark,
+                                    },
+                                    &mut body,
+                                );
+                                let body = String::from_utf8(body).map_err(|_| {
+                                    Error::Corrupt("a late record is not UTF-8".into())
+                                })?;
+                                st.execute(params![seq_i64(seq)?, body]).op("INSERT late")?;
+                            }
+                            Ok(())
+                        })?;
+                    }
+                }
             }
         }
+        super::window::collect(&tx)?;
         tx.commit().op("COMMIT (restore)")?;
         Ok(epoch)
     }
@@ -766,12 +831,13 @@ pub struct Restored<'a> {
     /// The stored checkpoint restored (by id), or none (by body: the
     /// envelope is kept inline as the recovery base).
     pub checkpoint_id: Option<i64>,
-    /// The envelope.
-    pub envelope: &'a [u8],
+    /// The envelope (none: a window checkpoint stored incrementally,
+    /// restored by id; then it must still be there).
+    pub envelope: Option<&'a [u8]>,
     /// The checkpoint's sequence of the engine's stream.
     pub sequence: u64,
-    /// Window engine: the checkpoint's late records, `(seq, compact JSON)`.
-    pub late: &'a [(u64, String)],
+    /// Window engine: the checkpoint's late records.
+    pub late: RestoredLate<'a>,
 }
 
 impl Stream {
@@ -819,9 +885,9 @@ mod tests {
         Restored {
             engine: EngineId::Window,
             checkpoint_id: None,
-            envelope: b"{}",
+            envelope: Some(b"{}"),
             sequence,
-            late: &[],
+            late: RestoredLate::Records(&[]),
         }
     }
 
@@ -957,18 +1023,18 @@ mod tests {
         assert!(w.delete_checkpoint(EngineId::Window, gone.id).unwrap());
         let r = Restored {
             checkpoint_id: Some(gone.id),
-            envelope: &envelope,
+            envelope: Some(&envelope),
             ..restored(0)
         };
         assert_eq!(w.restore(&r).unwrap(), 1);
         assert_eq!(
-            w.base(EngineId::Window).unwrap().unwrap().envelope,
-            envelope
+            w.base(EngineId::Window).unwrap().unwrap().state,
+            BaseState::Envelope(envelope)
         );
         // by id while it exists: the base names it
         let r = Restored {
             checkpoint_id: Some(kept.id),
-            envelope: b"{\"kept\":1}",
+            envelope: Some(b"{\"kept\":1}"),
             ..restored(0)
         };
         assert_eq!(w.restore(&r).unwrap(), 2);

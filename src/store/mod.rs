@@ -29,7 +29,9 @@ pub mod ids;
 mod lock;
 mod log;
 pub mod migrate;
+pub mod segments;
 mod sinks;
+mod window;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -42,8 +44,12 @@ pub use body::StoredBody;
 pub use checkpoints::{sha256_hex, CheckpointMeta, Origin, PIECE_BYTES};
 pub use error::{Error, Result};
 pub use lock::{lock_path, DbLock, LockError};
-pub use log::{chunk_rows, Base, CommandRow, Page, PageRefusal, Restored, Stream};
+pub use log::{
+    chunk_rows, Base, BaseState, CommandRow, Page, PageRefusal, Restored, RestoredLate, Stream,
+};
+pub use segments::HistoryDb;
 pub use sinks::{BatchRow, SinkRow};
+pub use window::{StoredWindow, WindowRow};
 
 use error::Op;
 
@@ -142,6 +148,7 @@ impl Writer {
             appends: Arc::default(),
         };
         w.drop_orphan_pieces()?;
+        w.drop_unreferenced_segments()?;
         Ok(w)
     }
 

@@ -122,7 +122,9 @@ impl Writer {
         let id = tx.last_insert_rowid();
         {
             let mut st = tx
-                .prepare_cached("INSERT INTO segment_blocks (segment, block, data) VALUES (?1, ?2, ?3)")
+                .prepare_cached(
+                    "INSERT INTO segment_blocks (segment, block, data) VALUES (?1, ?2, ?3)",
+                )
                 .op("prepare INSERT segment_blocks")?;
             for (b, chunk) in items.chunks(BLOCK_ITEMS as usize).enumerate() {
                 let (Some(first), Some(last)) = (chunk.first(), chunk.last()) else {
@@ -179,7 +181,10 @@ pub fn block_text(conn: &Connection, seg: SegId, block: u64) -> Result<Option<Ve
     let z: Option<Vec<u8>> = conn
         .prepare_cached("SELECT data FROM segment_blocks WHERE segment = ?1 AND block = ?2")
         .op("prepare SELECT segment_blocks")?
-        .query_row(params![i64_of(seg, "segment")?, i64_of(block, "block")?], |r| r.get(0))
+        .query_row(
+            params![i64_of(seg, "segment")?, i64_of(block, "block")?],
+            |r| r.get(0),
+        )
         .optional()
         .op("SELECT segment_blocks")?;
     z.map(|z| unpack(seg, block, &z)).transpose()
@@ -233,7 +238,9 @@ pub fn segment_meta(conn: &Connection, seg: SegId) -> Result<Option<(SegKind, u6
     let row: Option<(String, i64, i64)> = conn
         .prepare_cached("SELECT kind, count, bytes FROM segments WHERE id = ?1")
         .op("prepare SELECT segments")?
-        .query_row([i64_of(seg, "segment")?], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .query_row([i64_of(seg, "segment")?], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
         .optional()
         .op("SELECT segments")?;
     row.map(|(k, c, b)| {
@@ -291,7 +298,251 @@ mod tests {
         assert_eq!(w.drop_unreferenced_segments().unwrap(), 1);
         assert!(block_text(&w.conn, id, 0).unwrap().is_none());
         // ids are never reused
-        let again = w.put_segment(SegKind::Sources, 1, b"[\"x\",\"\",1,1]").unwrap();
+        let again = w
+            .put_segment(SegKind::Sources, 1, b"[\"x\",\"\",1,1]")
+            .unwrap();
         assert!(again > id);
+    }
+}
+
+/// The flushed history as the window engine reads it (its
+/// [`crate::engine::history::HistoryStore`], implemented over this
+/// database): a reading connection of its own for segment blocks and the
+/// id index's parts, the id index (filters and memtable in memory), and a
+/// few decoded blocks.
+pub struct HistoryDb {
+    reader: std::sync::Mutex<Connection>,
+    ids: std::sync::Mutex<super::ids::IdIndex>,
+    flusher: super::ids::IdFlusher,
+    cache: std::sync::Mutex<BlockCache>,
+    /// The newest segment whose ids were added.
+    last: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for HistoryDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HistoryDb")
+    }
+}
+
+/// A block: its segment and number.
+type BlockKey = (SegId, u64);
+
+/// Decoded blocks, the most recently used few.
+#[derive(Default)]
+struct BlockCache {
+    blocks: Vec<(BlockKey, std::sync::Arc<Vec<u8>>)>,
+}
+
+/// Decoded blocks kept (about 20 KB each).
+const CACHED_BLOCKS: usize = 32;
+
+impl BlockCache {
+    fn get(&mut self, key: (SegId, u64)) -> Option<std::sync::Arc<Vec<u8>>> {
+        let i = self.blocks.iter().position(|(k, _)| *k == key)?;
+        let hit = self.blocks.remove(i);
+        let text = hit.1.clone();
+        self.blocks.push(hit);
+        Some(text)
+    }
+
+    fn put(&mut self, key: (SegId, u64), text: std::sync::Arc<Vec<u8>>) {
+        if self.blocks.len() >= CACHED_BLOCKS {
+            self.blocks.remove(0);
+        }
+        self.blocks.push((key, text));
+    }
+}
+
+fn fault(e: Error) -> crate::engine::history::StoreFault {
+    crate::engine::history::StoreFault(e.to_string())
+}
+
+impl HistoryDb {
+    /// Opens the history of the database at `path` (which a [`Writer`]
+    /// has opened and migrated, and whose unreferenced segments it has
+    /// dropped): the id index, and the ids of the sources segments it has
+    /// not stored yet (those after its mark), added back from the segments.
+    pub fn open(path: &std::path::Path) -> Result<HistoryDb> {
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .op("open database (history)")?;
+        super::pragmas(&conn)?;
+        conn.pragma_update(None, "query_only", "ON")
+            .op("PRAGMA query_only (history)")?;
+        let mut ids = super::ids::IdIndex::open(&conn)?;
+        let mark = ids.mark().unwrap_or(0);
+        let after: Vec<i64> = {
+            let mut st = conn
+                .prepare("SELECT id FROM segments WHERE kind = 'sources' AND id > ?1 ORDER BY id")
+                .op("prepare SELECT segments (unindexed)")?;
+            let rows = st
+                .query_map([i64_of(mark, "mark")?], |r| r.get(0))
+                .op("SELECT segments (unindexed)")?;
+            rows.collect::<std::result::Result<_, _>>()
+                .op("SELECT segments (unindexed, row)")?
+        };
+        let mut last = mark;
+        for seg in after {
+            let seg = seg as SegId;
+            last = last.max(seg);
+            let mut entries = Vec::new();
+            let mut index = 0u64;
+            for_each_block(&conn, seg, |text| {
+                for (a, b) in item_ranges(text)? {
+                    let e = crate::engine::segment::parse_event(&text[a..b])
+                        .map_err(|m| Error::Corrupt(format!("segment {seg}: {m}")))?;
+                    let pos = crate::engine::history::Pos::new(seg, index).ok_or_else(|| {
+                        Error::Corrupt(format!("segment {seg} item {index} out of range"))
+                    })?;
+                    entries.push((crate::engine::history::id_hash(&e.id), pos.0));
+                    index += 1;
+                }
+                Ok(())
+            })?;
+            ids.add(entries);
+        }
+        let flusher = ids.flusher();
+        Ok(HistoryDb {
+            reader: std::sync::Mutex::new(conn),
+            ids: std::sync::Mutex::new(ids),
+            flusher,
+            cache: std::sync::Mutex::new(BlockCache::default()),
+            last: std::sync::atomic::AtomicU64::new(last),
+        })
+    }
+
+    fn reader(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.reader.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn ids(&self) -> std::sync::MutexGuard<'_, super::ids::IdIndex> {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Files the ids stored segments introduce (`(id_hash, index)` per
+    /// segment): lookups see them at once; [`HistoryDb::flush_ids`] makes
+    /// them durable.
+    pub fn add_ids(&self, segments: &[(SegId, &[(u64, u64)])]) -> Result<()> {
+        let mut entries = Vec::new();
+        for (seg, ids) in segments {
+            self.last
+                .fetch_max(*seg, std::sync::atomic::Ordering::SeqCst);
+            for &(h, i) in ids.iter() {
+                let pos = crate::engine::history::Pos::new(*seg, i).ok_or_else(|| {
+                    Error::Corrupt(format!("segment {seg} item {i} out of range"))
+                })?;
+                entries.push((h, pos.0));
+            }
+        }
+        self.ids().add(entries);
+        Ok(())
+    }
+
+    /// Entries of the id index not yet stored.
+    pub fn unflushed_ids(&self) -> u64 {
+        self.ids().unflushed()
+    }
+
+    /// Memory the id index holds (filters, fences, memtables).
+    pub fn ids_memory(&self) -> usize {
+        self.ids().memory_bytes()
+    }
+
+    /// Stores the id index's memtable with `mark` (every sources segment up
+    /// to it is indexed), with the writer for one short transaction at a
+    /// time: `with_writer(f)` locks the service's writer, runs `f`, unlocks
+    /// (see [`super::ids::IdFlusher::flush_with`]).
+    #[allow(clippy::type_complexity)]
+    pub fn flush_ids(
+        &self,
+        mark: SegId,
+        with_writer: &mut dyn FnMut(&mut dyn FnMut(&mut Writer) -> Result<()>) -> Result<()>,
+    ) -> Result<()> {
+        self.ids().seal(mark);
+        let mut lend = |work: &mut dyn FnMut(&mut Connection) -> Result<()>| {
+            with_writer(&mut |w: &mut Writer| w.lend(work))
+        };
+        self.flusher.flush_with(&mut lend)
+    }
+
+    /// The newest segment whose ids were added (the mark that covers
+    /// everything added so far).
+    pub fn last_segment(&self) -> SegId {
+        self.last.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn block(&self, seg: SegId, block: u64) -> Result<std::sync::Arc<Vec<u8>>> {
+        if let Some(hit) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get((seg, block))
+        {
+            return Ok(hit);
+        }
+        let text = block_text(&self.reader(), seg, block)?
+            .ok_or_else(|| Error::Corrupt(format!("segment {seg} has no block {block}")))?;
+        let text = std::sync::Arc::new(text);
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .put((seg, block), text.clone());
+        Ok(text)
+    }
+
+    fn item(&self, seg: SegId, index: u64) -> Result<Vec<u8>> {
+        let text = self.block(seg, index / BLOCK_ITEMS)?;
+        crate::engine::segment::item(&text, index % BLOCK_ITEMS)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| Error::Corrupt(format!("segment {seg} has no item {index}")))
+    }
+}
+
+impl crate::engine::history::HistoryStore for HistoryDb {
+    fn maybe_known(&self, hashes: &[u64], out: &mut Vec<bool>) {
+        self.ids().may_contain(hashes, out);
+    }
+
+    fn candidates(
+        &self,
+        hash: u64,
+        out: &mut Vec<crate::engine::history::Pos>,
+    ) -> std::result::Result<(), crate::engine::history::StoreFault> {
+        let mut raw = Vec::new();
+        {
+            let conn = self.reader();
+            self.ids().lookup(&conn, hash, &mut raw).map_err(fault)?;
+        }
+        out.extend(raw.into_iter().map(crate::engine::history::Pos));
+        Ok(())
+    }
+
+    fn event(
+        &self,
+        seg: SegId,
+        index: u64,
+    ) -> std::result::Result<crate::engine::Event, crate::engine::history::StoreFault> {
+        let item = self.item(seg, index).map_err(fault)?;
+        crate::engine::segment::parse_event(&item).map_err(crate::engine::history::StoreFault)
+    }
+
+    fn late(
+        &self,
+        seg: SegId,
+        index: u64,
+    ) -> std::result::Result<(crate::engine::Event, i64), crate::engine::history::StoreFault> {
+        let item = self.item(seg, index).map_err(fault)?;
+        crate::engine::segment::parse_late(&item).map_err(crate::engine::history::StoreFault)
+    }
+
+    fn text(
+        &self,
+        seg: SegId,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<(), crate::engine::history::StoreFault> {
+        segment_text(&self.reader(), seg, out).map_err(fault)
     }
 }
