@@ -585,3 +585,199 @@ fn one_database_one_server_and_kill_9_never_leaves_a_stale_lock() {
         "{stderr}"
     );
 }
+
+/// Sends `op`; `None` when the server is gone (the connection dropped).
+fn try_op(s: &Server, op: &Op) -> Option<u16> {
+    let rb = match op {
+        Op::Batch(b) => s.client.post(s.url("/events")).body(b.clone()),
+        Op::Advance(b) => s.client.post(s.url("/watermarks")).body(b.clone()),
+        Op::Idle(p) => s.client.post(s.url(&format!("/partitions/{p}/idle"))),
+    };
+    rb.header("content-type", "application/json")
+        .send()
+        .ok()
+        .map(|r| r.status().as_u16())
+}
+
+/// `POST /checkpoints` (id, envelope); `None` when the server is gone.
+fn try_checkpoint(s: &Server) -> Option<(i64, String)> {
+    let r = s.client.post(s.url("/checkpoints")).send().ok()?;
+    assert_eq!(r.status().as_u16(), 201);
+    let v: serde_json::Value = r.json().ok()?;
+    let id = v["id"].as_i64()?;
+    let envelope = s
+        .client
+        .get(s.url(&format!("/checkpoints/{id}")))
+        .send()
+        .ok()?
+        .text()
+        .ok()?;
+    assert_eq!(
+        streamforge::engine::sha256_hex(envelope.as_bytes()),
+        v["sha256"].as_str().unwrap(),
+        "the envelope served is not the one the checkpoint answered for"
+    );
+    assert_eq!(envelope.len() as u64, v["bytes"].as_u64().unwrap());
+    Some((id, envelope))
+}
+
+#[test]
+fn incremental_checkpoints_give_the_envelope_of_one_taken_at_the_end() {
+    // Server A checkpoints after every call (each flushes a little history
+    // into segments of its own, on four partitions, and the newest three
+    // are kept) and is killed and restarted twice on the way; server B
+    // takes one checkpoint at the end. Same calls, same envelopes.
+    let dir = tempdir();
+    let ops = workload(44, 240);
+    let mut a = start(&dir.path().join("a"), &["--checkpoint-every", "1"]);
+    let b = start(&dir.path().join("b"), &["--checkpoint-every", "0"]);
+    let third = ops.len() / 3;
+    let mut mid = None;
+    for (i, op) in ops.iter().enumerate() {
+        assert_eq!(op.send(&a).status, 200);
+        assert_eq!(op.send(&b).status, 200);
+        if i == third || i == 2 * third {
+            a.kill();
+            a = start(&dir.path().join("a"), &["--checkpoint-every", "1"]);
+        }
+        if i == ops.len() / 2 {
+            mid = Some((try_checkpoint(&a).unwrap(), try_checkpoint(&b).unwrap()));
+        }
+    }
+    let ((_, mid_a), (_, mid_b)) = mid.unwrap();
+    assert_eq!(mid_a, mid_b, "the envelopes differ halfway");
+    let listed = a.get("/checkpoints");
+    let autos = listed.json()["checkpoints"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", listed.body))
+        .len();
+    assert!(autos >= 3, "{autos} checkpoints on A");
+    let (_, end_a) = try_checkpoint(&a).unwrap();
+    let (_, end_b) = try_checkpoint(&b).unwrap();
+    assert_eq!(end_a, end_b, "the envelopes differ at the end");
+    assert!(end_a.contains(r#""late":[["#), "the workload has late records");
+    assert_eq!(
+        (a.all_changes(), a.all_late(), a.snapshot()),
+        (b.all_changes(), b.all_late(), b.snapshot())
+    );
+    // The halfway checkpoint, whose history the later ones share, is still
+    // served whole after every later checkpoint and rotation.
+    let list = a.get("/checkpoints").json();
+    for c in list["checkpoints"].as_array().unwrap() {
+        let id = c["id"].as_i64().unwrap();
+        let env = a.get(&format!("/checkpoints/{id}")).body;
+        assert_eq!(
+            streamforge::engine::sha256_hex(env.as_bytes()),
+            c["sha256"].as_str().unwrap()
+        );
+    }
+}
+
+#[test]
+fn sigkill_inside_incremental_checkpoints_and_deletions_loses_nothing() {
+    let dir = tempdir();
+    let ops = workload(45, 200);
+    let (x_at, y_at) = (60, 120);
+    // The reference: no faults, no automatic checkpoints.
+    let r = start(&dir.path().join("ref"), &["--checkpoint-every", "0"]);
+    let mut reference = (None, None);
+    for (i, op) in ops.iter().enumerate() {
+        assert_eq!(op.send(&r).status, 200);
+        if i == x_at {
+            reference.0 = try_checkpoint(&r);
+        }
+        if i == y_at {
+            reference.1 = try_checkpoint(&r);
+        }
+    }
+    let (ref_x, ref_y) = (reference.0.unwrap().1, reference.1.unwrap().1);
+    let (_, ref_end) = try_checkpoint(&r).unwrap();
+    let ref_state = (r.all_changes(), r.all_late(), r.snapshot());
+    drop(r);
+
+    for (fault, args) in [
+        ("kill_in_checkpoint=3", &["--checkpoint-every", "4"][..]),
+        ("kill_after_checkpoint=3", &["--checkpoint-every", "4"][..]),
+        // the 2nd deletion: a rotated automatic checkpoint (keep 1)
+        (
+            "kill_in_delete=2",
+            &["--checkpoint-every", "5", "--keep-checkpoints", "1"][..],
+        ),
+        // the 1st deletion: checkpoint X, whose segments Y shares
+        ("kill_in_delete=1", &["--checkpoint-every", "0"][..]),
+    ] {
+        let db = dir.path().join(fault);
+        let mut s = start_env(&db, args, &[("STREAMFORGE_FAULTS", fault)]);
+        let mut died = 0;
+        let mut restart = |s: &mut Server, died: &mut u32| {
+            s.kill();
+            *died += 1;
+            *s = start(&db, args);
+        };
+        let mut acked = Acked::default();
+        let (mut x, mut y) = (None, None);
+        for (i, op) in ops.iter().enumerate() {
+            let status = match try_op(&s, op) {
+                Some(st) => st,
+                None => {
+                    // Killed before answering: sent again (offsets make it
+                    // safe), as a client retries.
+                    restart(&mut s, &mut died);
+                    try_op(&s, op).expect("the restarted server answers")
+                }
+            };
+            assert_eq!(status, 200, "{fault}: op {i}");
+            acked.record(op);
+            for (at, slot) in [(x_at, &mut x), (y_at, &mut y)] {
+                if i == at {
+                    *slot = Some(match try_checkpoint(&s) {
+                        Some(c) => c,
+                        None => {
+                            restart(&mut s, &mut died);
+                            acked.check(&s);
+                            try_checkpoint(&s).expect("a checkpoint")
+                        }
+                    });
+                }
+            }
+            if i == y_at {
+                // X shares its history segments with Y and later ones.
+                let xid = x.as_ref().unwrap().0;
+                let gone = s
+                    .client
+                    .delete(s.url(&format!("/checkpoints/{xid}")))
+                    .send()
+                    .ok()
+                    .map(|r| r.status().as_u16());
+                if gone.is_none() {
+                    restart(&mut s, &mut died);
+                    acked.check(&s);
+                    // the deletion did not commit: X is whole, then goes
+                    let again = s.get(&format!("/checkpoints/{xid}")).body;
+                    assert_eq!(again, x.as_ref().unwrap().1, "{fault}: X damaged");
+                    assert_eq!(s.delete(&format!("/checkpoints/{xid}")).status, 204);
+                } else {
+                    assert_eq!(gone, Some(204));
+                }
+            }
+        }
+        assert!(died > 0, "{fault}: the fault never fired");
+        acked.check(&s);
+        assert_eq!(x.unwrap().1, ref_x, "{fault}: checkpoint X");
+        let y = y.unwrap();
+        assert_eq!(y.1, ref_y, "{fault}: checkpoint Y");
+        // Y is served whole after X's deletion freed what only X named.
+        assert_eq!(s.get(&format!("/checkpoints/{}", y.0)).body, ref_y, "{fault}: Y after X");
+        assert_eq!(
+            (s.all_changes(), s.all_late(), s.snapshot()),
+            ref_state,
+            "{fault}: the state"
+        );
+        let (_, end) = try_checkpoint(&s).unwrap();
+        assert_eq!(end, ref_end, "{fault}: the final checkpoint");
+        // and once more after a crash with nothing in flight
+        s.kill();
+        let s = start(&db, args);
+        assert_eq!(s.snapshot(), ref_state.2);
+    }
+}

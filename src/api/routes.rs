@@ -192,7 +192,7 @@ pub(super) async fn checkpoint_envelope(
     };
     match download {
         Download::Bytes(b) => Ok(json_response(StatusCode::OK, b)),
-        Download::Window(row) => Ok(stream_envelope(svc, *row)),
+        Download::Window(id) => stream_envelope(svc, id).await,
     }
 }
 
@@ -200,20 +200,21 @@ pub(super) async fn checkpoint_envelope(
 const CHUNK: usize = 1 << 20;
 
 /// Sends a window checkpoint's envelope as it is assembled (from its live
-/// parts and history segments) on a blocking thread, a chunk at a time:
-/// memory stays at a few chunks whatever the envelope's size. A failure
-/// while sending ends the body early (the client sees a short body, and
-/// the checksum tells it): the length was announced.
-fn stream_envelope(
+/// parts and history segments, in one read snapshot) on a blocking thread,
+/// a chunk at a time: memory stays at a few chunks whatever the
+/// envelope's size. A failure once the answer has started ends the body
+/// early (the client sees a short body against the announced length).
+async fn stream_envelope(
     svc: std::sync::Arc<crate::service::Service>,
-    row: crate::store::WindowRow,
-) -> Response {
+    id: i64,
+) -> Result<Response, ApiError> {
     use crate::engine::checkpoint::Out;
     use crate::engine::history::StoreFault;
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(4);
-    let bytes = row.bytes;
+    type Item = Result<axum::body::Bytes, std::io::Error>;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Item>(4);
+    let (len_tx, len_rx) = tokio::sync::oneshot::channel::<u64>();
     struct Chunks {
-        tx: tokio::sync::mpsc::Sender<Result<axum::body::Bytes, std::io::Error>>,
+        tx: tokio::sync::mpsc::Sender<Item>,
         buf: Vec<u8>,
     }
     impl Out for Chunks {
@@ -228,27 +229,49 @@ fn stream_envelope(
             Ok(())
         }
     }
-    tokio::task::spawn_blocking(move || {
+    let sending = tokio::task::spawn_blocking(move || {
         let mut out = Chunks {
             tx: tx.clone(),
             buf: Vec::with_capacity(CHUNK + 64),
         };
-        let done = svc
-            .write_window_envelope(&row, &mut out)
-            .map_err(|e| e.to_string());
+        let mut len_tx = Some(len_tx);
+        let mut start = |bytes: u64| -> Result<(), StoreFault> {
+            match len_tx.take() {
+                Some(t) => t
+                    .send(bytes)
+                    .map_err(|_| StoreFault("the request was dropped".into())),
+                None => Ok(()),
+            }
+        };
+        let done = svc.send_window_envelope(id, &mut start, &mut out);
         let rest = std::mem::take(&mut out.buf);
         match done {
             Ok(()) => {
                 // Err: the client went away; nothing to tell it.
                 let _ = tx.blocking_send(Ok(rest.into()));
+                Ok(())
             }
             Err(e) => {
-                tracing::warn!(error = %e, "sending a checkpoint failed");
-                // The body ends with an error (the connection is cut).
-                let _ = tx.blocking_send(Err(std::io::Error::other(e)));
+                tracing::warn!(error = %e, checkpoint = id, "sending a checkpoint failed");
+                // Err: the client went away.
+                let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+                Err(e)
             }
         }
     });
+    let bytes = match len_rx.await {
+        Ok(b) => b,
+        // It failed before it started: answer with why.
+        Err(_) => {
+            return match sending.await {
+                Ok(Err(e)) => Err(ApiError::from(e)),
+                _ => Err(ApiError::new(
+                    Code::Unavailable,
+                    "the checkpoint could not be read",
+                )),
+            }
+        }
+    };
     let body = axum::body::Body::from_stream(tokio_stream_of(rx));
     let mut r = (StatusCode::OK, body).into_response();
     r.headers_mut().insert(
@@ -257,7 +280,7 @@ fn stream_envelope(
     );
     r.headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes));
-    r
+    Ok(r)
 }
 
 /// A stream of a channel's items.

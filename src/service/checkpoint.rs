@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use crate::engine::checkpoint::{HistoryParts, LiveParts, Out};
 use crate::engine::history::{NewSegment, SegId, SegRef, StoreFault};
 use crate::engine::Flushed;
-use crate::store::{CheckpointMeta, EngineId, Origin, Reader, WindowRow};
+use crate::store::{CheckpointMeta, EngineId, Origin, Reader};
 
 use super::{Inner, Metrics, Service, ServiceError};
 
@@ -69,8 +69,9 @@ pub enum Download {
     /// The bytes as stored (the pattern engine's; older window ones).
     Bytes(Vec<u8>),
     /// A window checkpoint stored incrementally (sealed): assembled from
-    /// its live parts and segments while it is sent.
-    Window(Box<WindowRow>),
+    /// its live parts and segments while it is sent
+    /// ([`Service::send_window_envelope`]).
+    Window(i64),
 }
 
 /// An engine's state captured for a checkpoint.
@@ -186,7 +187,7 @@ impl Service {
     fn retain(&self, engine: EngineId, covers: Covers, version: u64) {
         let r = self.retention;
         let mut w = self.writer();
-        if let Err(e) = w.prune_checkpoints(engine, r.checkpoints.max(1)) {
+        if let Err(e) = w.prune_checkpoints(engine, r.checkpoints.max(1), &|| self.faults.deleting()) {
             tracing::warn!(error = %e, "pruning old automatic checkpoints failed");
         }
         if engine != EngineId::Window || self.base_version.load(Ordering::SeqCst) != version {
@@ -223,7 +224,11 @@ impl Service {
                                 .into(),
                         )
                     })?;
-                self.seal(meta.id)
+                self.seal(meta.id)?.ok_or_else(|| {
+                    ServiceError::Unavailable(
+                        "the checkpoint was deleted as soon as it was taken".into(),
+                    )
+                })
             }
             EngineId::Patterns => {
                 let mut g = self.lock_settled()?;
@@ -301,6 +306,7 @@ impl Service {
                 .map_err(storage)?;
             (meta, version)
         };
+        self.faults.checkpoint_linked();
         {
             let mut g = self.lock();
             // Unless a rebuild replaced the engine meanwhile (it then holds
@@ -350,39 +356,47 @@ impl Service {
     }
 
     /// Checksums window checkpoint `id` if it has not been (two passes
-    /// over its history), and returns its metadata.
-    pub(super) fn seal(&self, id: i64) -> Result<CheckpointMeta, ServiceError> {
+    /// over its history, in one read snapshot: a deletion meanwhile cannot
+    /// take its segments away), and returns its metadata; `None` when it
+    /// is not (or no longer) listed.
+    pub(super) fn seal(&self, id: i64) -> Result<Option<CheckpointMeta>, ServiceError> {
         let parts = self.setup.pipeline.partitions().len();
-        let row = self
-            .with_reader(|r| r.window_checkpoint(id, parts))?
-            .ok_or_else(|| ServiceError::NotFound(format!("no checkpoint with id {id}")))?;
-        if row.sha256.is_empty() {
-            let live = LiveParts::decode(&row.state.live)
-                .map_err(|e| ServiceError::Unavailable(format!("checkpoint {id}: {e}")))?;
-            let sealed = self.with_reader(|r| {
-                Ok(crate::engine::checkpoint::seal(
-                    &live,
-                    &StoredParts {
-                        reader: r,
-                        flushed: &row.state.flushed,
-                    },
-                ))
-            })?;
-            let (state, envelope, bytes) = sealed.map_err(|e| {
-                ServiceError::Unavailable(format!("checkpoint {id} cannot be read: {e}"))
-            })?;
-            if bytes != row.bytes {
-                return Err(ServiceError::Unavailable(format!(
-                    "checkpoint {id}: its envelope has {bytes} bytes, its row says {}",
-                    row.bytes
-                )));
+        let sealed = self.with_reader(|r| {
+            r.snapshot(|r| {
+                let Some(row) = r.window_checkpoint(id, parts)? else {
+                    return Ok(None);
+                };
+                if !row.sha256.is_empty() {
+                    return Ok(Some(None));
+                }
+                let live = LiveParts::decode(&row.state.live)
+                    .map_err(|e| crate::store::Error::Corrupt(format!("checkpoint {id}: {e}")))?;
+                let parts = StoredParts {
+                    reader: r,
+                    flushed: &row.state.flushed,
+                };
+                let (state, envelope, bytes) = crate::engine::checkpoint::seal(&live, &parts)
+                    .map_err(|e| crate::store::Error::Corrupt(format!("checkpoint {id}: {e}")))?;
+                if bytes != row.bytes {
+                    return Err(crate::store::Error::Corrupt(format!(
+                        "checkpoint {id}: its envelope has {bytes} bytes, its row says {}",
+                        row.bytes
+                    )));
+                }
+                Ok(Some(Some((envelope, state))))
+            })
+        })?;
+        match sealed {
+            None => return Ok(None),
+            Some(Some((envelope, state))) => {
+                self.writer().seal_checkpoint(id, &envelope, &state)?;
             }
-            self.writer().seal_checkpoint(id, &envelope, &state)?;
+            Some(None) => {}
         }
-        self.with_reader(|r| r.checkpoints(EngineId::Window))?
+        Ok(self
+            .with_reader(|r| r.checkpoints(EngineId::Window))?
             .into_iter()
-            .find(|m| m.id == id)
-            .ok_or_else(|| ServiceError::NotFound(format!("no checkpoint with id {id}")))
+            .find(|m| m.id == id))
     }
 
     /// `DELETE /checkpoints/{id}`.
@@ -390,7 +404,7 @@ impl Service {
         let _one = self.checkpointing();
         let found = self
             .writer()
-            .delete_checkpoint(engine, id)
+            .delete_checkpoint(engine, id, &|| self.faults.deleting())
             .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
         if found {
             Ok(())
@@ -523,45 +537,40 @@ impl Service {
     /// An engine's stored checkpoints, newest first (window checkpoints
     /// not yet checksummed are sealed first).
     pub fn checkpoints(&self, engine: EngineId) -> Result<Vec<CheckpointMeta>, ServiceError> {
-        let list = self.with_reader(|r| r.checkpoints(engine))?;
-        if list.iter().all(|m| !m.sha256.is_empty()) {
-            return Ok(list);
+        // Automatic checkpoints may come (unsealed) and go meanwhile: a
+        // few rounds until the list holds only sealed ones.
+        for _ in 0..4 {
+            let list = self.with_reader(|r| r.checkpoints(engine))?;
+            let unsealed: Vec<i64> = list
+                .iter()
+                .filter(|m| m.sha256.is_empty())
+                .map(|m| m.id)
+                .collect();
+            if unsealed.is_empty() {
+                return Ok(list);
+            }
+            for id in unsealed {
+                self.seal(id)?;
+            }
         }
-        list.into_iter()
-            .map(|m| {
-                if m.sha256.is_empty() {
-                    self.seal(m.id)
-                } else {
-                    Ok(m)
-                }
-            })
-            .collect()
+        Ok(self
+            .with_reader(|r| r.checkpoints(engine))?
+            .into_iter()
+            .filter(|m| !m.sha256.is_empty())
+            .collect())
     }
 
     /// A stored checkpoint's envelope, to serve.
     pub fn checkpoint_download(&self, engine: EngineId, id: i64) -> Result<Download, ServiceError> {
         if engine == EngineId::Window {
-            let parts = self.setup.pipeline.partitions().len();
-            if let Some(row) = self.with_reader(|r| r.window_checkpoint(id, parts))? {
-                if !self
-                    .with_reader(|r| r.checkpoints(engine))?
-                    .iter()
-                    .any(|m| m.id == id)
-                {
-                    return Err(ServiceError::NotFound(format!(
-                        "no checkpoint with id {id}"
-                    )));
-                }
-                let row = if row.sha256.is_empty() {
-                    self.seal(id)?;
-                    self.with_reader(|r| r.window_checkpoint(id, parts))?
-                        .ok_or_else(|| {
-                            ServiceError::NotFound(format!("no checkpoint with id {id}"))
-                        })?
-                } else {
-                    row
+            let incremental = self
+                .with_reader(|r| r.window_checkpoint(id, 0))?
+                .is_some();
+            if incremental {
+                return match self.seal(id)? {
+                    Some(_) => Ok(Download::Window(id)),
+                    None => Err(ServiceError::NotFound(format!("no checkpoint with id {id}"))),
                 };
-                return Ok(Download::Window(Box::new(row)));
             }
         }
         self.with_reader(|r| r.checkpoint(engine, id))?
@@ -574,32 +583,47 @@ impl Service {
     pub fn checkpoint_bytes(&self, engine: EngineId, id: i64) -> Result<Vec<u8>, ServiceError> {
         match self.checkpoint_download(engine, id)? {
             Download::Bytes(b) => Ok(b),
-            Download::Window(row) => {
-                let mut out = Vec::with_capacity(row.bytes as usize);
-                self.write_window_envelope(&row, &mut out)?;
+            Download::Window(id) => {
+                let mut out = Vec::new();
+                self.send_window_envelope(id, &mut |_| Ok(()), &mut out)?;
                 Ok(out)
             }
         }
     }
 
-    /// Writes a sealed window checkpoint's envelope to `out`.
-    pub fn write_window_envelope(
+    /// Writes sealed window checkpoint `id`'s envelope to `out`, in one
+    /// read snapshot on a connection of its own (a deletion meanwhile does
+    /// not take its segments away); `start(bytes)` is called first, with
+    /// its length, before anything is written (`Err` from it stops).
+    pub fn send_window_envelope(
         &self,
-        row: &WindowRow,
+        id: i64,
+        start: &mut dyn FnMut(u64) -> Result<(), StoreFault>,
         out: &mut dyn Out,
     ) -> Result<(), ServiceError> {
-        let live = LiveParts::decode(&row.state.live)
-            .map_err(|e| ServiceError::Unavailable(format!("stored checkpoint: {e}")))?;
+        let parts = self.setup.pipeline.partitions().len();
         let reader = Reader::open(&self.db)?;
-        crate::engine::checkpoint::write_envelope(
-            &live,
-            &StoredParts {
-                reader: &reader,
-                flushed: &row.state.flushed,
-            },
-            &row.state_sha256,
-            out,
-        )
-        .map_err(|e| ServiceError::Unavailable(format!("stored checkpoint: {e}")))
+        reader
+            .snapshot(|r| {
+                let fail = |e: StoreFault| crate::store::Error::Corrupt(e.0);
+                let row = r
+                    .window_checkpoint(id, parts)?
+                    .filter(|row| !row.sha256.is_empty())
+                    .ok_or_else(|| crate::store::Error::Corrupt(format!("no sealed checkpoint {id}")))?;
+                start(row.bytes).map_err(fail)?;
+                let live = LiveParts::decode(&row.state.live)
+                    .map_err(|e| crate::store::Error::Corrupt(format!("checkpoint {id}: {e}")))?;
+                crate::engine::checkpoint::write_envelope(
+                    &live,
+                    &StoredParts {
+                        reader: r,
+                        flushed: &row.state.flushed,
+                    },
+                    &row.state_sha256,
+                    out,
+                )
+                .map_err(fail)
+            })
+            .map_err(ServiceError::from)
     }
 }

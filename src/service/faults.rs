@@ -15,9 +15,18 @@
 //! - `fail_commit=N`: the N-th group commit writes its rows and then rolls
 //!   back instead of committing, as a failing COMMIT would: its calls are
 //!   answered 503 and the engines are rebuilt from the store.
-//! - `kill_in_checkpoint=N`: during the N-th automatic checkpoint, once its
-//!   pieces are written and before the transaction that links them and
-//!   drops the commands it covers, the process kills itself with SIGKILL.
+//! - `kill_in_checkpoint=N`: during the N-th checkpoint stored in pieces
+//!   or incrementally (automatic ones, and every window engine checkpoint),
+//!   once its pieces or new history segments are written and before the
+//!   transaction that links them and drops the commands it covers, the
+//!   process kills itself with SIGKILL.
+//! - `kill_after_checkpoint=N`: right after the N-th window engine
+//!   checkpoint is linked (durable, the recovery base), before the engine
+//!   lets go of the history it flushed and before the id index stores it.
+//! - `kill_in_delete=N`: inside the N-th deletion of a window engine
+//!   checkpoint (a client's DELETE, or the rotation of automatic ones),
+//!   after its rows and the segments it alone named are deleted and before
+//!   that transaction commits.
 //!
 //! An unknown name or a value that is not a positive integer refuses the
 //! start, so a misspelt schedule never runs silently without its faults.
@@ -33,8 +42,12 @@ pub(crate) struct Faults {
     kill_after_commit: Option<u64>,
     fail_commit: Option<u64>,
     kill_in_checkpoint: Option<u64>,
+    kill_after_checkpoint: Option<u64>,
+    kill_in_delete: Option<u64>,
     commits: AtomicU64,
     checkpoints: AtomicU64,
+    linked: AtomicU64,
+    deletes: AtomicU64,
 }
 
 impl Faults {
@@ -62,6 +75,8 @@ impl Faults {
                 "kill_after_commit" => &mut f.kill_after_commit,
                 "fail_commit" => &mut f.fail_commit,
                 "kill_in_checkpoint" => &mut f.kill_in_checkpoint,
+                "kill_after_checkpoint" => &mut f.kill_after_checkpoint,
+                "kill_in_delete" => &mut f.kill_in_delete,
                 other => return Err(format!("{VAR}: unknown fault {other:?}")),
             };
             *slot = Some(n);
@@ -74,6 +89,30 @@ impl Faults {
         self.kill_after_commit.is_some()
             || self.fail_commit.is_some()
             || self.kill_in_checkpoint.is_some()
+            || self.kill_after_checkpoint.is_some()
+            || self.kill_in_delete.is_some()
+    }
+
+    /// A window engine checkpoint is linked: dies here when scheduled.
+    pub fn checkpoint_linked(&self) {
+        if self.kill_after_checkpoint.is_none() {
+            return;
+        }
+        let n = self.linked.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.kill_after_checkpoint == Some(n) {
+            die("kill_after_checkpoint");
+        }
+    }
+
+    /// A checkpoint deletion is about to commit: dies here when scheduled.
+    pub fn deleting(&self) {
+        if self.kill_in_delete.is_none() {
+            return;
+        }
+        let n = self.deletes.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.kill_in_delete == Some(n) {
+            die("kill_in_delete");
+        }
     }
 
     /// A group commit begins: its number, and whether it must fail.

@@ -269,7 +269,12 @@ impl Writer {
     /// is a recovery base, its envelope is first copied into the base, so
     /// that recovery keeps working. False when `engine` has no such
     /// checkpoint.
-    pub fn delete_checkpoint(&mut self, engine: EngineId, id: i64) -> Result<bool> {
+    pub fn delete_checkpoint(
+        &mut self,
+        engine: EngineId,
+        id: i64,
+        before_commit: &dyn Fn(),
+    ) -> Result<bool> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -284,6 +289,7 @@ impl Writer {
             .op("SELECT checkpoints.engine")?;
         let found = mine && delete_in(&tx, id)?;
         super::window::collect(&tx)?;
+        before_commit();
         tx.commit().op("COMMIT (delete checkpoint)")?;
         Ok(found)
     }
@@ -291,7 +297,12 @@ impl Writer {
     /// Keeps the newest `keep` automatic checkpoints of `engine` and
     /// deletes its older ones, except its recovery base. Returns how many
     /// were deleted.
-    pub fn prune_checkpoints(&mut self, engine: EngineId, keep: usize) -> Result<usize> {
+    pub fn prune_checkpoints(
+        &mut self,
+        engine: EngineId,
+        keep: usize,
+        before_commit: &dyn Fn(),
+    ) -> Result<usize> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -321,6 +332,9 @@ impl Writer {
             delete_in(&tx, *id)?;
         }
         super::window::collect(&tx)?;
+        if !old.is_empty() {
+            before_commit();
+        }
         tx.commit().op("COMMIT (prune checkpoints)")?;
         Ok(old.len())
     }

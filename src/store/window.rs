@@ -256,6 +256,21 @@ impl Writer {
 }
 
 impl Reader {
+    /// Runs `f` in one read transaction: everything it reads belongs to
+    /// one state of the database, whatever commits meanwhile (a checkpoint
+    /// deleted, its segments freed: WAL snapshot isolation keeps them for
+    /// this reader until it is done).
+    pub fn snapshot<R>(&self, f: impl FnOnce(&Reader) -> Result<R>) -> Result<R> {
+        self.conn
+            .execute_batch("BEGIN")
+            .op("BEGIN (read snapshot)")?;
+        let out = f(self);
+        let end = self.conn.execute_batch("COMMIT").op("COMMIT (read snapshot)");
+        let out = out?;
+        end?;
+        Ok(out)
+    }
+
     /// Window checkpoint `id` stored incrementally.
     pub fn window_checkpoint(&self, id: i64, partitions: usize) -> Result<Option<WindowRow>> {
         window_row(&self.conn, id, partitions)
