@@ -5,10 +5,11 @@
 -- late records, in blocks of 512 items (each an LZ4 block behind its
 -- length, src/store/segments.rs). Ids are never reused.
 CREATE TABLE segments (
-    id    INTEGER PRIMARY KEY AUTOINCREMENT,
-    kind  TEXT NOT NULL,    -- 'sources' or 'late'
-    count INTEGER NOT NULL, -- items
-    bytes INTEGER NOT NULL  -- length of its canonical text
+    id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind   TEXT NOT NULL,    -- 'sources' or 'late'
+    count  INTEGER NOT NULL, -- items
+    bytes  INTEGER NOT NULL, -- length of its canonical text
+    staged INTEGER NOT NULL DEFAULT 0 -- 1: written by a restore in progress
 );
 CREATE TABLE segment_blocks (
     id      INTEGER PRIMARY KEY,

@@ -73,6 +73,7 @@ impl Config {
                 token: args.token.clone(),
                 cors_origins: args.cors_origins.clone(),
                 max_body_bytes: args.max_body_bytes,
+                max_restore_bytes: args.max_restore_bytes,
             },
             sinks: crate::sinks::Options {
                 backoff: std::time::Duration::from_millis(args.sink_backoff_ms),

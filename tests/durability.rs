@@ -655,7 +655,10 @@ fn incremental_checkpoints_give_the_envelope_of_one_taken_at_the_end() {
     let (_, end_a) = try_checkpoint(&a).unwrap();
     let (_, end_b) = try_checkpoint(&b).unwrap();
     assert_eq!(end_a, end_b, "the envelopes differ at the end");
-    assert!(end_a.contains(r#""late":[["#), "the workload has late records");
+    assert!(
+        end_a.contains(r#""late":[["#),
+        "the workload has late records"
+    );
     assert_eq!(
         (a.all_changes(), a.all_late(), a.snapshot()),
         (b.all_changes(), b.all_late(), b.snapshot())
@@ -767,7 +770,11 @@ fn sigkill_inside_incremental_checkpoints_and_deletions_loses_nothing() {
         let y = y.unwrap();
         assert_eq!(y.1, ref_y, "{fault}: checkpoint Y");
         // Y is served whole after X's deletion freed what only X named.
-        assert_eq!(s.get(&format!("/checkpoints/{}", y.0)).body, ref_y, "{fault}: Y after X");
+        assert_eq!(
+            s.get(&format!("/checkpoints/{}", y.0)).body,
+            ref_y,
+            "{fault}: Y after X"
+        );
         assert_eq!(
             (s.all_changes(), s.all_late(), s.snapshot()),
             ref_state,

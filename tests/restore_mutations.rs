@@ -790,3 +790,83 @@ fn mutated_checkpoints_never_fail_the_server() {
         );
     }
 }
+
+/// A restore by body larger than `--max-body-bytes` is read as it streams
+/// (staged on disk, checked, put in place at once). It must decide like
+/// the whole-body restore: the same mutated checkpoints accepted (with the
+/// same answers and the same state after) and refused (`invalid_checkpoint`,
+/// nothing changed). Server W restores in memory, server S streams every
+/// body (its limit is 64 bytes).
+#[test]
+fn streamed_restores_decide_as_whole_ones() {
+    let dir = tempdir();
+    let pipeline = dir.path().join("pipeline.json");
+    std::fs::write(&pipeline, PIPELINE).unwrap();
+    let args = |extra: &[&'static str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "--pipeline",
+            pipeline.to_str().unwrap(),
+            "--checkpoint-every",
+            "0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let wa = args(&[]);
+    let sa = args(&["--max-body-bytes", "64"]);
+    let w = start(
+        &dir.path().join("w.db"),
+        &wa.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let s = start(
+        &dir.path().join("s.db"),
+        &sa.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let [a, b] = build_checkpoints(&w);
+    let cks = [Ck::new(a), Ck::new(b)];
+    let state = |x: &Server| (x.get("/status").body, x.get("/results").body);
+    let mut rng = Rng(0x5eed_5742_ea4d);
+    let (mut accepted, mut rejected) = (0, 0);
+    for case in 0..1200 {
+        let body = if case < 2 {
+            cks[case].envelope.clone()
+        } else {
+            mutation(&mut rng, &cks).1
+        };
+        let (ws, _, wb) = post_bytes(&w, "/restore", body.clone());
+        let (ss, sct, sb) = post_bytes(&s, "/restore", body.clone());
+        assert_eq!(
+            ws, ss,
+            "case {case}: whole {ws} {wb} / streamed {ss} {sb}\nenvelope: {}",
+            String::from_utf8_lossy(&body)
+        );
+        match ss {
+            200 => {
+                accepted += 1;
+                assert_eq!(wb, sb, "case {case}: answers");
+                assert_eq!(state(&w), state(&s), "case {case}: state after");
+            }
+            422 => {
+                rejected += 1;
+                assert_eq!(sct, "application/problem+json");
+                let v: Value = serde_json::from_str(&sb).expect("problem JSON");
+                assert_eq!(v["code"], "invalid_checkpoint", "case {case}: {sb}");
+                assert!(!v["detail"].as_str().unwrap_or_default().is_empty());
+                assert_eq!(state(&w), state(&s), "case {case}: a refusal changed state");
+            }
+            other => panic!("case {case}: {other} {sb}"),
+        }
+    }
+    assert!(accepted > 10 && rejected > 500, "{accepted} / {rejected}");
+    // Both checkpoint alike (S takes no other calls: its body limit is
+    // 64 bytes).
+    let cp = |x: &Server| {
+        let id = x.post_empty("/checkpoints").json()["id"].as_i64().unwrap();
+        x.get(&format!("/checkpoints/{id}")).body
+    };
+    assert_eq!(cp(&w), cp(&s));
+    assert!(!s.stderr().contains("panicked"));
+}

@@ -56,6 +56,8 @@ pub struct AppState {
     pub token: Option<Arc<str>>,
     /// The body limit (named in 413 answers).
     pub max_body_bytes: usize,
+    /// The limit of a restored envelope's body.
+    pub max_restore_bytes: u64,
 }
 
 impl AppState {
@@ -77,6 +79,9 @@ pub struct ApiConfig {
     pub cors_origins: Vec<String>,
     /// Largest accepted body.
     pub max_body_bytes: usize,
+    /// The limit of `POST /restore` bodies (streamed beyond
+    /// `max_body_bytes`).
+    pub max_restore_bytes: u64,
 }
 
 /// Every route the router serves, as `(method, path template)`; the openapi
@@ -138,6 +143,7 @@ pub fn router(
             .filter(|t| !t.is_empty())
             .map(Arc::from),
         max_body_bytes: cfg.max_body_bytes,
+        max_restore_bytes: cfg.max_restore_bytes,
     };
     let app = Router::new()
         .route("/events", post(ingest::post_events))

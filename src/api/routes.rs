@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -13,8 +12,10 @@ use serde::Serialize;
 
 use super::dto::{self, page_body};
 use super::error::{ApiError, Code};
-use super::extract::{self, PageQuery, QueryParams};
+use super::extract::{PageQuery, QueryParams};
 use super::AppState;
+use std::io::Read as _;
+
 use crate::service::Download;
 use crate::service::{RestoreSource, Service};
 use crate::store::{EngineId, Page, Stream};
@@ -351,16 +352,110 @@ pub async fn restore_by_id(
         .map(|b| json_response(StatusCode::OK, b))
 }
 
-/// `POST /restore` with the envelope as body.
+/// Bodies of `POST /restore` up to this size (and `--max-body-bytes`) are
+/// restored whole in memory; larger ones as they stream.
+const RESTORE_IN_MEMORY: usize = 16 << 20;
+
+/// `POST /restore` with the envelope as body: whole in memory when it is
+/// small, else read as it streams (staged on disk; see
+/// `service::restore_stream`), up to `--max-restore-bytes`.
 pub async fn restore_body(
     State(st): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
+    body: axum::body::Body,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|r| extract::body_error(r, st.max_body_bytes))?;
+    use futures_util::StreamExt as _;
     let svc = st.service()?;
-    blocking(move || restore_answer(&svc.restore(RestoreSource::Bytes(body.to_vec()))?))
-        .await
-        .map(|b| json_response(StatusCode::OK, b))
+    let in_memory = st.max_body_bytes.min(RESTORE_IN_MEMORY);
+    let limit = st.max_restore_bytes;
+    let too_large = move || {
+        ApiError::new(
+            Code::PayloadTooLarge,
+            format!(
+                "the checkpoint is larger than the restore limit of {limit} bytes; start the \
+                 service with a larger --max-restore-bytes (STREAMFORGE_MAX_RESTORE_BYTES)"
+            ),
+        )
+    };
+    let unreadable =
+        |e: axum::Error| ApiError::bad_request(format!("cannot read the request body: {e}"));
+    let mut chunks = body.into_data_stream();
+    let mut head: Vec<u8> = Vec::new();
+    let mut ended = false;
+    while head.len() <= in_memory {
+        match chunks.next().await {
+            Some(chunk) => head.extend_from_slice(&chunk.map_err(unreadable)?),
+            None => {
+                ended = true;
+                break;
+            }
+        }
+    }
+    if ended {
+        return blocking(move || restore_answer(&svc.restore(RestoreSource::Bytes(head))?))
+            .await
+            .map(|b| json_response(StatusCode::OK, b));
+    }
+    if head.len() as u64 > limit {
+        return Err(too_large());
+    }
+    // The rest goes to the restore through a small channel as it is read
+    // (backpressure: the client is read as fast as the restore stages).
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, String>>(8);
+    let mut total = head.len() as u64;
+    let pump = tokio::spawn(async move {
+        while let Some(chunk) = chunks.next().await {
+            let item = match chunk {
+                Ok(c) => {
+                    total += c.len() as u64;
+                    if total > limit {
+                        Err(format!("larger than the restore limit of {limit} bytes"))
+                    } else {
+                        Ok(c)
+                    }
+                }
+                Err(e) => Err(format!("cannot read the request body: {e}")),
+            };
+            let stop = item.is_err();
+            if tx.send(item).await.is_err() || stop {
+                return total > limit;
+            }
+        }
+        false
+    });
+    let reader = std::io::Cursor::new(head).chain(ChannelReader {
+        rx,
+        chunk: Bytes::new(),
+    });
+    let restored = blocking(move || Ok(svc.restore_stream(reader))).await?;
+    // The pump ends once the body is read (or the restore stopped early).
+    let over = pump.await.unwrap_or(false);
+    match restored {
+        Ok(o) => restore_answer(&o).map(|b| json_response(StatusCode::OK, b)),
+        Err(_) if over => Err(too_large()),
+        Err(e) => Err(ApiError::from(e)),
+    }
+}
+
+/// A blocking reader of a body's chunks, sent by an async task.
+struct ChannelReader {
+    rx: tokio::sync::mpsc::Receiver<Result<Bytes, String>>,
+    chunk: Bytes,
+}
+
+impl std::io::Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.chunk.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(Ok(c)) => self.chunk = c,
+                Some(Err(e)) => return Err(std::io::Error::other(e)),
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.chunk.len());
+        buf[..n].copy_from_slice(&self.chunk[..n]);
+        self.chunk = self.chunk.slice(n..);
+        Ok(n)
+    }
 }
 
 /// `GET /metrics` (Prometheus text format).

@@ -150,8 +150,11 @@ pub struct NewSegment {
     pub first: u64,
     /// Number of items.
     pub count: u64,
-    /// Canonical text of the items, separated by commas.
+    /// Canonical text of the items, separated by commas (emptied once it
+    /// is stored: see `bytes`).
     pub text: Vec<u8>,
+    /// Length of that text.
+    pub bytes: u64,
     /// `(id_hash, index)` of the items whose id the segment introduces.
     pub ids: Vec<(u64, u64)>,
 }

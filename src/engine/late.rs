@@ -135,6 +135,7 @@ impl LateOutput {
             super::segment::write_late(&mut text, &e.id, &e.key, e.timestamp, e.value, *w);
         }
         Some(NewSegment {
+            bytes: text.len() as u64,
             kind: SegKind::Late,
             partition: 0,
             first: self.flushed,

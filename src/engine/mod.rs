@@ -90,7 +90,7 @@ pub mod history;
 mod idstr;
 mod keys;
 mod keywork;
-mod late;
+pub mod late;
 mod live;
 mod num;
 pub mod segment;

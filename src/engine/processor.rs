@@ -486,7 +486,7 @@ impl Processor {
     pub fn flushed(&mut self, snap: &Snapshot, stored: &[(NewSegment, SegId)]) {
         self.sources.flushed(&snap.mark, stored);
         if let Some((s, id)) = stored.iter().find(|(s, _)| s.kind == SegKind::Late) {
-            self.late.flushed(snap.late_tail, *id, s.text.len() as u64);
+            self.late.flushed(snap.late_tail, *id, s.bytes);
         }
     }
 
@@ -609,9 +609,29 @@ impl Snapshot {
     /// The tail as segments to store (sources pieces of at most
     /// `max_items` deliveries per partition, then one late segment).
     pub fn tail_segments(&self, max_items: u64) -> Vec<NewSegment> {
-        let mut out = self.p.sources.tail_segments(&self.p.keys, max_items);
-        out.extend(self.p.late.tail_segment());
-        out
+        let mut out = Vec::new();
+        let done = self.each_tail_segment(max_items, &mut |s| {
+            out.push(s);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        match done {
+            Ok(()) => out,
+            Err(never) => match never {},
+        }
+    }
+
+    /// [`Snapshot::tail_segments`] one at a time (only one segment's text
+    /// is held at once).
+    pub fn each_tail_segment<E>(
+        &self,
+        max_items: u64,
+        each: &mut dyn FnMut(NewSegment) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.p.sources.tail_segments(&self.p.keys, max_items, each)?;
+        match self.p.late.tail_segment() {
+            Some(s) => each(s),
+            None => Ok(()),
+        }
     }
 
     /// The flushed history once `stored` (the tail) is stored too: what
@@ -623,7 +643,7 @@ impl Snapshot {
                 id: *id,
                 first: seg.first,
                 count: seg.count,
-                bytes: seg.text.len() as u64,
+                bytes: seg.bytes,
             };
             match seg.kind {
                 SegKind::Sources => {

@@ -472,15 +472,37 @@ impl Sources {
         }
     }
 
+    /// The identity `(key, timestamp, value)` history knows for `id`.
+    pub fn identity(
+        &self,
+        id: &str,
+        keys: &KeyTable,
+    ) -> Result<Option<(String, i64, i64)>, StoreFault> {
+        if let Some(rec) = self.find_tail(id).and_then(|no| self.event(no)) {
+            return Ok(Some((
+                keys.name(rec.key).to_string(),
+                rec.timestamp,
+                rec.value,
+            )));
+        }
+        if self.seg_part.is_empty() {
+            return Ok(None);
+        }
+        Ok(self
+            .flushed_identity(id, id_hash(id))?
+            .map(|e| (e.key, e.timestamp, e.value)))
+    }
+
     /// Restore: appends the event at the next offset of `partition`, creating
-    /// or checking its identity (every id is in the tail during a restore).
-    /// Errors name the inconsistency.
+    /// or checking its identity (in the tail, and in what was flushed of
+    /// the restored history). True when the event is unique. Errors name
+    /// the inconsistency.
     pub fn restore_push(
         &mut self,
         partition: usize,
         ev: Event,
         keys: &mut KeyTable,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         if ev.id.is_empty() {
             return Err("an event id is empty".into());
         }
@@ -503,8 +525,26 @@ impl Sources {
                     ));
                 }
                 self.push_delivery(partition, no);
+                Ok(false)
             }
             None => {
+                let flushed = if self.seg_part.is_empty() {
+                    None
+                } else {
+                    self.flushed_identity(&ev.id, id_hash(&ev.id))
+                        .map_err(|e| format!("cannot read the restored history: {e}"))?
+                };
+                if let Some(known) = &flushed {
+                    if known.timestamp != ev.timestamp
+                        || known.value != ev.value
+                        || known.key != ev.key
+                    {
+                        return Err(format!(
+                            "event id {:?} is delivered with two different identities",
+                            ev.id
+                        ));
+                    }
+                }
                 let key = keys.intern(&ev.key);
                 let no = self
                     .push_record(EventRec {
@@ -512,15 +552,15 @@ impl Sources {
                         key,
                         timestamp: ev.timestamp,
                         value: ev.value,
-                        unique: true,
+                        unique: flushed.is_none(),
                         home: u32::try_from(partition).unwrap_or(u32::MAX),
                     })
                     .map_err(|r| r.detail().to_string())?;
                 self.index.insert(hash, no);
                 self.push_delivery(partition, no);
+                Ok(flushed.is_none())
             }
         }
-        Ok(())
     }
 
     /// The record of a tail id, if the tail knows it.
@@ -529,11 +569,6 @@ impl Sources {
         self.index.find(StrIndex::hash(id), id, |p| {
             records.get(p as usize).map_or(&[][..], |r| r.id.as_bytes())
         })
-    }
-
-    /// Unique events of the tail (their timestamps, for restore checks).
-    pub fn tail_unique(&self) -> impl Iterator<Item = &EventRec> {
-        self.records.iter().filter(|r| r.unique)
     }
 
     /// Appends partition `p`'s canonical sources items (flushed segments
@@ -581,23 +616,30 @@ impl Sources {
         self.parts.get(p).map_or(&[], |part| &part.segs)
     }
 
-    /// The tail as segments to store: for each partition with tail
+    /// The tail as segments to store, handed to `each` one at a time (so
+    /// that only one segment's text is held): for each partition with tail
     /// deliveries, its items from `flushed` on (in pieces of at most
     /// `max_items`), with the ids its unique events introduce.
-    pub fn tail_segments(&self, keys: &KeyTable, max_items: u64) -> Vec<NewSegment> {
+    pub fn tail_segments<E>(
+        &self,
+        keys: &KeyTable,
+        max_items: u64,
+        each: &mut dyn FnMut(NewSegment) -> Result<(), E>,
+    ) -> Result<(), E> {
         let max_items = max_items.clamp(1, MAX_SEGMENT_ITEMS) as usize;
-        let mut out = Vec::new();
         // Records already met: a unique record is introduced by its first
         // delivery, which is in its home partition's tail before any
         // duplicate there.
         let mut seen = vec![false; self.records.len()];
         for (pi, part) in self.parts.iter().enumerate() {
-            let nos: Vec<RecNo> = part.tail.iter().copied().collect();
             let mut first = part.flushed;
-            for piece in nos.chunks(max_items) {
-                let mut text = Vec::with_capacity(piece.len() * 40);
+            let mut nos = part.tail.iter().copied().peekable();
+            while nos.peek().is_some() {
+                let mut text = Vec::with_capacity(max_items.min(1 << 16) * 40);
                 let mut ids = Vec::new();
-                for (j, &no) in piece.iter().enumerate() {
+                let mut count = 0usize;
+                for (j, no) in nos.by_ref().take(max_items).enumerate() {
+                    count += 1;
                     let Some(e) = self.event(no) else { continue };
                     if j > 0 {
                         text.push(b',');
@@ -618,18 +660,19 @@ impl Sources {
                         ids.push((id_hash(e.id.as_str()), j as u64));
                     }
                 }
-                out.push(NewSegment {
+                each(NewSegment {
                     kind: SegKind::Sources,
                     partition: pi,
                     first,
-                    count: piece.len() as u64,
+                    count: count as u64,
+                    bytes: text.len() as u64,
                     text,
                     ids,
-                });
-                first += piece.len() as u64;
+                })?;
+                first += count as u64;
             }
         }
-        out
+        Ok(())
     }
 
     /// Where the tail stands, for [`Sources::flushed`].
@@ -685,7 +728,7 @@ impl Sources {
                     id: *id,
                     first: seg.first,
                     count: seg.count,
-                    bytes: seg.text.len() as u64,
+                    bytes: seg.bytes,
                 });
                 self.seg_part.insert(*id, (seg.partition, seg.count));
             }

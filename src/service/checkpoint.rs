@@ -18,12 +18,12 @@ use super::{Inner, Metrics, Service, ServiceError};
 
 /// Most deliveries a history segment holds (one partition's part of a
 /// flush is cut into pieces of this many).
-pub(super) const SEGMENT_ITEMS: u64 = 1 << 18;
+pub(super) const SEGMENT_ITEMS: u64 = 1 << 16;
 
 /// Deliveries (and late records) in memory from which the window engine
 /// flushes its history with an automatic checkpoint, whatever
 /// `--checkpoint-every` says: memory holds at most about this much history.
-pub(super) const TAIL_MAX: u64 = 1 << 20;
+pub(super) const TAIL_MAX: u64 = 1 << 18;
 
 /// Ids of the id index in memory from which they are stored.
 const IDS_FLUSH: u64 = 1 << 18;
@@ -187,7 +187,9 @@ impl Service {
     fn retain(&self, engine: EngineId, covers: Covers, version: u64) {
         let r = self.retention;
         let mut w = self.writer();
-        if let Err(e) = w.prune_checkpoints(engine, r.checkpoints.max(1), &|| self.faults.deleting()) {
+        if let Err(e) =
+            w.prune_checkpoints(engine, r.checkpoints.max(1), &|| self.faults.deleting())
+        {
             tracing::warn!(error = %e, "pruning old automatic checkpoints failed");
         }
         if engine != EngineId::Window || self.base_version.load(Ordering::SeqCst) != version {
@@ -270,14 +272,17 @@ impl Service {
             ServiceError::from(e)
         };
         let mut stored: Vec<(NewSegment, SegId)> = Vec::new();
-        for seg in snap.tail_segments(SEGMENT_ITEMS) {
+        snap.each_tail_segment(SEGMENT_ITEMS, &mut |mut seg| {
             let id = self
                 .writer()
                 .put_segment(seg.kind, seg.count, &seg.text)
                 .map_err(storage)?;
             self.wal_written(seg.text.len());
+            // Only one segment's text is held at a time.
+            seg.text = Vec::new();
             stored.push((seg, id));
-        }
+            Ok::<(), ServiceError>(())
+        })?;
         self.faults.checkpoint_pieces_written();
         // Lookups find the flushed ids before the engine drops its tail.
         let ids: Vec<(SegId, &[(u64, u64)])> = stored
@@ -329,8 +334,12 @@ impl Service {
             },
             version,
         );
-        if let Some(last) = stored.iter().map(|(_, id)| *id).max() {
-            self.flush_ids(last, false);
+        // The id index stores what it gathered on the checkpointer thread,
+        // after this answer (its merges can be long).
+        if let Err(std::sync::mpsc::TrySendError::Disconnected(())) =
+            self.checkpoint_due.try_send(())
+        {
+            tracing::error!("the checkpoint thread has ended: the id index stays in memory");
         }
         Ok(Some(meta))
     }
@@ -433,6 +442,7 @@ impl Service {
             tracing::warn!(error = %e, "automatic checkpoint failed (the command log still covers it)");
         }
         self.automatic_checkpoint_of(EngineId::Patterns);
+        self.flush_ids(self.setup.history.last_segment(), false);
     }
 
     fn automatic_checkpoint_of(&self, engine: EngineId) {
@@ -563,13 +573,13 @@ impl Service {
     /// A stored checkpoint's envelope, to serve.
     pub fn checkpoint_download(&self, engine: EngineId, id: i64) -> Result<Download, ServiceError> {
         if engine == EngineId::Window {
-            let incremental = self
-                .with_reader(|r| r.window_checkpoint(id, 0))?
-                .is_some();
+            let incremental = self.with_reader(|r| r.window_checkpoint(id, 0))?.is_some();
             if incremental {
                 return match self.seal(id)? {
                     Some(_) => Ok(Download::Window(id)),
-                    None => Err(ServiceError::NotFound(format!("no checkpoint with id {id}"))),
+                    None => Err(ServiceError::NotFound(format!(
+                        "no checkpoint with id {id}"
+                    ))),
                 };
             }
         }
@@ -609,7 +619,9 @@ impl Service {
                 let row = r
                     .window_checkpoint(id, parts)?
                     .filter(|row| !row.sha256.is_empty())
-                    .ok_or_else(|| crate::store::Error::Corrupt(format!("no sealed checkpoint {id}")))?;
+                    .ok_or_else(|| {
+                        crate::store::Error::Corrupt(format!("no sealed checkpoint {id}"))
+                    })?;
                 start(row.bytes).map_err(fail)?;
                 let live = LiveParts::decode(&row.state.live)
                     .map_err(|e| crate::store::Error::Corrupt(format!("checkpoint {id}: {e}")))?;

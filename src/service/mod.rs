@@ -37,6 +37,7 @@ pub mod parse;
 mod patterns;
 mod recover;
 mod restore;
+mod restore_stream;
 mod sinks;
 
 use std::path::{Path, PathBuf};
@@ -697,6 +698,16 @@ impl Service {
                 "streamforge_live_buckets",
                 "Live buckets.",
                 p.live_buckets() as f64,
+            ),
+            Gauge::one(
+                "streamforge_history_tail",
+                "Deliveries and late records of the window engine's history held in memory (not yet flushed into segments).",
+                self.tail.load(Ordering::Relaxed) as f64,
+            ),
+            Gauge::one(
+                "streamforge_id_index_memory_bytes",
+                "Memory of the id index: its Bloom filters, fences and the ids not yet stored.",
+                self.setup.history.ids_memory() as f64,
             ),
             Gauge::one(
                 "streamforge_shards",

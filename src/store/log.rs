@@ -1020,7 +1020,9 @@ mod tests {
             )
             .unwrap();
         let envelope = w.checkpoint_envelope(gone.id).unwrap().unwrap();
-        assert!(w.delete_checkpoint(EngineId::Window, gone.id, &|| ()).unwrap());
+        assert!(w
+            .delete_checkpoint(EngineId::Window, gone.id, &|| ())
+            .unwrap());
         let r = Restored {
             checkpoint_id: Some(gone.id),
             envelope: Some(&envelope),

@@ -79,6 +79,19 @@ impl Writer {
     /// checkpoint that names it syncs it; see the module docs). Returns its
     /// id (never reused).
     pub fn put_segment(&mut self, kind: SegKind, count: u64, text: &[u8]) -> Result<SegId> {
+        self.put_segment_as(kind, count, text, false)
+    }
+
+    /// [`Writer::put_segment`] for a restore in progress (`staged`): until
+    /// the restore is done ([`Writer::end_staging`]) nothing but a restart
+    /// frees it, even while no checkpoint names it.
+    pub fn put_segment_as(
+        &mut self,
+        kind: SegKind,
+        count: u64,
+        text: &[u8],
+        staged: bool,
+    ) -> Result<SegId> {
         let items = item_ranges(text)?;
         if items.len() as u64 != count {
             return Err(Error::Corrupt(format!(
@@ -89,7 +102,7 @@ impl Writer {
         self.conn
             .pragma_update(None, "synchronous", "NORMAL")
             .op("PRAGMA synchronous = NORMAL (segment)")?;
-        let stored = self.insert_segment(kind, count, text, &items);
+        let stored = self.insert_segment(kind, count, text, &items, staged);
         let reset = self
             .conn
             .pragma_update(None, "synchronous", super::SYNCHRONOUS)
@@ -105,17 +118,19 @@ impl Writer {
         count: u64,
         text: &[u8],
         items: &[(usize, usize)],
+        staged: bool,
     ) -> Result<SegId> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (segment)")?;
         tx.execute(
-            "INSERT INTO segments (kind, count, bytes) VALUES (?1, ?2, ?3)",
+            "INSERT INTO segments (kind, count, bytes, staged) VALUES (?1, ?2, ?3, ?4)",
             params![
                 kind_name(kind),
                 i64_of(count, "segment count")?,
-                i64_of(text.len() as u64, "segment bytes")?
+                i64_of(text.len() as u64, "segment bytes")?,
+                staged
             ],
         )
         .op("INSERT segments")?;
@@ -140,19 +155,45 @@ impl Writer {
         u64::try_from(id).map_err(|_| Error::Corrupt(format!("segment id {id}")))
     }
 
-    /// Deletes the segments no checkpoint names (crash leftovers, and the
-    /// ones a deleted checkpoint held alone). Returns how many.
+    /// Deletes the segments no checkpoint names (at open: crash leftovers,
+    /// a restore's included). Returns how many.
     pub fn drop_unreferenced_segments(&mut self) -> Result<u64> {
-        drop_unreferenced(&self.conn)
+        let n = self
+            .conn
+            .execute(
+                "DELETE FROM segments WHERE id NOT IN (SELECT segment FROM checkpoint_segments)",
+                [],
+            )
+            .op("DELETE unreferenced segments")?;
+        Ok(n as u64)
+    }
+
+    /// A restore is over: its staged segments no checkpoint names go, the
+    /// others are ordinary segments from now on.
+    pub fn end_staging(&mut self) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .op("BEGIN IMMEDIATE (end staging)")?;
+        tx.execute(
+            "DELETE FROM segments WHERE staged = 1
+               AND id NOT IN (SELECT segment FROM checkpoint_segments)",
+            [],
+        )
+        .op("DELETE staged segments")?;
+        tx.execute("UPDATE segments SET staged = 0 WHERE staged = 1", [])
+            .op("UPDATE segments (staged)")?;
+        tx.commit().op("COMMIT (end staging)")
     }
 }
 
-/// [`Writer::drop_unreferenced_segments`] on a connection (inside a
-/// caller's transaction).
+/// Deletes the segments no checkpoint names, except a restore's in
+/// progress (inside a caller's transaction).
 pub(super) fn drop_unreferenced(conn: &Connection) -> Result<u64> {
     let n = conn
         .execute(
-            "DELETE FROM segments WHERE id NOT IN (SELECT segment FROM checkpoint_segments)",
+            "DELETE FROM segments WHERE staged = 0
+               AND id NOT IN (SELECT segment FROM checkpoint_segments)",
             [],
         )
         .op("DELETE unreferenced segments")?;
@@ -427,9 +468,9 @@ impl HistoryDb {
     /// them durable.
     pub fn add_ids(&self, segments: &[(SegId, &[(u64, u64)])]) -> Result<()> {
         let mut entries = Vec::new();
+        let mut last = 0;
         for (seg, ids) in segments {
-            self.last
-                .fetch_max(*seg, std::sync::atomic::Ordering::SeqCst);
+            last = last.max(*seg);
             for &(h, i) in ids.iter() {
                 let pos = crate::engine::history::Pos::new(*seg, i).ok_or_else(|| {
                     Error::Corrupt(format!("segment {seg} item {i} out of range"))
@@ -438,6 +479,9 @@ impl HistoryDb {
             }
         }
         self.ids().add(entries);
+        // Only now: a mark never covers a segment whose ids are not in.
+        self.last
+            .fetch_max(last, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 

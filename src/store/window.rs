@@ -146,6 +146,62 @@ pub(super) fn collect(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
+/// Inserts a window checkpoint row and the segments it names.
+fn insert_window(
+    tx: &rusqlite::Transaction<'_>,
+    live: &[u8],
+    flushed: &Flushed,
+    bytes: u64,
+    sequence: u64,
+    origin: Origin,
+) -> Result<(i64, String)> {
+    let created_at = created_at_now();
+    let seq = i64_of(sequence, "sequence")?;
+    tx.execute(
+        "INSERT INTO checkpoints
+           (sequence, sha256, bytes, created_at, envelope, pieces_from, origin, engine, live)
+         VALUES (?1, '', ?2, ?3, x'', NULL, ?4, 'window', ?5)",
+        params![
+            seq,
+            i64_of(bytes, "bytes")?,
+            created_at,
+            origin.as_str(),
+            pack(live)
+        ],
+    )
+    .op("INSERT checkpoints (window)")?;
+    let id = tx.last_insert_rowid();
+    {
+        let mut st = tx
+        .prepare_cached(
+            "INSERT INTO checkpoint_segments (checkpoint, part, ord, segment, first, count, bytes)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .op("prepare INSERT checkpoint_segments")?;
+        let lists = flushed
+            .sources
+            .iter()
+            .enumerate()
+            .map(|(p, l)| (p as i64, l))
+            .chain(std::iter::once((-1i64, &flushed.late)));
+        for (part, list) in lists {
+            for (ord, s) in list.iter().enumerate() {
+                st.execute(params![
+                    id,
+                    part,
+                    ord as i64,
+                    i64_of(s.id, "segment")?,
+                    i64_of(s.first, "first")?,
+                    i64_of(s.count, "count")?,
+                    i64_of(s.bytes, "bytes")?
+                ])
+                .op("INSERT checkpoint_segments")?;
+            }
+        }
+    }
+    Ok((id, created_at))
+}
+
 impl Writer {
     /// Stores a window checkpoint incrementally (its live parts and the
     /// segments it names, which are stored) as the recovery base, removing
@@ -162,54 +218,12 @@ impl Writer {
         up_to: i64,
         origin: Origin,
     ) -> Result<CheckpointMeta> {
-        let created_at = created_at_now();
         let seq = i64_of(sequence, "sequence")?;
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (window checkpoint)")?;
-        tx.execute(
-            "INSERT INTO checkpoints
-               (sequence, sha256, bytes, created_at, envelope, pieces_from, origin, engine, live)
-             VALUES (?1, '', ?2, ?3, x'', NULL, ?4, 'window', ?5)",
-            params![
-                seq,
-                i64_of(bytes, "bytes")?,
-                created_at,
-                origin.as_str(),
-                pack(live)
-            ],
-        )
-        .op("INSERT checkpoints (window)")?;
-        let id = tx.last_insert_rowid();
-        {
-            let mut st = tx
-                .prepare_cached(
-                    "INSERT INTO checkpoint_segments (checkpoint, part, ord, segment, first, count, bytes)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .op("prepare INSERT checkpoint_segments")?;
-            let lists = flushed
-                .sources
-                .iter()
-                .enumerate()
-                .map(|(p, l)| (p as i64, l))
-                .chain(std::iter::once((-1i64, &flushed.late)));
-            for (part, list) in lists {
-                for (ord, s) in list.iter().enumerate() {
-                    st.execute(params![
-                        id,
-                        part,
-                        ord as i64,
-                        i64_of(s.id, "segment")?,
-                        i64_of(s.first, "first")?,
-                        i64_of(s.count, "count")?,
-                        i64_of(s.bytes, "bytes")?
-                    ])
-                    .op("INSERT checkpoint_segments")?;
-                }
-            }
-        }
+        let (id, created_at) = insert_window(&tx, live, flushed, bytes, sequence, origin)?;
         tx.execute(
             "INSERT OR REPLACE INTO recovery_bases (engine, checkpoint_id, envelope, sequence)
              VALUES ('window', ?1, NULL, ?2)",
@@ -230,6 +244,26 @@ impl Writer {
             bytes,
             created_at,
         })
+    }
+
+    /// Stores a hidden window checkpoint (a restored state, flushed) that
+    /// is not yet the recovery base: a restore by its id makes it one.
+    /// Until then, and once the base moves on, the next collection frees
+    /// it.
+    pub fn store_hidden_window(
+        &mut self,
+        live: &[u8],
+        flushed: &Flushed,
+        bytes: u64,
+        sequence: u64,
+    ) -> Result<i64> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .op("BEGIN IMMEDIATE (hidden window checkpoint)")?;
+        let (id, _) = insert_window(&tx, live, flushed, bytes, sequence, Origin::Hidden)?;
+        tx.commit().op("COMMIT (hidden window checkpoint)")?;
+        Ok(id)
     }
 
     /// Records the checksums of window checkpoint `id` (sealing it).
@@ -265,7 +299,10 @@ impl Reader {
             .execute_batch("BEGIN")
             .op("BEGIN (read snapshot)")?;
         let out = f(self);
-        let end = self.conn.execute_batch("COMMIT").op("COMMIT (read snapshot)");
+        let end = self
+            .conn
+            .execute_batch("COMMIT")
+            .op("COMMIT (read snapshot)");
         let out = out?;
         end?;
         Ok(out)

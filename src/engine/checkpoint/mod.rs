@@ -11,6 +11,7 @@
 
 mod restore;
 mod state;
+pub mod stream;
 
 use super::aggregate::Agg;
 use super::changelog::address_cmp;
@@ -19,13 +20,18 @@ use super::live::BucketRef;
 use super::processor::Processor;
 use crate::canonical::writer as canonical;
 use crate::canonical::UniqueMap;
-use state::{
-    write_changelog, write_clock, write_pipeline, write_result, ClockDoc, PartitionClockDoc,
-    PipelineDoc,
-};
+pub use state::{ClockDoc, PipelineDoc};
+use state::{write_changelog, write_clock, write_pipeline, write_result, PartitionClockDoc};
 
 use crate::canonical::sha256_hex;
-pub use restore::{restore, resume};
+pub use restore::{check_clock_doc, restore, resume, Restorer};
+pub use state::{ChangelogDoc, ResultDoc};
+
+/// Appends a pipeline document's canonical object, its partitions sorted
+/// or as listed.
+pub fn write_pipeline_doc(buf: &mut Vec<u8>, doc: &PipelineDoc, sort_partitions: bool) {
+    write_pipeline(buf, doc, sort_partitions)
+}
 
 /// Where envelope bytes go: a buffer, a hasher, a stream.
 pub trait Out {

@@ -122,6 +122,12 @@ fn clock_of(doc: &ClockDoc, parts: &[String]) -> Result<WatermarkState, String> 
     Ok(clock)
 }
 
+/// Checks a clock document against a pipeline's partitions and the clock
+/// bounds (what a restore checks before the history).
+pub fn check_clock_doc(doc: &ClockDoc, pipeline: &Pipeline) -> Result<(), String> {
+    clock_of(doc, pipeline.partitions()).map(drop)
+}
+
 /// Resumes a stored checkpoint of this service: its live parts (checked
 /// as a restore checks them) and its flushed history (trusted: the store
 /// wrote it, and it is not read).
@@ -170,80 +176,161 @@ fn build(
     target: Option<&Pipeline>,
     store: Arc<dyn HistoryStore>,
 ) -> Result<Processor, String> {
-    let mut p = Processor::with_store(pipeline_of(state.pipeline, target)?, store.clone());
-    let parts = p.pipeline.partitions().to_vec();
-    let clock = clock_of(&state.clock, &parts)?;
-
-    // Sources and identities.
+    let mut r = Restorer::new(state.pipeline, target, store)?;
+    // The clock is checked first, as it always was.
+    clock_of(&state.clock, &r.parts)?;
     let sources = state.sources;
-    let at = partition_indices("sources", &parts, sources.0.iter().map(|(k, _)| k))?;
-    let mut keys = KeyTable::default();
-    let mut src = Sources::new(parts.len(), store);
+    let names: Vec<String> = sources.0.iter().map(|(k, _)| k.clone()).collect();
+    let at = r.partitions(&names)?;
     for ((name, events), i) in sources.0.into_iter().zip(at) {
-        for (offset, e) in events.into_iter().enumerate() {
-            src.restore_push(i, to_event(e), &mut keys)
-                .map_err(|m| format!("sources[{name:?}][{offset}]: {m}"))?;
+        for e in events {
+            r.push(i, &name, to_event(e))?;
         }
     }
-    let max_ts = src.tail_unique().map(|e| e.timestamp).max();
-    if max_ts != clock.max_timestamp {
-        return Err(format!(
-            "clock.max_timestamp is {:?} but the largest delivered unique timestamp is {:?}",
-            clock.max_timestamp, max_ts
-        ));
-    }
-
-    // Operator states.
-    let windows = Windows::of(&p.pipeline);
-    let live = live_from_doc(
-        &state.windows,
-        &p.pipeline,
-        &windows,
-        &mut keys,
-        clock.global,
-    )?;
-    let changelog = changelog_from_doc(
+    let mut late = state.late.into_iter().map(|(e, w)| Ok((to_event(e), w)));
+    r.finish(
+        &state.clock,
         state.changelog.sequence,
         &state.changelog.visible,
-        &windows,
-        &mut keys,
-        &live,
-        clock.global,
-    )?;
+        &state.windows,
+        LateOutput::default(),
+        &mut late,
+        true,
+    )
+}
 
-    // Late output.
-    let mut late = LateOutput::default();
-    for (i, (e, w)) in state.late.into_iter().enumerate() {
-        let ev = to_event(e);
-        src.find_tail(&ev.id)
-            .and_then(|no| src.event(no))
-            .filter(|r| {
-                r.timestamp == ev.timestamp && r.value == ev.value && **keys.name(r.key) == *ev.key
-            })
-            .ok_or_else(|| format!("late[{i}]: event {:?} is not a delivered event", ev.id))?;
-        match clock.global {
-            Some(g) if w <= g => {}
-            Some(g) => {
-                return Err(format!(
-                    "late[{i}]: watermark {w} exceeds the global watermark {g}"
-                ))
-            }
-            None => {
-                return Err(format!(
-                    "late[{i}]: a late record needs a global watermark, and there is none"
-                ))
-            }
-        }
-        late.push(ev, w);
+/// A restore whose history is pushed delivery by delivery (an envelope
+/// read as it streams, `super::stream`), and which the caller may flush
+/// into the store as it grows ([`Restorer::processor`]); [`Restorer::finish`]
+/// then checks the rest and returns the processor.
+pub struct Restorer {
+    p: Processor,
+    parts: Vec<String>,
+    max_ts: Option<i64>,
+    counts: Vec<u64>,
+}
+
+impl Restorer {
+    /// A restore of a state with this pipeline (checked against `target`).
+    pub fn new(
+        pipeline: PipelineDoc,
+        target: Option<&Pipeline>,
+        store: Arc<dyn HistoryStore>,
+    ) -> Result<Restorer, String> {
+        let p = Processor::with_store(pipeline_of(pipeline, target)?, store);
+        let parts = p.pipeline.partitions().to_vec();
+        Ok(Restorer {
+            counts: vec![0; parts.len()],
+            parts,
+            p,
+            max_ts: None,
+        })
     }
 
-    p.keys = keys;
-    p.sources = src;
-    p.clock = clock;
-    p.live = crate::engine::shards::ShardedLive::from_index(live, &p.keys);
-    p.changelog = changelog;
-    p.late = late;
-    Ok(p)
+    /// The partition of each name `sources` gives (in its order), which
+    /// must be exactly the pipeline's partitions.
+    pub fn partitions(&self, names: &[String]) -> Result<Vec<usize>, String> {
+        partition_indices("sources", &self.parts, names.iter())
+    }
+
+    /// The next delivery of partition `p` (named `name`).
+    pub fn push(&mut self, p: usize, name: &str, event: Event) -> Result<(), String> {
+        let offset = self.counts.get(p).copied().unwrap_or(0);
+        let ts = event.timestamp;
+        let unique = self
+            .p
+            .sources
+            .restore_push(p, event, &mut self.p.keys)
+            .map_err(|m| format!("sources[{name:?}][{offset}]: {m}"))?;
+        if unique {
+            self.max_ts = Some(self.max_ts.map_or(ts, |m| m.max(ts)));
+        }
+        if let Some(c) = self.counts.get_mut(p) {
+            *c += 1;
+        }
+        Ok(())
+    }
+
+    /// The processor being restored (for the caller to flush its tail).
+    pub fn processor(&mut self) -> &mut Processor {
+        &mut self.p
+    }
+
+    /// Checks the rest against the pushed history and returns the
+    /// processor: the clock, `clock.max_timestamp`, the live index and the
+    /// visible rows, and the late records (`late_records`, in order; their
+    /// flushed segments are `late`; `keep_late`: keep them in memory).
+    #[allow(clippy::too_many_arguments)]
+    pub fn finish(
+        mut self,
+        clock: &ClockDoc,
+        sequence: u64,
+        visible: &[ResultDoc<'_>],
+        windows_doc: &[ResultDoc<'_>],
+        late: LateOutput,
+        late_records: &mut dyn Iterator<Item = Result<(Event, i64), String>>,
+        keep_late: bool,
+    ) -> Result<Processor, String> {
+        let clock = clock_of(clock, &self.parts)?;
+        if self.max_ts != clock.max_timestamp {
+            return Err(format!(
+                "clock.max_timestamp is {:?} but the largest delivered unique timestamp is {:?}",
+                clock.max_timestamp, self.max_ts
+            ));
+        }
+        let p = &mut self.p;
+        let windows = Windows::of(&p.pipeline);
+        let live = live_from_doc(
+            windows_doc,
+            &p.pipeline,
+            &windows,
+            &mut p.keys,
+            clock.global,
+        )?;
+        let changelog = changelog_from_doc(
+            sequence,
+            visible,
+            &windows,
+            &mut p.keys,
+            &live,
+            clock.global,
+        )?;
+        let mut late = late;
+        for (i, rec) in late_records.enumerate() {
+            let (ev, w) = rec?;
+            let known = p
+                .sources
+                .identity(&ev.id, &p.keys)
+                .map_err(|e| format!("cannot read the restored history: {e}"))?;
+            if known != Some((ev.key.clone(), ev.timestamp, ev.value)) {
+                return Err(format!(
+                    "late[{i}]: event {:?} is not a delivered event",
+                    ev.id
+                ));
+            }
+            match clock.global {
+                Some(g) if w <= g => {}
+                Some(g) => {
+                    return Err(format!(
+                        "late[{i}]: watermark {w} exceeds the global watermark {g}"
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "late[{i}]: a late record needs a global watermark, and there is none"
+                    ))
+                }
+            }
+            if keep_late {
+                late.push(ev, w);
+            }
+        }
+        p.clock = clock;
+        p.live = crate::engine::shards::ShardedLive::from_index(live, &p.keys);
+        p.changelog = changelog;
+        p.late = late;
+        Ok(self.p)
+    }
 }
 
 fn to_event((id, key, timestamp, value): EventDoc<'_>) -> Event {
