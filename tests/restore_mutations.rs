@@ -839,7 +839,8 @@ fn streamed_restores_decide_as_whole_ones() {
         let (ws, _, wb) = post_bytes(&w, "/restore", body.clone());
         let (ss, sct, sb) = post_bytes(&s, "/restore", body.clone());
         assert_eq!(
-            ws, ss,
+            ws,
+            ss,
             "case {case}: whole {ws} {wb} / streamed {ss} {sb}\nenvelope: {}",
             String::from_utf8_lossy(&body)
         );

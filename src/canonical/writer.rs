@@ -6,8 +6,13 @@
 
 /// Appends a JSON string literal.
 pub fn string(buf: &mut Vec<u8>, s: &str) {
+    string_bytes(buf, s.as_bytes())
+}
+
+/// [`string`] of a `str`'s bytes (the caller's bytes are UTF-8: they came
+/// from a `str`).
+pub fn string_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
     buf.push(b'"');
-    let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let esc: &[u8] = match b {

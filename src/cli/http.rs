@@ -190,6 +190,22 @@ impl Api {
         text(self.send(rb)?)
     }
 
+    /// POST a file as the body, streamed from disk (a checkpoint of any
+    /// size); the answer as text.
+    pub fn post_file(
+        &self,
+        segments: &[&str],
+        content_type: &str,
+        file: std::fs::File,
+        len: u64,
+    ) -> Result<String, CallError> {
+        let rb = self
+            .request(Method::POST, self.url(segments))
+            .header(CONTENT_TYPE, content_type)
+            .body(reqwest::blocking::Body::sized(file, len));
+        text(self.send(rb)?)
+    }
+
     /// GET `segments` with a query and extra headers; the open response
     /// (server-sent events are read from it as they come).
     pub fn get_response(

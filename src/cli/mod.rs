@@ -525,13 +525,14 @@ fn checkpoint(cmd: CheckpointCommand, prefix: &[&str]) -> anyhow::Result<()> {
             let api = Api::new(&conn, None)?;
             let body = match (id, file) {
                 (_, Some(path)) => {
-                    let bytes = std::fs::read(&path)
+                    // Streamed from disk: a checkpoint of any size.
+                    let file = std::fs::File::open(&path)
                         .with_context(|| format!("cannot read {}", path.display()))?;
-                    api.post_text(
-                        &segments(&at(&["restore"])),
-                        "application/json",
-                        Some(bytes),
-                    )?
+                    let len = file
+                        .metadata()
+                        .with_context(|| format!("cannot read {}", path.display()))?
+                        .len();
+                    api.post_file(&segments(&at(&["restore"])), "application/json", file, len)?
                 }
                 (Some(id), None) => {
                     let one = at(&["checkpoints", &id.to_string(), "restore"]);

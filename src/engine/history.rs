@@ -70,8 +70,13 @@ impl Pos {
 /// `e1200001`, share its low bits, and the id index's Bloom filters then
 /// answered "maybe" for one such id in ten.)
 pub fn id_hash(id: &str) -> u64 {
+    id_hash_bytes(id.as_bytes())
+}
+
+/// [`id_hash`] of an id's bytes.
+pub fn id_hash_bytes(id: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in id.as_bytes() {
+    for &b in id {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -157,6 +162,9 @@ pub struct NewSegment {
     pub bytes: u64,
     /// `(id_hash, index)` of the items whose id the segment introduces.
     pub ids: Vec<(u64, u64)>,
+    /// Where each item's text ends (exclusive), when the writer kept
+    /// track (else the store finds the items by scanning the text).
+    pub ends: Vec<u32>,
 }
 
 /// Segments in memory: the store of a processor that is never flushed to

@@ -142,6 +142,7 @@ impl LateOutput {
             count: self.tail.len() as u64,
             text,
             ids: Vec::new(),
+            ends: Vec::new(),
         })
     }
 

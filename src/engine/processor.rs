@@ -627,7 +627,9 @@ impl Snapshot {
         max_items: u64,
         each: &mut dyn FnMut(NewSegment) -> Result<(), E>,
     ) -> Result<(), E> {
-        self.p.sources.tail_segments(&self.p.keys, max_items, each)?;
+        self.p
+            .sources
+            .tail_segments(&self.p.keys, max_items, each)?;
         match self.p.late.tail_segment() {
             Some(s) => each(s),
             None => Ok(()),

@@ -71,9 +71,14 @@ pub fn parse_late(item: &[u8]) -> Result<(Event, i64), String> {
 
 /// Appends a sources item.
 pub fn write_event(buf: &mut Vec<u8>, id: &str, key: &str, timestamp: i64, value: i64) {
-    use crate::canonical::writer::{int, string};
+    write_event_bytes(buf, id.as_bytes(), key, timestamp, value)
+}
+
+/// [`write_event`] with the id as the bytes of a `str`.
+pub fn write_event_bytes(buf: &mut Vec<u8>, id: &[u8], key: &str, timestamp: i64, value: i64) {
+    use crate::canonical::writer::{int, string, string_bytes};
     buf.push(b'[');
-    string(buf, id);
+    string_bytes(buf, id);
     buf.push(b',');
     string(buf, key);
     buf.push(b',');

@@ -23,7 +23,8 @@ use super::error::Rejection;
 use super::event::{DeliveryInput, Event};
 use super::hash::{FxMap, StrIndex};
 use super::history::{
-    id_hash, HistoryStore, NewSegment, SegId, SegKind, SegRef, StoreFault, MAX_SEGMENT_ITEMS,
+    id_hash, id_hash_bytes, HistoryStore, NewSegment, SegId, SegKind, SegRef, StoreFault,
+    MAX_SEGMENT_ITEMS,
 };
 use super::idstr::IdStr;
 use super::keys::{KeyId, KeyTable};
@@ -637,6 +638,7 @@ impl Sources {
             while nos.peek().is_some() {
                 let mut text = Vec::with_capacity(max_items.min(1 << 16) * 40);
                 let mut ids = Vec::new();
+                let mut ends = Vec::with_capacity(max_items.min(1 << 16));
                 let mut count = 0usize;
                 for (j, no) in nos.by_ref().take(max_items).enumerate() {
                     count += 1;
@@ -644,21 +646,26 @@ impl Sources {
                     if j > 0 {
                         text.push(b',');
                     }
-                    super::segment::write_event(
+                    super::segment::write_event_bytes(
                         &mut text,
-                        e.id.as_str(),
+                        e.id.as_bytes(),
                         keys.name(e.key),
                         e.timestamp,
                         e.value,
                     );
+                    ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
                     // The delivery that made a unique record introduces it.
                     let fresh = seen.get(no as usize).is_some_and(|s| !s);
                     if e.unique && e.home as usize == pi && fresh {
                         if let Some(s) = seen.get_mut(no as usize) {
                             *s = true;
                         }
-                        ids.push((id_hash(e.id.as_str()), j as u64));
+                        ids.push((id_hash_bytes(e.id.as_bytes()), j as u64));
                     }
+                }
+                // A text past 4 GiB: the store finds its items itself.
+                if text.len() > u32::MAX as usize {
+                    ends.clear();
                 }
                 each(NewSegment {
                     kind: SegKind::Sources,
@@ -668,6 +675,7 @@ impl Sources {
                     bytes: text.len() as u64,
                     text,
                     ids,
+                    ends,
                 })?;
                 first += count as u64;
             }

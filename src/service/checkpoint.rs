@@ -23,10 +23,10 @@ pub(super) const SEGMENT_ITEMS: u64 = 1 << 16;
 /// Deliveries (and late records) in memory from which the window engine
 /// flushes its history with an automatic checkpoint, whatever
 /// `--checkpoint-every` says: memory holds at most about this much history.
-pub(super) const TAIL_MAX: u64 = 1 << 18;
+pub(super) const TAIL_MAX: u64 = 1 << 19;
 
 /// Ids of the id index in memory from which they are stored.
-const IDS_FLUSH: u64 = 1 << 18;
+const IDS_FLUSH: u64 = 1 << 20;
 
 /// A stored window checkpoint's history, read back block by block through
 /// a reading connection (an envelope served or checksummed).
@@ -275,11 +275,12 @@ impl Service {
         snap.each_tail_segment(SEGMENT_ITEMS, &mut |mut seg| {
             let id = self
                 .writer()
-                .put_segment(seg.kind, seg.count, &seg.text)
+                .put_segment_as(seg.kind, seg.count, &seg.text, &seg.ends, false)
                 .map_err(storage)?;
             self.wal_written(seg.text.len());
             // Only one segment's text is held at a time.
             seg.text = Vec::new();
+            seg.ends = Vec::new();
             stored.push((seg, id));
             Ok::<(), ServiceError>(())
         })?;

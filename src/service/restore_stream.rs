@@ -84,7 +84,7 @@ impl Stage<'_> {
         let stored = self
             .svc
             .writer()
-            .put_segment_as(kind, staged.count, &staged.text, true);
+            .put_segment_as(kind, staged.count, &staged.text, &[], true);
         match stored {
             Ok(id) => {
                 staged.segs.push(SegRef {
@@ -121,7 +121,14 @@ impl StageSink for Stage<'_> {
         if s.count > 0 {
             s.text.push(b',');
         }
-        crate::engine::segment::write_late(&mut s.text, &e.id, &e.key, e.timestamp, e.value, watermark);
+        crate::engine::segment::write_late(
+            &mut s.text,
+            &e.id,
+            &e.key,
+            e.timestamp,
+            e.value,
+            watermark,
+        );
         s.count += 1;
         if s.text.len() >= STAGE_BYTES {
             self.put(SegKind::Late, None)?;
@@ -191,7 +198,10 @@ impl Service {
             return Err(e);
         }
         if doc.format != "streamforge-checkpoint" {
-            return Err(invalid(format!("unknown checkpoint format {:?}", doc.format)));
+            return Err(invalid(format!(
+                "unknown checkpoint format {:?}",
+                doc.format
+            )));
         }
         if doc.version != 1 {
             return Err(invalid(format!(
@@ -212,8 +222,8 @@ impl Service {
             crate::engine::checkpoint::write_pipeline_doc(&mut text, &doc.pipeline, false);
             text
         };
-        let mut r = Restorer::new(doc.pipeline, Some(&self.setup.pipeline), history)
-            .map_err(invalid)?;
+        let mut r =
+            Restorer::new(doc.pipeline, Some(&self.setup.pipeline), history).map_err(invalid)?;
         crate::engine::checkpoint::check_clock_doc(&doc.clock, r.processor().pipeline())
             .map_err(invalid)?;
         let names: Vec<String> = doc.source_names.clone();
@@ -227,26 +237,27 @@ impl Service {
             };
             for seg in &staged.segs {
                 let mut failure = None;
-                reader.segment_blocks(seg.id, |text| {
-                    for (a, b) in crate::store::segments::item_ranges(text)? {
-                        let e = crate::engine::segment::parse_event(&text[a..b])
-                            .map_err(crate::store::Error::Corrupt)?;
-                        if let Err(m) = r.push(p, name, e) {
-                            failure = Some(m);
-                            return Err(crate::store::Error::Corrupt(String::new()));
+                reader
+                    .segment_blocks(seg.id, |text| {
+                        for (a, b) in crate::store::segments::item_ranges(text)? {
+                            let e = crate::engine::segment::parse_event(&text[a..b])
+                                .map_err(crate::store::Error::Corrupt)?;
+                            if let Err(m) = r.push(p, name, e) {
+                                failure = Some(m);
+                                return Err(crate::store::Error::Corrupt(String::new()));
+                            }
+                            pushed += 1;
+                            if pushed.is_multiple_of(FLUSH_EVERY) {
+                                self.flush_restoring(r.processor())
+                                    .map_err(|e| crate::store::Error::Corrupt(e.to_string()))?;
+                            }
                         }
-                        pushed += 1;
-                        if pushed.is_multiple_of(FLUSH_EVERY) {
-                            self.flush_restoring(r.processor())
-                                .map_err(|e| crate::store::Error::Corrupt(e.to_string()))?;
-                        }
-                    }
-                    Ok(())
-                })
-                .map_err(|e| match failure.take() {
-                    Some(m) => invalid(m),
-                    None => ServiceError::from(e),
-                })?;
+                        Ok(())
+                    })
+                    .map_err(|e| match failure.take() {
+                        Some(m) => invalid(m),
+                        None => ServiceError::from(e),
+                    })?;
             }
         }
         self.flush_restoring(r.processor())?;
@@ -286,7 +297,9 @@ impl Service {
                 },
                 &mut h,
             )
-            .map_err(|e| ServiceError::Unavailable(format!("cannot read the staged history: {e}")))?;
+            .map_err(|e| {
+                ServiceError::Unavailable(format!("cannot read the staged history: {e}"))
+            })?;
             Ok(h.finish().0)
         };
         let actual = hash(&live)?;
@@ -310,9 +323,9 @@ impl Service {
             watermark: p.watermark(),
         };
         let bytes = crate::engine::checkpoint::envelope_len(&live, &flushed);
-        let id = self
-            .writer()
-            .store_hidden_window(&live.encode(), &flushed, bytes, out.sequence)?;
+        let id =
+            self.writer()
+                .store_hidden_window(&live.encode(), &flushed, bytes, out.sequence)?;
         let processor = self.setup.sharded(p);
         self.restore_engine(
             &Restored {
@@ -338,7 +351,7 @@ impl Service {
             }
             let id = self
                 .writer()
-                .put_segment_as(seg.kind, seg.count, &seg.text, true)?;
+                .put_segment_as(seg.kind, seg.count, &seg.text, &seg.ends, true)?;
             self.wal_written(seg.text.len());
             seg.text = Vec::new();
             stored.push((seg, id));

@@ -79,20 +79,36 @@ impl Writer {
     /// checkpoint that names it syncs it; see the module docs). Returns its
     /// id (never reused).
     pub fn put_segment(&mut self, kind: SegKind, count: u64, text: &[u8]) -> Result<SegId> {
-        self.put_segment_as(kind, count, text, false)
+        self.put_segment_as(kind, count, text, &[], false)
     }
 
     /// [`Writer::put_segment`] for a restore in progress (`staged`): until
     /// the restore is done ([`Writer::end_staging`]) nothing but a restart
     /// frees it, even while no checkpoint names it.
+    /// `ends`: where each item ends, if known (else the text is scanned).
     pub fn put_segment_as(
         &mut self,
         kind: SegKind,
         count: u64,
         text: &[u8],
+        ends: &[u32],
         staged: bool,
     ) -> Result<SegId> {
-        let items = item_ranges(text)?;
+        let items = if ends.is_empty() {
+            item_ranges(text)?
+        } else {
+            let mut start = 0usize;
+            let mut v = Vec::with_capacity(ends.len());
+            for &e in ends {
+                let e = e as usize;
+                if e < start || e > text.len() {
+                    return Err(Error::Corrupt("segment item ends out of order".into()));
+                }
+                v.push((start, e));
+                start = e + 1;
+            }
+            v
+        };
         if items.len() as u64 != count {
             return Err(Error::Corrupt(format!(
                 "a segment of {count} items has {} in its text",

@@ -20,8 +20,8 @@ use super::live::BucketRef;
 use super::processor::Processor;
 use crate::canonical::writer as canonical;
 use crate::canonical::UniqueMap;
-pub use state::{ClockDoc, PipelineDoc};
 use state::{write_changelog, write_clock, write_pipeline, write_result, PartitionClockDoc};
+pub use state::{ClockDoc, PipelineDoc};
 
 use crate::canonical::sha256_hex;
 pub use restore::{check_clock_doc, restore, resume, Restorer};
