@@ -57,6 +57,11 @@ impl LateOutput {
         self.flushed + self.tail.len() as u64
     }
 
+    /// No late record at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The flushed segments.
     pub fn segments(&self) -> &[SegRef] {
         &self.segs

@@ -775,9 +775,6 @@ fn merge_from(runs: &[Arc<Run>]) -> usize {
 // Memtable
 // ---------------------------------------------------------------------------
 
-/// The first position of each hash, and the others (rare: the same hash at
-/// several positions) beside.
-
 /// The memtable's keys are already well-mixed 64-bit hashes: hashed once
 /// more by a multiply (SipHash, std's default, costs several times that).
 #[derive(Default, Clone, Copy)]
@@ -808,6 +805,8 @@ impl std::hash::Hasher for MulHasher {
     }
 }
 
+/// The first position of each hash, and the others (rare: the same hash at
+/// several positions) beside.
 #[derive(Default)]
 struct Memtable {
     first: HashMap<u64, u64, HashBuild>,
