@@ -712,7 +712,7 @@ fn sigkill_inside_incremental_checkpoints_and_deletions_loses_nothing() {
         let db = dir.path().join(fault);
         let mut s = start_env(&db, args, &[("STREAMFORGE_FAULTS", fault)]);
         let mut died = 0;
-        let mut restart = |s: &mut Server, died: &mut u32| {
+        let restart = |s: &mut Server, died: &mut u32| {
             s.kill();
             *died += 1;
             *s = start(&db, args);
