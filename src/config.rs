@@ -55,10 +55,11 @@ pub struct ServeArgs {
     /// Largest accepted request body, in bytes (larger: 413).
     #[arg(long, env = "STREAMFORGE_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_body_bytes: usize,
-    /// Largest checkpoint envelope `POST /restore` accepts, in bytes. A
-    /// body larger than --max-body-bytes (at most 16 MiB) is restored as it
-    /// streams (staged on disk, memory bounded) instead of whole in memory.
-    #[arg(long, env = "STREAMFORGE_MAX_RESTORE_BYTES", default_value_t = 64 << 30)]
+    /// Largest checkpoint envelope `POST /restore` accepts, in bytes (0:
+    /// the same as --max-body-bytes). A body larger than --max-body-bytes
+    /// (and than 16 MiB) is restored as it streams (staged on disk, memory
+    /// bounded) instead of whole in memory.
+    #[arg(long, env = "STREAMFORGE_MAX_RESTORE_BYTES", default_value_t = 0)]
     pub max_restore_bytes: u64,
     /// Logged commands between automatic checkpoints (0 disables them).
     #[arg(long, env = "STREAMFORGE_CHECKPOINT_EVERY", default_value_t = 1000)]

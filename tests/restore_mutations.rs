@@ -796,7 +796,7 @@ fn mutated_checkpoints_never_fail_the_server() {
 /// the whole-body restore: the same mutated checkpoints accepted (with the
 /// same answers and the same state after) and refused (`invalid_checkpoint`,
 /// nothing changed). Server W restores in memory, server S streams every
-/// body (its limit is 64 bytes).
+/// body (its body limit is 64 bytes, its restore limit 100 MB).
 #[test]
 fn streamed_restores_decide_as_whole_ones() {
     let dir = tempdir();
@@ -816,7 +816,7 @@ fn streamed_restores_decide_as_whole_ones() {
         v
     };
     let wa = args(&[]);
-    let sa = args(&["--max-body-bytes", "64"]);
+    let sa = args(&["--max-body-bytes", "64", "--max-restore-bytes", "100000000"]);
     let w = start(
         &dir.path().join("w.db"),
         &wa.iter().map(String::as_str).collect::<Vec<_>>(),

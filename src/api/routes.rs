@@ -366,13 +366,17 @@ pub async fn restore_body(
     use futures_util::StreamExt as _;
     let svc = st.service()?;
     let in_memory = st.max_body_bytes.min(RESTORE_IN_MEMORY);
-    let limit = st.max_restore_bytes;
+    let limit = match st.max_restore_bytes {
+        0 => st.max_body_bytes as u64,
+        n => n,
+    };
     let too_large = move || {
         ApiError::new(
             Code::PayloadTooLarge,
             format!(
-                "the checkpoint is larger than the restore limit of {limit} bytes; start the \
-                 service with a larger --max-restore-bytes (STREAMFORGE_MAX_RESTORE_BYTES)"
+                "the checkpoint is larger than the limit of {limit} bytes; start the service \
+                 with a larger --max-restore-bytes (STREAMFORGE_MAX_RESTORE_BYTES): envelopes \
+                 beyond 16 MiB are restored as they stream, with memory bounded"
             ),
         )
     };
@@ -381,6 +385,7 @@ pub async fn restore_body(
     let mut chunks = body.into_data_stream();
     let mut head: Vec<u8> = Vec::new();
     let mut ended = false;
+    let in_memory = in_memory.min(usize::try_from(limit).unwrap_or(usize::MAX));
     while head.len() <= in_memory {
         match chunks.next().await {
             Some(chunk) => head.extend_from_slice(&chunk.map_err(unreadable)?),
