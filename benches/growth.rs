@@ -659,6 +659,68 @@ fn main() {
     {
         println!("    {l}");
     }
+    // ---- the downloaded envelope restored by body on a fresh server (read
+    // as it streams: staged on disk, memory bounded), its RSS watched
+    let restore = {
+        let fresh = tmp.path().join("restored.db");
+        let pipeline_file = pipeline.clone();
+        let r = Server::start_bin(
+            &bin,
+            &fresh,
+            &[
+                "--pipeline".as_ref(),
+                pipeline_file.as_os_str(),
+                "--max-restore-bytes".as_ref(),
+                "1099511627776".as_ref(),
+                "--checkpoint-every".as_ref(),
+                "0".as_ref(),
+            ],
+        );
+        let rpid = r.child.id();
+        let before = proc_kib(rpid, "VmRSS");
+        let stop = Arc::new(AtomicBool::new(false));
+        let rpeak = Arc::new(AtomicU64::new(before));
+        let sampler = {
+            let (stop, rpeak) = (stop.clone(), rpeak.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    rpeak.fetch_max(proc_kib(rpid, "VmRSS"), Ordering::Relaxed);
+                    std::thread::sleep(SAMPLE_EVERY);
+                }
+            })
+        };
+        let t = Instant::now();
+        let out = Command::new(&bin)
+            .args([
+                "checkpoint",
+                "restore",
+                "--url",
+                &format!("http://{}", r.addr),
+                "--json",
+                "--file",
+            ])
+            .arg(&file)
+            .output()
+            .expect("run streamforge restore");
+        let secs = t.elapsed().as_secs_f64();
+        stop.store(true, Ordering::Relaxed);
+        sampler.join().expect("sampler");
+        let peak = rpeak.load(Ordering::Relaxed);
+        let ok = out.status.success();
+        println!(
+            "restore by body (streamed) on a fresh server: {} in {secs:.1} s; server RSS {:.1} MB before, peak {:.1} MB, +{:.1} MB ({})",
+            if ok { "restored" } else { "FAILED" },
+            mb(before as f64),
+            mb(peak as f64),
+            mb(peak.saturating_sub(before) as f64),
+            String::from_utf8_lossy(if ok { &out.stdout } else { &out.stderr }).trim()
+        );
+        (ok, secs, before, peak)
+    };
+    report.json(serde_json::json!({
+        "kind": "restore", "ok": restore.0, "secs": restore.1,
+        "rss_bytes_before": restore.2, "rss_bytes_peak": restore.3,
+    }));
     report.json(serde_json::json!({
         "kind": "download", "checkpoint_id": id, "status": st, "bytes": len,
         "secs": download_secs, "rss_bytes_before": rss_before, "rss_bytes_peak": peak,

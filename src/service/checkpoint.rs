@@ -26,7 +26,7 @@ pub(super) const SEGMENT_ITEMS: u64 = 1 << 16;
 pub(super) const TAIL_MAX: u64 = 1 << 19;
 
 /// Ids of the id index in memory from which they are stored.
-const IDS_FLUSH: u64 = 1 << 20;
+const IDS_FLUSH: u64 = 1 << 19;
 
 /// A stored window checkpoint's history, read back block by block through
 /// a reading connection (an envelope served or checksummed).
