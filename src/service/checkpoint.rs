@@ -252,6 +252,9 @@ impl Service {
         due: impl Fn(u64, u64) -> bool,
     ) -> Result<Option<CheckpointMeta>, ServiceError> {
         let _one = self.checkpointing();
+        // A duration for the metrics only.
+        #[allow(clippy::disallowed_methods)]
+        let began = std::time::Instant::now();
         let (snap, up_to, logged, version, generation) = {
             let g = self.lock_settled()?;
             let logged = self.queue().logged.get(EngineId::Window);
@@ -327,6 +330,9 @@ impl Service {
             *n = n.saturating_sub(logged);
         }
         self.metrics.checkpoint_stored(meta.bytes);
+        self.metrics
+            .last_checkpoint_store_us
+            .store(began.elapsed().as_micros() as u64, Ordering::Relaxed);
         self.retain(
             EngineId::Window,
             Covers {
@@ -370,6 +376,9 @@ impl Service {
     /// take its segments away), and returns its metadata; `None` when it
     /// is not (or no longer) listed.
     pub(super) fn seal(&self, id: i64) -> Result<Option<CheckpointMeta>, ServiceError> {
+        // A duration for the metrics only.
+        #[allow(clippy::disallowed_methods)]
+        let began = std::time::Instant::now();
         let parts = self.setup.pipeline.partitions().len();
         let sealed = self.with_reader(|r| {
             r.snapshot(|r| {
@@ -400,6 +409,9 @@ impl Service {
             None => return Ok(None),
             Some(Some((envelope, state))) => {
                 self.writer().seal_checkpoint(id, &envelope, &state)?;
+                self.metrics
+                    .last_checkpoint_seal_us
+                    .store(began.elapsed().as_micros() as u64, Ordering::Relaxed);
             }
             Some(None) => {}
         }

@@ -85,6 +85,11 @@ pub struct Metrics {
     pub commits: AtomicU64,
     /// Size of the last stored checkpoint.
     pub last_checkpoint_bytes: AtomicU64,
+    /// Microseconds the last window checkpoint took to store (flush its
+    /// new history, link), and the last sealing took (checksum the
+    /// envelope).
+    pub last_checkpoint_store_us: AtomicU64,
+    pub last_checkpoint_seal_us: AtomicU64,
     checkpoint_sizes: Mutex<Histogram>,
     latency: Mutex<BTreeMap<(String, u16), Histogram>>,
 }
@@ -117,7 +122,7 @@ impl Metrics {
     /// The Prometheus text exposition, with the current state's `gauges`.
     pub fn render(&self, gauges: &[Gauge]) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 13] = [
+        let counters: [(&str, &str, &AtomicU64); 15] = [
             (
                 "streamforge_deliveries_total",
                 "Deliveries in acknowledged ingest calls (duplicates and redeliveries included).",
@@ -182,6 +187,16 @@ impl Metrics {
                 "streamforge_last_checkpoint_bytes",
                 "Size of the last stored checkpoint envelope.",
                 &self.last_checkpoint_bytes,
+            ),
+            (
+                "streamforge_last_checkpoint_store_microseconds",
+                "Time the last window engine checkpoint took to store: its new history flushed, the live state, the link (not its checksums).",
+                &self.last_checkpoint_store_us,
+            ),
+            (
+                "streamforge_last_checkpoint_seal_microseconds",
+                "Time the last sealing of a window engine checkpoint took: its two checksums over the whole envelope.",
+                &self.last_checkpoint_seal_us,
             ),
         ];
         for (name, help, c) in counters {
