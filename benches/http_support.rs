@@ -247,7 +247,12 @@ impl Server {
             .args(["serve", "--addr", "127.0.0.1:0", "--db"])
             .arg(db)
             .args(args)
-            .env("RUST_LOG", "warn")
+            // the server's log filter: BENCH_LOG (e.g.
+            // "warn,streamforge::store=info"), else warnings only
+            .env(
+                "RUST_LOG",
+                std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             // the deployment setting of the Dockerfile (README "Docker"):
             // two malloc arenas keep freed request buffers from piling up
             // per thread; override with MALLOC_ARENA_MAX in the environment

@@ -62,6 +62,16 @@ pub fn parse_event(item: &[u8]) -> Result<Event, String> {
         .map_err(|e| format!("unreadable history item: {e}"))
 }
 
+/// The bytes of a sources item's id when the item starts with a string that
+/// has no escapes (what [`write_event_bytes`] writes for any id without `"`,
+/// `\\` or control characters), so an id can be hashed without parsing the
+/// whole item; `None` otherwise (the caller then parses the item).
+pub fn item_id(item: &[u8]) -> Option<&[u8]> {
+    let rest = item.strip_prefix(b"[\"")?;
+    let end = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+    (rest[end] == b'"').then(|| &rest[..end])
+}
+
 /// Parses a late item.
 pub fn parse_late(item: &[u8]) -> Result<(Event, i64), String> {
     serde_json::from_slice::<(EventDoc<'_>, i64)>(item)
@@ -132,5 +142,22 @@ mod tests {
         write_late(&mut late, "y", "", 4, 5, 6);
         assert_eq!(parse_late(item(&late, 1).unwrap()).unwrap().1, 6);
         assert!(item(b"]]", 0).is_none());
+    }
+
+    #[test]
+    fn an_items_id_read_alone_hashes_as_the_parsed_one() {
+        for id in ["a", "b,]\"[", "\\", "é,[x", "", "tab\there", "\u{7f}"] {
+            let mut text = Vec::new();
+            write_event(&mut text, id, "k", 1, 2);
+            let parsed = parse_event(&text).unwrap().id;
+            match item_id(&text) {
+                Some(fast) => assert_eq!(fast, parsed.as_bytes(), "{id:?}"),
+                None => assert!(text.contains(&b'\\'), "{id:?} has no escape yet was not read"),
+            }
+        }
+        assert_eq!(item_id(b"[\"abc\",\"k\",1,2]"), Some(&b"abc"[..]));
+        assert_eq!(item_id(b"[\"a\\\"b\",\"k\",1,2]"), None);
+        assert_eq!(item_id(b"[\"unterminated"), None);
+        assert_eq!(item_id(b"{}"), None);
     }
 }

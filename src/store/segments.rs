@@ -429,8 +429,13 @@ impl HistoryDb {
         super::pragmas(&conn)?;
         conn.pragma_update(None, "query_only", "ON")
             .op("PRAGMA query_only (history)")?;
+        // Durations for the log only.
+        #[allow(clippy::disallowed_methods)]
+        let started = std::time::Instant::now();
         let mut ids = super::ids::IdIndex::open(&conn)?;
+        let loaded = started.elapsed();
         let mark = ids.mark().unwrap_or(0);
+        let mut added_back = 0usize;
         let after: Vec<i64> = {
             let mut st = conn
                 .prepare("SELECT id FROM segments WHERE kind = 'sources' AND id > ?1 ORDER BY id")
@@ -449,18 +454,33 @@ impl HistoryDb {
             let mut index = 0u64;
             for_each_block(&conn, seg, |text| {
                 for (a, b) in item_ranges(text)? {
-                    let e = crate::engine::segment::parse_event(&text[a..b])
-                        .map_err(|m| Error::Corrupt(format!("segment {seg}: {m}")))?;
+                    let item = &text[a..b];
+                    // Most ids have no escapes: hashed from the item's bytes.
+                    let hash = match crate::engine::segment::item_id(item) {
+                        Some(id) => crate::engine::history::id_hash_bytes(id),
+                        None => {
+                            let e = crate::engine::segment::parse_event(item)
+                                .map_err(|m| Error::Corrupt(format!("segment {seg}: {m}")))?;
+                            crate::engine::history::id_hash(&e.id)
+                        }
+                    };
                     let pos = crate::engine::history::Pos::new(seg, index).ok_or_else(|| {
                         Error::Corrupt(format!("segment {seg} item {index} out of range"))
                     })?;
-                    entries.push((crate::engine::history::id_hash(&e.id), pos.0));
+                    entries.push((hash, pos.0));
                     index += 1;
                 }
                 Ok(())
             })?;
+            added_back += entries.len();
             ids.add(entries);
         }
+        tracing::info!(
+            load_ms = loaded.as_millis() as u64,
+            added_back,
+            add_back_ms = (started.elapsed() - loaded).as_millis() as u64,
+            "id index opened"
+        );
         let flusher = ids.flusher();
         Ok(HistoryDb {
             reader: std::sync::Mutex::new(conn),
