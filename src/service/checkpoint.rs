@@ -29,7 +29,7 @@ pub(super) const TAIL_MAX: u64 = 1 << 19;
 /// adds back at most about this many from their segments (~30 ms per
 /// 100K on the benchmark box), and the index merges about
 /// `log2(ids / IDS_FLUSH)` times per id over its life.
-const IDS_FLUSH: u64 = 1 << 17;
+const IDS_FLUSH: u64 = 1 << 18;
 
 /// A stored window checkpoint's history, read back block by block through
 /// a reading connection (an envelope served or checksummed).
