@@ -8,8 +8,13 @@
 //! [`engine`] (pure: no tokio, axum, rusqlite or I/O) and [`store`] (one
 //! SQLite transaction per acknowledged call) → outcome → response.
 //!
-//! - [`engine`]: the processing rules of docs/semantics.md; depends on std, serde,
-//!   serde_json, sha2 and [`canonical`] only (`tests/purity.rs` checks it).
+//! The pure parts and the store are workspace crates (`crates/`), re-exported
+//! here under their short names; their `Cargo.toml` files say what each may
+//! touch (docs/architecture.md):
+//!
+//! - [`engine`] (`streamforge-engine`): the processing rules of
+//!   docs/semantics.md; depends on serde, serde_json, sha2 and [`canonical`]
+//!   only.
 //! - [`patterns`]: the second pure engine, pattern detection (complex event
 //!   processing) over its own typed events, watermark, output stream and
 //!   checkpoints (`docs/patterns.md`); same dependency rule as [`engine`],
@@ -20,7 +25,7 @@
 //!   suite and its benches.
 //! - [`canonical`]: pure helpers both engines share: the canonical JSON
 //!   writer of checkpoints, their SHA-256, a duplicate-rejecting JSON map.
-//! - [`store`]: the only module that imports `rusqlite`: migrations, the
+//! - [`store`] (`streamforge-store`): the only crate with `rusqlite`: migrations, the
 //!   command log, changelog and late pages, checkpoints, the recovery base.
 //! - [`service`]: the single write path (std `Mutex` over the processor and
 //!   the writing connection; `tokio::sync::watch` for waiters), recovery,
@@ -40,14 +45,14 @@
 //! uses only [`engine`] types, nothing of the server side.
 
 pub mod api;
-pub mod canonical;
+pub use streamforge_canonical as canonical;
 pub mod cli;
 pub mod config;
-pub mod engine;
-pub mod nexmark;
-pub mod patterns;
+pub use streamforge_engine as engine;
+pub use streamforge_nexmark as nexmark;
+pub use streamforge_patterns as patterns;
 pub mod server;
 pub mod service;
 pub mod shard_pool;
 pub mod sinks;
-pub mod store;
+pub use streamforge_store as store;

@@ -1,7 +1,7 @@
 //! The mutating calls of the window engine, on the one write path:
 //!
 //! 1. **Engine** (under the processor lock, nothing else): the call's
-//!    [`Command`] is applied; a rejection returns here and writes nothing.
+//!    command ([`Cmd`], one type per command in `cmd/`) is applied; a rejection returns here and writes nothing.
 //!    Otherwise the call gets the next ticket and is queued on the commit
 //!    queue, still under the lock, so the queue is in engine order.
 //! 2. **Encode** (no lock): the output is encoded once for the store and
@@ -9,10 +9,10 @@
 //! 3. **Commit** (`commit`): group commit; the answer goes out only after
 //!    the transaction that holds the call.
 
-use crate::engine::{json_array, Address, DeliveryRef};
+use crate::engine::{json_array, Address, DeliveryRef, TickOutcome};
 use crate::store::StoredBody;
 
-use super::command::{Applied, Command, Output};
+use super::cmd::{Advance, Cmd, Idle, Ingest, Output};
 use super::commit::{json_records, Encoded, Pending};
 use super::parse::Framing;
 use super::{Metrics, Service, ServiceError};
@@ -70,14 +70,11 @@ impl Service {
         reply: Reply,
     ) -> Result<IngestAnswer, ServiceError> {
         let n = deliveries.len() as u64;
-        let cmd = Command::Ingest {
+        let cmd = Ingest {
             framing,
             deliveries,
         };
-        let (ticket, applied) = self.apply(cmd, StoredBody::pack(raw))?;
-        let Applied::Ingest(o) = applied else {
-            return Err(ServiceError::Unavailable("internal mix-up".into()));
-        };
+        let (ticket, o) = self.apply(cmd, StoredBody::pack(raw))?;
         let enc = Encoded::new(&Output {
             changes: &o.changes,
             late: &o.late,
@@ -96,12 +93,12 @@ impl Service {
                 Vec::new()
             }
         })?;
-        Metrics::inc(&self.metrics.deliveries, n);
-        Metrics::inc(&self.metrics.ingest_requests, 1);
-        Metrics::inc(&self.metrics.duplicates, o.duplicates);
-        Metrics::inc(&self.metrics.redeliveries, o.redeliveries);
-        Metrics::inc(&self.metrics.changes, o.changes.len() as u64);
-        Metrics::inc(&self.metrics.late, o.late.len() as u64);
+        Metrics::inc(&self.env.metrics.deliveries, n);
+        Metrics::inc(&self.env.metrics.ingest_requests, 1);
+        Metrics::inc(&self.env.metrics.duplicates, o.duplicates);
+        Metrics::inc(&self.env.metrics.redeliveries, o.redeliveries);
+        Metrics::inc(&self.env.metrics.changes, o.changes.len() as u64);
+        Metrics::inc(&self.env.metrics.late, o.late.len() as u64);
         Ok(IngestAnswer {
             changes,
             change_count: o.changes.len(),
@@ -119,27 +116,30 @@ impl Service {
         watermark: i64,
         reply: Reply,
     ) -> Result<TickAnswer, ServiceError> {
-        let cmd = Command::Advance {
+        let cmd = Advance {
             partition: partition.into(),
             watermark,
         };
-        self.tick(cmd, reply)
+        let body = StoredBody::raw(cmd.body()?);
+        self.tick(cmd, body, reply)
     }
 
     /// `POST /partitions/{partition}/idle`.
     pub fn mark_idle(&self, partition: &str, reply: Reply) -> Result<TickAnswer, ServiceError> {
-        let cmd = Command::Idle {
+        let cmd = Idle {
             partition: partition.into(),
         };
-        self.tick(cmd, reply)
+        let body = StoredBody::raw(cmd.body()?);
+        self.tick(cmd, body, reply)
     }
 
-    fn tick(&self, cmd: Command<'_>, reply: Reply) -> Result<TickAnswer, ServiceError> {
-        let body = StoredBody::raw(cmd.compact_body()?);
-        let (ticket, applied) = self.apply(cmd, body)?;
-        let Applied::Tick(o) = applied else {
-            return Err(ServiceError::Unavailable("internal mix-up".into()));
-        };
+    fn tick<C: Cmd<Out = TickOutcome>>(
+        &self,
+        cmd: C,
+        body: StoredBody,
+        reply: Reply,
+    ) -> Result<TickAnswer, ServiceError> {
+        let (ticket, o) = self.apply(cmd, body)?;
         let enc = Encoded::new(&Output {
             changes: &o.changes,
             ..Output::default()
@@ -148,7 +148,7 @@ impl Service {
             Reply::Full => json_array(&o.changes),
             Reply::Minimal => Vec::new(),
         })?;
-        Metrics::inc(&self.metrics.changes, o.changes.len() as u64);
+        Metrics::inc(&self.env.metrics.changes, o.changes.len() as u64);
         Ok(TickAnswer {
             changes,
             change_count: o.changes.len(),
@@ -160,19 +160,19 @@ impl Service {
     /// Step 1: the engine, under the processor lock (mutating calls take it
     /// in arrival order); queues the applied call with `body`, what the
     /// command log stores.
-    pub(super) fn apply(
+    pub(super) fn apply<C: Cmd>(
         &self,
-        cmd: Command<'_>,
+        cmd: C,
         body: StoredBody,
-    ) -> Result<(u64, Applied), ServiceError> {
-        let _turn = self.turns.wait();
+    ) -> Result<(u64, C::Out), ServiceError> {
+        let _turn = self.processor.turns.wait();
         let mut guard = self.lock_consistent()?;
         let inner = &mut *guard;
-        let (engine, kind) = (cmd.engine(), cmd.kind());
+        let (engine, kind) = (C::ENGINE, cmd.kind());
         let applied = match cmd.apply(&mut inner.engines) {
             Ok(a) => a,
             Err(e) => {
-                Metrics::inc(&self.metrics.rejected, 1);
+                Metrics::inc(&self.env.metrics.rejected, 1);
                 return Err(e);
             }
         };
@@ -181,12 +181,14 @@ impl Service {
         let heads = inner.heads();
         if engine == crate::store::EngineId::Window {
             let tail = inner.engines.window.tail_len();
-            self.tail.store(tail, std::sync::atomic::Ordering::Relaxed);
+            self.processor
+                .tail
+                .store(tail, std::sync::atomic::Ordering::Relaxed);
             if tail >= super::checkpoint::TAIL_MAX {
                 // The history in memory is due to be flushed (a full
                 // channel: a checkpoint is already due).
                 if let Err(std::sync::mpsc::TrySendError::Disconnected(())) =
-                    self.checkpoint_due.try_send(())
+                    self.checkpoints.checkpoint_due.try_send(())
                 {
                     tracing::error!("the checkpoint thread has ended: the history stays in memory");
                 }

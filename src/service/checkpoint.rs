@@ -163,15 +163,15 @@ impl Service {
         let (envelope, covers) = inner.envelope(engine)?;
         let (meta, version) = {
             let mut w = self.writer();
-            let version = self.base_version.fetch_add(1, Ordering::SeqCst) + 1;
+            let version = self.commits.base_version.fetch_add(1, Ordering::SeqCst) + 1;
             (
                 w.checkpoint(engine, &envelope, covers.sequence, origin),
                 version,
             )
         };
-        let meta = meta.inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
+        let meta = meta.inspect_err(|_| Metrics::inc(&self.env.metrics.storage_failures, 1))?;
         *self.queue().logged.get_mut(engine) = 0;
-        self.metrics.checkpoint_stored(meta.bytes);
+        self.env.metrics.checkpoint_stored(meta.bytes);
         self.retain(engine, covers, version);
         Ok(meta)
     }
@@ -188,17 +188,18 @@ impl Service {
     /// the checkpoint's sequences and the heads read before it no longer
     /// describe the stored history, and the restore's own base is newer.
     fn retain(&self, engine: EngineId, covers: Covers, version: u64) {
-        let r = self.retention;
+        let r = self.checkpoints.retention;
         let mut w = self.writer();
         if let Err(e) =
-            w.prune_checkpoints(engine, r.checkpoints.max(1), &|| self.faults.deleting())
+            w.prune_checkpoints(engine, r.checkpoints.max(1), &|| self.env.faults.deleting())
         {
             tracing::warn!(error = %e, "pruning old automatic checkpoints failed");
         }
-        if engine != EngineId::Window || self.base_version.load(Ordering::SeqCst) != version {
+        if engine != EngineId::Window || self.commits.base_version.load(Ordering::SeqCst) != version
+        {
             return;
         }
-        let heads = *self.heads.borrow();
+        let heads = *self.output.heads.borrow();
         let through = |head: u64, keep: u64, base: u64| {
             if keep == 0 {
                 0
@@ -269,12 +270,12 @@ impl Service {
                 g.engines.window.snapshot(),
                 up_to,
                 logged,
-                self.base_version.load(Ordering::SeqCst),
+                self.commits.base_version.load(Ordering::SeqCst),
                 g.window_gen,
             )
         };
         let storage = |e: crate::store::Error| {
-            Metrics::inc(&self.metrics.storage_failures, 1);
+            Metrics::inc(&self.env.metrics.storage_failures, 1);
             ServiceError::from(e)
         };
         let mut stored: Vec<(NewSegment, SegId)> = Vec::new();
@@ -290,7 +291,7 @@ impl Service {
             stored.push((seg, id));
             Ok::<(), ServiceError>(())
         })?;
-        self.faults.checkpoint_pieces_written();
+        self.env.faults.checkpoint_pieces_written();
         // Lookups find the flushed ids before the engine drops its tail.
         let ids: Vec<(SegId, &[(u64, u64)])> = stored
             .iter()
@@ -302,10 +303,10 @@ impl Service {
         let bytes = crate::engine::checkpoint::envelope_len(&live, &flushed);
         let (meta, version) = {
             let mut w = self.writer();
-            if self.base_version.load(Ordering::SeqCst) != version {
+            if self.commits.base_version.load(Ordering::SeqCst) != version {
                 return Ok(None);
             }
-            let version = self.base_version.fetch_add(1, Ordering::SeqCst) + 1;
+            let version = self.commits.base_version.fetch_add(1, Ordering::SeqCst) + 1;
             let meta = w
                 .link_window_checkpoint(
                     &live.encode(),
@@ -318,7 +319,7 @@ impl Service {
                 .map_err(storage)?;
             (meta, version)
         };
-        self.faults.checkpoint_linked();
+        self.env.faults.checkpoint_linked();
         {
             let mut g = self.lock();
             // Unless a rebuild replaced the engine meanwhile (it then holds
@@ -332,8 +333,9 @@ impl Service {
             let n = q.logged.get_mut(EngineId::Window);
             *n = n.saturating_sub(logged);
         }
-        self.metrics.checkpoint_stored(meta.bytes);
-        self.metrics
+        self.env.metrics.checkpoint_stored(meta.bytes);
+        self.env
+            .metrics
             .last_checkpoint_store_us
             .store(began.elapsed().as_micros() as u64, Ordering::Relaxed);
         self.retain(
@@ -347,7 +349,7 @@ impl Service {
         // The id index stores what it gathered on the checkpointer thread,
         // after this answer (its merges can be long).
         if let Err(std::sync::mpsc::TrySendError::Disconnected(())) =
-            self.checkpoint_due.try_send(())
+            self.checkpoints.checkpoint_due.try_send(())
         {
             tracing::error!("the checkpoint thread has ended: the id index stays in memory");
         }
@@ -369,7 +371,7 @@ impl Service {
                 f(&mut self.writer())
             };
         if let Err(e) = h.flush_ids(mark, &mut with_writer) {
-            Metrics::inc(&self.metrics.storage_failures, 1);
+            Metrics::inc(&self.env.metrics.storage_failures, 1);
             tracing::warn!(error = %e, "storing the id index failed (kept in memory; rebuilt from the history at a restart)");
         }
     }
@@ -412,7 +414,8 @@ impl Service {
             None => return Ok(None),
             Some(Some((envelope, state))) => {
                 self.writer().seal_checkpoint(id, &envelope, &state)?;
-                self.metrics
+                self.env
+                    .metrics
                     .last_checkpoint_seal_us
                     .store(began.elapsed().as_micros() as u64, Ordering::Relaxed);
             }
@@ -429,8 +432,8 @@ impl Service {
         let _one = self.checkpointing();
         let found = self
             .writer()
-            .delete_checkpoint(engine, id, &|| self.faults.deleting())
-            .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
+            .delete_checkpoint(engine, id, &|| self.env.faults.deleting())
+            .inspect_err(|_| Metrics::inc(&self.env.metrics.storage_failures, 1))?;
         if found {
             Ok(())
         } else {
@@ -452,7 +455,7 @@ impl Service {
     /// base meanwhile (then it is dropped: the base is newer, and the log
     /// still covers everything after it).
     pub(super) fn automatic_checkpoint(&self) {
-        let every = self.checkpoint_every;
+        let every = self.checkpoints.checkpoint_every;
         let due = |logged: u64, tail: u64| (every > 0 && logged >= every) || tail >= TAIL_MAX;
         if let Err(e) = self.window_checkpoint(Origin::Auto, due) {
             tracing::warn!(error = %e, "automatic checkpoint failed (the command log still covers it)");
@@ -467,7 +470,8 @@ impl Service {
                 return;
             };
             let logged = self.queue().logged.get(engine);
-            if self.checkpoint_every == 0 || logged < self.checkpoint_every {
+            if self.checkpoints.checkpoint_every == 0 || logged < self.checkpoints.checkpoint_every
+            {
                 return;
             }
             let up_to = match self.writer().last_command_id(engine) {
@@ -477,7 +481,7 @@ impl Service {
                     return;
                 }
             };
-            let version = self.base_version.load(Ordering::SeqCst);
+            let version = self.commits.base_version.load(Ordering::SeqCst);
             let Some((snapshot, covers)) = g.snapshot(engine) else {
                 return;
             };
@@ -496,13 +500,13 @@ impl Service {
                 let n = q.logged.get_mut(engine);
                 *n = n.saturating_sub(logged);
                 drop(q);
-                self.metrics.checkpoint_stored(meta.bytes);
+                self.env.metrics.checkpoint_stored(meta.bytes);
                 self.retain(engine, covers, version);
             }
             // a restore or another checkpoint moved the base meanwhile
             Ok(None) => {}
             Err(e) => {
-                Metrics::inc(&self.metrics.storage_failures, 1);
+                Metrics::inc(&self.env.metrics.storage_failures, 1);
                 tracing::warn!(error = %e, "automatic checkpoint failed (the command log still covers it)");
             }
         }
@@ -531,14 +535,14 @@ impl Service {
         let Some(staging) = staging else {
             return Ok(None);
         };
-        self.faults.checkpoint_pieces_written();
+        self.env.faults.checkpoint_pieces_written();
         let sha256 = crate::store::sha256_hex(envelope);
         let mut w = self.writer();
-        if self.base_version.load(Ordering::SeqCst) != version {
+        if self.commits.base_version.load(Ordering::SeqCst) != version {
             w.drop_pieces(staging)?;
             return Ok(None);
         }
-        let version = self.base_version.fetch_add(1, Ordering::SeqCst) + 1;
+        let version = self.commits.base_version.fetch_add(1, Ordering::SeqCst) + 1;
         w.link_checkpoint(engine, staging, sha256, envelope.len(), sequence, up_to)
             .map(|meta| Some((meta, version)))
     }
@@ -628,7 +632,7 @@ impl Service {
         out: &mut dyn Out,
     ) -> Result<(), ServiceError> {
         let parts = self.setup.pipeline.partitions().len();
-        let reader = Reader::open(&self.db)?;
+        let reader = Reader::open(&self.env.db)?;
         reader
             .snapshot(|r| {
                 let fail = |e: StoreFault| crate::store::Error::Corrupt(e.0);

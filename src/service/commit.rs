@@ -27,7 +27,7 @@ use std::sync::MutexGuard;
 
 use crate::store::{self, CommandRow, EngineId, StoredBody, Stream};
 
-use super::command::Output;
+use super::cmd::Output;
 use super::{Inner, Metrics, Service, ServiceError};
 
 /// Bytes committed between two pokes of the WAL copier.
@@ -184,7 +184,7 @@ impl Drop for Unfilled<'_> {
             let mut q = self.svc.queue();
             self.svc
                 .fail_all(&mut q, "internal failure; nothing was applied", &[]);
-            self.svc.committed.notify_all();
+            self.svc.commits.committed.notify_all();
         }
     }
 }
@@ -225,7 +225,11 @@ impl Service {
                 q = self.lead(q);
                 continue;
             }
-            q = self.committed.wait(q).unwrap_or_else(|e| e.into_inner());
+            q = self
+                .commits
+                .committed
+                .wait(q)
+                .unwrap_or_else(|e| e.into_inner());
         }
     }
 
@@ -235,7 +239,7 @@ impl Service {
     pub(super) fn enqueue(&self, pending: Pending) -> Result<(), ServiceError> {
         let mut q = self.queue();
         if q.poisoned {
-            Metrics::inc(&self.metrics.storage_failures, 1);
+            Metrics::inc(&self.env.metrics.storage_failures, 1);
             return Err(ServiceError::Unavailable(
                 "storage failure; the state is being rebuilt".into(),
             ));
@@ -270,11 +274,11 @@ impl Service {
                     }
                 })
                 .collect();
-            let (n, fail) = self.faults.commit_begins();
+            let (n, fail) = self.env.faults.commit_begins();
             let res = self.writer().append_or_fail(&rows, fail);
             if res.is_ok() {
                 // durable, and nobody answered yet
-                self.faults.committed(n);
+                self.env.faults.committed(n);
             }
             res
         };
@@ -300,24 +304,24 @@ impl Service {
                     })
                     .sum();
                 self.wal_written(bytes);
-                Metrics::inc(&self.metrics.commits, 1);
+                Metrics::inc(&self.env.metrics.commits, 1);
                 if let Some(last) = group.last() {
                     let now = last.heads;
-                    self.heads.send_if_modified(|h| {
+                    self.output.heads.send_if_modified(|h| {
                         let changed = h.output_differs(&now);
                         h.take_output(&now);
                         changed
                     });
                 }
-                if self.checkpoint_every > 0
+                if self.checkpoints.checkpoint_every > 0
                     && [EngineId::Window, EngineId::Patterns]
                         .iter()
-                        .any(|e| q.logged.get(*e) >= self.checkpoint_every)
+                        .any(|e| q.logged.get(*e) >= self.checkpoints.checkpoint_every)
                 {
                     // The checkpointer thread takes it after these calls
                     // (a full channel: one is already due).
                     if let Err(std::sync::mpsc::TrySendError::Disconnected(())) =
-                        self.checkpoint_due.try_send(())
+                        self.checkpoints.checkpoint_due.try_send(())
                     {
                         tracing::error!(
                             "the checkpoint thread has ended: no automatic checkpoints \
@@ -333,14 +337,14 @@ impl Service {
                 true
             }
         };
-        self.committed.notify_all();
+        self.commits.committed.notify_all();
         if failed {
             drop(q);
             // Rebuild now (the next caller would otherwise do it).
             drop(self.lock_consistent());
             return self.queue();
         }
-        if self.wal.restart_due() {
+        if self.commits.wal.restart_due() {
             // The group is answered; the next leader waits for this short
             // copy (the background copier did nearly all of it).
             drop(q);
@@ -349,7 +353,7 @@ impl Service {
             if let Err(e) = self.writer().restart_wal() {
                 tracing::warn!(error = %e, "WAL restart failed (the WAL keeps the data)");
             }
-            self.wal.restart_tried();
+            self.commits.wal.restart_tried();
             return self.queue();
         }
         q
@@ -358,10 +362,14 @@ impl Service {
     /// Counts bytes committed to the WAL; pokes the WAL copier every
     /// [`WAL_POKE_BYTES`].
     pub(super) fn wal_written(&self, bytes: usize) {
-        let total = self.wal_bytes.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+        let total = self
+            .commits
+            .wal_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed)
+            + bytes as u64;
         if total >= WAL_POKE_BYTES {
-            self.wal_bytes.store(0, Ordering::Relaxed);
-            self.wal.poke();
+            self.commits.wal_bytes.store(0, Ordering::Relaxed);
+            self.commits.wal.poke();
         }
     }
 
@@ -370,7 +378,7 @@ impl Service {
         q.poisoned = true;
         let queued: Vec<u64> = q.queue.drain(..).map(|p| p.ticket).collect();
         for t in tickets.iter().chain(&queued) {
-            Metrics::inc(&self.metrics.storage_failures, 1);
+            Metrics::inc(&self.env.metrics.storage_failures, 1);
             q.outcomes.insert(*t, Err(msg.to_string()));
         }
     }
@@ -381,7 +389,11 @@ impl Service {
     pub(super) fn drain(&self) -> bool {
         let mut q = self.queue();
         while !q.poisoned && (q.leader || !q.queue.is_empty()) {
-            q = self.committed.wait(q).unwrap_or_else(|e| e.into_inner());
+            q = self
+                .commits
+                .committed
+                .wait(q)
+                .unwrap_or_else(|e| e.into_inner());
         }
         q.poisoned
     }
@@ -399,7 +411,7 @@ impl Service {
     /// again on success; leaves it broken (and not ready) otherwise. The
     /// caller holds the processor lock and nothing is being committed.
     pub(super) fn rebuild(&self, inner: &mut Inner) -> Result<(), ServiceError> {
-        let replayed = super::recover::replay(&self.writer(), &self.db, &self.setup);
+        let replayed = super::recover::replay(&self.writer(), &self.env.db, &self.setup);
         match replayed {
             Ok((engines, logged)) => {
                 inner.engines = engines;
@@ -408,13 +420,13 @@ impl Service {
                 let mut q = self.queue();
                 q.poisoned = false;
                 q.logged = logged;
-                self.healthy.store(true, Ordering::Relaxed);
+                self.processor.healthy.store(true, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
                 tracing::error!(error = %e, "rebuilding the engines from the store failed");
                 inner.broken = true;
-                self.healthy.store(false, Ordering::Relaxed);
+                self.processor.healthy.store(false, Ordering::Relaxed);
                 Err(ServiceError::Unavailable(format!(
                     "storage failure; the state is being rebuilt: {e}"
                 )))

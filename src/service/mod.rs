@@ -7,8 +7,9 @@
 //! engine): one processor lock taken in arrival order, one command log, one
 //! group commit, one recovery.
 //!
-//! - `command`: the logged commands of each engine: their kinds, bodies,
-//!   decoding and application (shared by the live path and recovery).
+//! - `cmd`: the logged commands, one type and file per command: their
+//!   engine, kind, log body, decoding and application (shared by the live
+//!   path and recovery, which are generic over them).
 //! - `apply`: the window engine's verbs (lock → engine → queue).
 //! - `commit`: the commit queue (encode outside the lock; group commit: one
 //!   SQLite transaction for every queued call → notify → answer).
@@ -28,7 +29,7 @@
 
 mod apply;
 mod checkpoint;
-mod command;
+mod cmd;
 mod commit;
 pub mod error;
 pub mod faults;
@@ -50,7 +51,7 @@ use tokio::sync::watch;
 use crate::engine::{PartitionStatus, Pipeline, WindowResult};
 use crate::store::{self, EngineId, Page, PageRefusal, Reader, Stream, WalCopier, Writer};
 
-use command::Engines;
+use cmd::Engines;
 use commit::CommitQueue;
 
 pub use apply::{IngestAnswer, Reply, TickAnswer};
@@ -249,18 +250,43 @@ impl Inner {
     }
 }
 
-/// The service. Shared as `Arc<Service>`.
+/// The service (shared as `Arc<Service>`), by job: the processor lock and what guards it, the commit
+/// path, the output readers wait on, the checkpoint policy, the setup fixed
+/// for the database's life, and its environment.
+///
+/// Lock order: a turn (of `processor.turns`), `processor.inner`, then
+/// `commits.queue`, then `commits.writer`; nobody takes `processor.inner`
+/// while holding another lock, nor a turn while holding it.
+/// `checkpoints.checkpointing` is taken before the processor lock.
 pub struct Service {
+    processor: ProcessorLock,
+    commits: Commits,
+    output: OutputHeads,
+    checkpoints: CheckpointPolicy,
+    setup: Setup,
+    env: Environment,
+}
+
+/// The engines under the one processor lock.
+struct ProcessorLock {
     /// The engines. A std `Mutex`, not a tokio one: the critical section
     /// is synchronous, it is never held across an `.await`, and callers run
-    /// it in `spawn_blocking` (mini-redis `db.rs`). Lock order: a turn (of
-    /// `turns`), `inner`, then `queue`, then `writer`; nobody takes `inner`
-    /// while holding another lock, nor a turn while holding `inner`.
+    /// it in `spawn_blocking` (mini-redis `db.rs`).
     inner: Mutex<Inner>,
     /// Mutating calls take the processor lock in arrival order: with std's
     /// unfair `Mutex`, concurrent producers were served unevenly (measured:
     /// +10 % events/s with free-running bench clients, +4 % aligned).
     turns: Turnstile,
+    /// History the window engine holds in memory, as of the last call
+    /// (deliveries and late records): its automatic flush is due past
+    /// `checkpoint::TAIL_MAX`.
+    tail: std::sync::atomic::AtomicU64,
+    /// Cleared when the engines cannot be rebuilt from the store.
+    healthy: AtomicBool,
+}
+
+/// The commit path: the queue of applied calls and the writing connection.
+struct Commits {
     /// The commit queue, and its condition (a commit finished, a call was
     /// encoded).
     queue: Mutex<CommitQueue>,
@@ -277,27 +303,37 @@ pub struct Service {
     /// outside the processor lock, stores its checkpoint only if no other
     /// base change happened since its snapshot.
     base_version: std::sync::atomic::AtomicU64,
+}
+
+/// What readers wait on and read with.
+struct OutputHeads {
+    /// The heads after the last commit (long polls, SSE and sinks wait on it).
     heads: watch::Sender<Heads>,
+    /// Pooled reading connections.
     readers: Mutex<Vec<Reader>>,
-    db: PathBuf,
-    setup: Setup,
+}
+
+/// When checkpoints are taken and how many are kept.
+struct CheckpointPolicy {
     checkpoint_every: u64,
     retention: Retention,
-    recovery: Recovery,
+    /// Wakes the checkpoint thread.
     checkpoint_due: SyncSender<()>,
-    healthy: AtomicBool,
     /// One window checkpoint (or restore, or deletion) at a time: each
     /// flushes or frees history the others must not see half done. Taken
     /// before the processor lock.
     checkpointing: Mutex<()>,
-    /// History the window engine holds in memory, as of the last call
-    /// (deliveries and late records): its automatic flush is due past
-    /// `checkpoint::TAIL_MAX`.
-    tail: std::sync::atomic::AtomicU64,
+}
+
+/// Where the service runs: its database, what its start did, its fault
+/// hooks and metrics.
+struct Environment {
+    db: PathBuf,
+    recovery: Recovery,
     /// The fault hooks (none unless `STREAMFORGE_FAULTS` is set).
     faults: faults::Faults,
     /// The service's metrics (shared with the api's request observer).
-    pub metrics: Arc<Metrics>,
+    metrics: Arc<Metrics>,
 }
 
 impl Service {
@@ -447,27 +483,38 @@ impl Service {
         let reader = Reader::open(&opts.db).map_err(|e| fail("cannot open a reader", &e))?;
         let (tx, rx) = sync_channel::<()>(1);
         let service = Arc::new(Service {
-            inner: Mutex::new(inner),
-            turns: Turnstile::default(),
-            queue: Mutex::new(CommitQueue::new(logged)),
-            committed: Condvar::new(),
-            writer: Mutex::new(writer),
-            wal: WalCopier::start(&opts.db).map_err(|e| fail("cannot start the WAL copier", &e))?,
-            wal_bytes: std::sync::atomic::AtomicU64::new(0),
-            base_version: std::sync::atomic::AtomicU64::new(0),
-            heads: watch::Sender::new(heads),
-            readers: Mutex::new(vec![reader]),
-            db: opts.db.clone(),
+            processor: ProcessorLock {
+                inner: Mutex::new(inner),
+                turns: Turnstile::default(),
+                tail: std::sync::atomic::AtomicU64::new(0),
+                healthy: AtomicBool::new(true),
+            },
+            commits: Commits {
+                queue: Mutex::new(CommitQueue::new(logged)),
+                committed: Condvar::new(),
+                writer: Mutex::new(writer),
+                wal: WalCopier::start(&opts.db)
+                    .map_err(|e| fail("cannot start the WAL copier", &e))?,
+                wal_bytes: std::sync::atomic::AtomicU64::new(0),
+                base_version: std::sync::atomic::AtomicU64::new(0),
+            },
+            output: OutputHeads {
+                heads: watch::Sender::new(heads),
+                readers: Mutex::new(vec![reader]),
+            },
+            checkpoints: CheckpointPolicy {
+                checkpoint_every: opts.checkpoint_every,
+                retention: opts.retention,
+                checkpoint_due: tx,
+                checkpointing: Mutex::new(()),
+            },
             setup,
-            checkpoint_every: opts.checkpoint_every,
-            retention: opts.retention,
-            recovery,
-            checkpoint_due: tx,
-            healthy: AtomicBool::new(true),
-            checkpointing: Mutex::new(()),
-            tail: std::sync::atomic::AtomicU64::new(0),
-            faults,
-            metrics: opts.metrics.clone(),
+            env: Environment {
+                db: opts.db.clone(),
+                recovery,
+                faults,
+                metrics: opts.metrics.clone(),
+            },
         });
         let weak: Weak<Service> = Arc::downgrade(&service);
         std::thread::Builder::new()
@@ -487,10 +534,10 @@ impl Service {
     /// Takes the processor lock. A poisoned lock (a panic inside the critical
     /// section) marks the state for a rebuild from the store.
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        match self.inner.lock() {
+        match self.processor.inner.lock() {
             Ok(g) => g,
             Err(poisoned) => {
-                self.inner.clear_poison();
+                self.processor.inner.clear_poison();
                 let mut g = poisoned.into_inner();
                 g.broken = true;
                 g
@@ -518,15 +565,21 @@ impl Service {
 
     /// One window checkpoint, restore or deletion at a time (see the field).
     fn checkpointing(&self) -> MutexGuard<'_, ()> {
-        self.checkpointing.lock().unwrap_or_else(|e| e.into_inner())
+        self.checkpoints
+            .checkpointing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn queue(&self) -> MutexGuard<'_, CommitQueue> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+        self.commits.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn writer(&self) -> MutexGuard<'_, Writer> {
-        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+        self.commits
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Runs `f` on a pooled reading connection (never the processor lock).
@@ -534,13 +587,22 @@ impl Service {
         &self,
         f: impl FnOnce(&mut Reader) -> store::Result<R>,
     ) -> Result<R, ServiceError> {
-        let pooled = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let pooled = self
+            .output
+            .readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
         let mut reader = match pooled {
             Some(r) => r,
-            None => Reader::open(&self.db)?,
+            None => Reader::open(&self.env.db)?,
         };
         let out = f(&mut reader);
-        let mut pool = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pool = self
+            .output
+            .readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if pool.len() < 8 {
             pool.push(reader);
         }
@@ -552,29 +614,34 @@ impl Service {
         &self.setup.pipeline
     }
 
+    /// The service's metrics (shared with the api's request observer).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.env.metrics
+    }
+
     /// What recovery at start did.
     pub fn recovery(&self) -> Recovery {
-        self.recovery
+        self.env.recovery
     }
 
     /// The database file.
     pub fn db_path(&self) -> &Path {
-        &self.db
+        &self.env.db
     }
 
     /// Whether the processor matches the store and storage works.
     pub fn is_ready(&self) -> bool {
-        self.healthy.load(Ordering::Relaxed)
+        self.processor.healthy.load(Ordering::Relaxed)
     }
 
     /// A receiver of the head sequences (long polls, streams).
     pub fn subscribe(&self) -> watch::Receiver<Heads> {
-        self.heads.subscribe()
+        self.output.heads.subscribe()
     }
 
     /// Wakes every waiter and ends every stream: the server is stopping.
     pub fn begin_shutdown(&self) {
-        self.heads.send_modify(|h| h.shutdown = true);
+        self.output.heads.send_modify(|h| h.shutdown = true);
     }
 
     /// The visible rows (optionally filtered), with the watermark,
@@ -643,7 +710,7 @@ impl Service {
 
     /// Gauges for `/metrics` (current state).
     pub fn metrics_text(&self) -> String {
-        let heads = *self.heads.borrow();
+        let heads = *self.output.heads.borrow();
         let logged = self.queue().logged;
         let g = self.lock();
         let p = &g.engines.window;
@@ -702,7 +769,7 @@ impl Service {
             Gauge::one(
                 "streamforge_history_tail",
                 "Deliveries and late records of the window engine's history held in memory (not yet flushed into segments).",
-                self.tail.load(Ordering::Relaxed) as f64,
+                self.processor.tail.load(Ordering::Relaxed) as f64,
             ),
             Gauge::one(
                 "streamforge_id_index_memory_bytes",
@@ -722,7 +789,7 @@ impl Service {
             Gauge::one(
                 "streamforge_waiters",
                 "Open long polls and change streams waiting for new output.",
-                self.heads.receiver_count() as f64,
+                self.output.heads.receiver_count() as f64,
             ),
             Gauge::one(
                 "streamforge_ready",
@@ -731,7 +798,7 @@ impl Service {
             ),
         ];
         drop(g);
-        self.metrics.render(&gauges)
+        self.env.metrics.render(&gauges)
     }
 }
 

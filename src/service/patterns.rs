@@ -7,7 +7,7 @@ use crate::patterns::{self, Engine};
 use crate::store::RestoredLate;
 use crate::store::{EngineId, Restored, StoredBody};
 
-use super::command::{Applied, Command, Output};
+use super::cmd::{Cmd, Output, PatternAdvance, PatternFinish, PatternPush};
 use super::commit::{json_records, Encoded};
 use super::parse::{Framing, PatternBatch};
 use super::restore::RestoreSource;
@@ -63,19 +63,16 @@ impl Service {
         batch: PatternBatch,
     ) -> Result<PushAnswer, ServiceError> {
         let n = batch.events.len() as u64;
-        let cmd = Command::PatternPush {
+        let cmd = PatternPush {
             framing,
             events: batch.events,
             malformed: batch.malformed,
         };
-        let (ticket, applied) = self.apply(cmd, StoredBody::pack(raw))?;
-        let Applied::PatternPush(o) = applied else {
-            return Err(ServiceError::Unavailable("internal mix-up".into()));
-        };
+        let (ticket, o) = self.apply(cmd, StoredBody::pack(raw))?;
         // a push only buffers: no output records
         let enc = Encoded::new(&Output::default());
         self.commit(ticket, enc, || ())?;
-        Metrics::inc(&self.metrics.pattern_events, n);
+        Metrics::inc(&self.env.metrics.pattern_events, n);
         Ok(PushAnswer {
             first: o.first,
             last: o.last,
@@ -85,28 +82,34 @@ impl Service {
 
     /// `POST /patterns/advance`.
     pub fn pattern_advance(&self, watermark: i64) -> Result<AdvanceAnswer, ServiceError> {
-        self.pattern_tick(Command::PatternAdvance { watermark })
+        let cmd = PatternAdvance { watermark };
+        let body = StoredBody::raw(cmd.body()?);
+        self.pattern_tick(cmd, body)
     }
 
     /// `POST /patterns/finish`.
     pub fn pattern_finish(&self) -> Result<AdvanceAnswer, ServiceError> {
-        self.pattern_tick(Command::PatternFinish)
+        let body = StoredBody::raw(PatternFinish.body()?);
+        self.pattern_tick(PatternFinish, body)
     }
 
-    fn pattern_tick(&self, cmd: Command<'_>) -> Result<AdvanceAnswer, ServiceError> {
-        let body = StoredBody::raw(cmd.compact_body()?);
-        let (ticket, applied) = self.apply(cmd, body)?;
-        let enc = Encoded::new(&applied.output());
-        let Applied::PatternAdvance(o) = applied else {
-            return Err(ServiceError::Unavailable("internal mix-up".into()));
-        };
+    fn pattern_tick<C: Cmd<Out = patterns::AdvanceOutcome>>(
+        &self,
+        cmd: C,
+        body: StoredBody,
+    ) -> Result<AdvanceAnswer, ServiceError> {
+        let (ticket, o) = self.apply(cmd, body)?;
+        let enc = Encoded::new(&Output {
+            patterns: &o.output,
+            ..Output::default()
+        });
         // An encoding error fails the commit below with that error.
         let output = enc
             .as_ref()
             .map(|e| json_records(e.records()))
             .unwrap_or_default();
         self.commit(ticket, enc, || ())?;
-        Metrics::inc(&self.metrics.pattern_output, o.output.len() as u64);
+        Metrics::inc(&self.env.metrics.pattern_output, o.output.len() as u64);
         Ok(AdvanceAnswer {
             output,
             watermark: o.watermark,

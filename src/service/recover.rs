@@ -2,7 +2,7 @@
 //!
 //! Each engine restores its recovery base (its latest checkpoint taken or
 //! restore done; a fresh engine when there is none); then the command log is
-//! replayed in order, each command into its engine ([`Command::apply`], the
+//! replayed in order, each command into its engine (`Cmd::apply`, the
 //! code the live call ran). Every change and record a replayed command
 //! produces must be byte-identical to the one stored with it, and nothing
 //! may be stored past the replayed heads; otherwise recovery fails with a
@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::engine::checkpoint::LiveParts;
 use crate::store::{self, BaseState, EngineId, Reader, Stream, Writer};
 
-use super::command::{Applied, Command, Engines};
+use super::cmd::{Engines, Records, Replay};
 use super::commit::Logged;
 use super::Setup;
 
@@ -125,8 +125,8 @@ pub(super) fn replay(
         setup.patterns.clone()
     };
     let mut engines = bases(writer, setup, &doc)?;
-    type Decoded = (u64, EngineId, &'static str, Command<'static>);
-    type Output = (u64, EngineId, &'static str, Applied);
+    type Decoded = (u64, EngineId, &'static str, Replay);
+    type Output = (u64, EngineId, &'static str, Records);
     let mut logged = Logged::default();
     let result = std::thread::scope(|s| {
         let (cmd_tx, cmd_rx) = sync_channel::<Decoded>(16);
@@ -135,9 +135,8 @@ pub(super) fn replay(
             let mut n: u64 = 0;
             r.for_each_command(|engine, kind, body| -> Result<(), RecoverError> {
                 n += 1;
-                let cmd = Command::decode(engine, kind, &body)
-                    .map_err(|e| invalid(n, engine, kind, e))?
-                    .into_owned();
+                let cmd =
+                    Replay::decode(engine, kind, &body).map_err(|e| invalid(n, engine, kind, e))?;
                 cmd_tx
                     .send((n, engine, cmd.kind(), cmd))
                     .map_err(|_| RecoverError::Invalid("replay stopped".into()))
@@ -247,7 +246,7 @@ fn json<T: serde::Serialize>(v: &T) -> Result<String, Mismatch> {
 
 /// Every replayed change and record must be byte-identical to the one
 /// stored with its command.
-fn verify(r: &Reader, applied: &Applied) -> Result<(), Mismatch> {
+fn verify(r: &Reader, applied: &Records) -> Result<(), Mismatch> {
     let out = applied.output();
     verify_changes(r, out.changes)?;
     for l in out.late {

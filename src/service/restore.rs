@@ -11,7 +11,7 @@ use crate::engine::history::HistoryStore;
 use crate::engine::{Processor, Rejection, WriteJson as _};
 use crate::store::{EngineId, Origin, Restored, RestoredLate};
 
-use super::command::Engines;
+use super::cmd::Engines;
 use super::{Metrics, Service, ServiceError};
 
 /// Where a restore takes its envelope from.
@@ -145,10 +145,10 @@ impl Service {
         let inner = &mut *g;
         let epoch = {
             let mut w = self.writer();
-            self.base_version.fetch_add(1, Ordering::SeqCst);
+            self.commits.base_version.fetch_add(1, Ordering::SeqCst);
             w.restore(r)
         }
-        .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))?;
+        .inspect_err(|_| Metrics::inc(&self.env.metrics.storage_failures, 1))?;
         restore_fault(epoch);
         replace(&mut inner.engines);
         if r.engine == EngineId::Window {
@@ -160,7 +160,7 @@ impl Service {
         }
         // Published under the lock: no later call's heads can be overtaken.
         let now = inner.heads();
-        self.heads.send_modify(|h| {
+        self.output.heads.send_modify(|h| {
             h.take_output(&now);
             h.epoch = now.epoch;
             h.patterns_epoch = now.patterns_epoch;

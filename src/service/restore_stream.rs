@@ -228,7 +228,7 @@ impl Service {
             .map_err(invalid)?;
         let names: Vec<String> = doc.source_names.clone();
         let at = r.partitions(&names).map_err(invalid)?;
-        let reader = Reader::open(&self.db)?;
+        let reader = Reader::open(&self.env.db)?;
         let mut pushed = 0u64;
         for (name, p) in names.iter().zip(at) {
             // A partition with no deliveries staged nothing.

@@ -14,7 +14,7 @@ use super::{Heads, Metrics, Service, ServiceError};
 impl Service {
     /// The heads of the last commit (what a reader may read up to).
     pub fn heads(&self) -> Heads {
-        *self.heads.borrow()
+        *self.output.heads.borrow()
     }
 
     /// Runs `f` on the writing connection (a sink's own short
@@ -26,7 +26,7 @@ impl Service {
     ) -> Result<R, ServiceError> {
         let mut w = self.writer();
         f(&mut w)
-            .inspect_err(|_| Metrics::inc(&self.metrics.storage_failures, 1))
+            .inspect_err(|_| Metrics::inc(&self.env.metrics.storage_failures, 1))
             .map_err(ServiceError::from)
     }
 

@@ -7,6 +7,8 @@
 //! - `body`: the request of a batch (a pure function of what is stored),
 //!   the HMAC-SHA256 signature.
 //! - `worker`: one task per sink: form, record, send, acknowledge.
+//! - [`port`]: the narrow interface the sinks use of the service
+//!   ([`port::SinkStore`]: heads, pages, their own rows and batches).
 //!
 //! A sink follows the stored stream the way a long poll does (woken by the
 //! service's heads after each commit), never the engines' memory: a sink
@@ -16,9 +18,10 @@
 //! connection (`crate::store`, sinks), outside the processor lock.
 //!
 //! This module sits between the api and the service: the api calls it; it
-//! calls the service and reqwest.
+//! calls the service only through [`port::SinkStore`], and reqwest.
 
 mod body;
+pub mod port;
 pub mod spec;
 mod worker;
 
@@ -31,7 +34,9 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
 use crate::service::{Service, ServiceError};
+
 use crate::store::{self, SinkRow, Stream};
+use port::SinkStore;
 
 use spec::{Filter, NewSink, Spec, Start};
 
@@ -216,7 +221,7 @@ struct Running {
 
 /// The sinks of a service.
 pub struct Sinks {
-    svc: Arc<Service>,
+    svc: Arc<dyn SinkStore>,
     shared: Arc<Shared>,
     rt: tokio::runtime::Handle,
     /// The sinks' own runtime (shut down in the background at stop: it may
@@ -353,6 +358,7 @@ impl Sinks {
         };
         let runtime =
             sink_runtime(opts.nice).map_err(|e| format!("cannot start the sinks' threads: {e}"))?;
+        let svc: Arc<dyn SinkStore> = svc;
         let sinks = Arc::new(Sinks {
             svc: svc.clone(),
             shared: Arc::new(Shared {
@@ -366,7 +372,7 @@ impl Sinks {
             running: Mutex::new(HashMap::new()),
         });
         let rows = svc
-            .sink_read(|r| r.sinks())
+            .sinks()
             .map_err(|e| format!("cannot read the sinks: {e}"))?;
         for row in rows {
             let spec: Spec = serde_json::from_str(&row.config)
@@ -441,9 +447,7 @@ impl Sinks {
         let created_at = store::created_at_now();
         let id = self
             .svc
-            .sink_write(|w| {
-                w.create_sink(&new.name, &uid, stream, &config, &created_at, cursor, epoch)
-            })?
+            .create_sink(&new.name, &uid, stream, &config, &created_at, cursor, epoch)?
             .ok_or_else(|| SinkError::Exists(format!("a sink named {:?} exists", new.name)))?;
         let row = SinkRow {
             id,
@@ -464,7 +468,7 @@ impl Sinks {
 
     /// `GET /sinks`: every sink, by name.
     pub fn list(&self) -> Result<Vec<SinkView>, SinkError> {
-        let rows = self.svc.sink_read(|r| r.sinks())?;
+        let rows = self.svc.sinks()?;
         rows.iter()
             .map(|row| {
                 let spec: Spec = serde_json::from_str(&row.config)
@@ -478,7 +482,7 @@ impl Sinks {
     pub fn get(&self, name: &str) -> Result<SinkView, SinkError> {
         let row = self
             .svc
-            .sink_read(|r| r.sink(name))?
+            .sink(name)?
             .ok_or_else(|| SinkError::NotFound(format!("no sink named {name:?}")))?;
         let spec: Spec = serde_json::from_str(&row.config)
             .map_err(|e| SinkError::Unavailable(format!("unreadable sink: {e}")))?;
@@ -490,9 +494,9 @@ impl Sinks {
     pub fn delete(&self, name: &str) -> Result<(), SinkError> {
         let row = self
             .svc
-            .sink_read(|r| r.sink(name))?
+            .sink(name)?
             .ok_or_else(|| SinkError::NotFound(format!("no sink named {name:?}")))?;
-        if !self.svc.sink_write(|w| w.delete_sink(name))? {
+        if !self.svc.delete_sink(name)? {
             return Err(SinkError::NotFound(format!("no sink named {name:?}")));
         }
         if let Some(r) = self.running().remove(&row.id) {
@@ -525,7 +529,7 @@ impl Sinks {
             Stream::Patterns => h.patterns,
         };
         let (stream, epoch, cursor) = (row.stream, row.epoch, row.cursor);
-        let at = self.svc.sink_read(|r| r.rewound(stream, epoch, cursor))?;
+        let at = self.svc.rewound(stream, epoch, cursor)?;
         let lag = head.saturating_sub(at);
         let status = self
             .running()
@@ -568,7 +572,7 @@ impl Sinks {
     /// with the error instead of being left out silently.
     pub fn metrics_text(&self) -> String {
         let mut out = String::new();
-        let rows = match self.svc.sink_read(|r| r.sinks()) {
+        let rows = match self.svc.sinks() {
             Ok(rows) => rows,
             Err(e) => return format!("# sinks: cannot read the sinks: {}\n", one_line(&e)),
         };

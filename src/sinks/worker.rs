@@ -13,7 +13,9 @@ use axum::body::Bytes;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::service::{Heads, Service, ServiceError};
+use crate::service::{Heads, ServiceError};
+
+use super::port::SinkStore;
 use crate::store::{BatchRow, Stream};
 
 use super::body::{self, Ident, Unreadable};
@@ -81,7 +83,7 @@ enum Round {
 
 pub(super) struct Worker {
     pub shared: Arc<Shared>,
-    pub svc: Arc<Service>,
+    pub svc: Arc<dyn SinkStore>,
     pub id: i64,
     pub name: String,
     pub uid: String,
@@ -127,7 +129,7 @@ impl Worker {
             name: &self.name,
             uid: &self.uid,
             stream: self.stream,
-            lateness: self.svc.pipeline().lateness(),
+            lateness: self.svc.lateness(),
         }
     }
 
@@ -216,9 +218,7 @@ impl Worker {
             self.fault("after_2xx", batch).await;
             loop {
                 let (svc, id) = (self.svc.clone(), self.id);
-                match blocking(move || svc.sink_write(|w| w.ack_batch(id, batch, last, epoch)))
-                    .await
-                {
+                match blocking(move || svc.ack_batch(id, batch, last, epoch)).await {
                     Ok(()) => break,
                     Err(e) => {
                         if !self.pause(&e).await {
@@ -239,39 +239,33 @@ impl Worker {
         let (svc, id, stream) = (self.svc.clone(), self.id, self.stream);
         let filter = self.spec.filter.clone();
         let rows = blocking(move || {
-            svc.sink_read(|r| {
-                let mut out = Vec::new();
-                for b in r.sink_batches(id)? {
-                    let records: Result<Vec<String>, Unreadable> =
-                        match (&b.frozen, b.first <= b.last) {
-                            (Some(f), _) => body::frozen_rows(b.batch, f).map(|rows| {
-                                body::keep(stream, filter.as_ref(), rows.into_iter())
-                                    .into_iter()
-                                    .map(str::to_string)
-                                    .collect()
-                            }),
-                            (None, true) => {
-                                let rows = r.rows_between(stream, b.first, b.last)?;
-                                Ok(body::keep(
-                                    stream,
-                                    filter.as_ref(),
-                                    rows.iter().map(|(_, j)| j.as_str()),
-                                )
-                                .into_iter()
-                                .map(str::to_string)
-                                .collect())
-                            }
-                            (None, false) => Ok(Vec::new()),
-                        };
-                    out.push((b, records));
-                }
-                Ok(out)
-            })
+            let mut out = Vec::new();
+            for (b, stored) in svc.recorded_batches(id, stream)? {
+                let records: Result<Vec<String>, Unreadable> = match (&b.frozen, stored) {
+                    (Some(f), _) => body::frozen_rows(b.batch, f).map(|rows| {
+                        body::keep(stream, filter.as_ref(), rows.into_iter())
+                            .into_iter()
+                            .map(str::to_string)
+                            .collect()
+                    }),
+                    (None, Some(rows)) => Ok(body::keep(
+                        stream,
+                        filter.as_ref(),
+                        rows.iter().map(|(_, j)| j.as_str()),
+                    )
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect()),
+                    (None, None) => Ok(Vec::new()),
+                };
+                out.push((b, records));
+            }
+            Ok(out)
         })
         .await?;
         if !rows.is_empty() {
             let svc = self.svc.clone();
-            blocking(move || svc.sink_write(|w| w.sink_sync())).await?;
+            blocking(move || svc.sync()).await?;
         }
         let mut ready = VecDeque::with_capacity(rows.len());
         for (b, recs) in rows {
@@ -296,14 +290,13 @@ impl Worker {
         };
         let svc = self.svc.clone();
         let done = blocking(move || {
-            let out = form(&svc, &inp)?;
+            let out = form(&*svc, &inp)?;
             if out.batches.is_empty() && out.moved.is_none() {
                 return Ok(None);
             }
             let rows: Vec<BatchRow> = out.batches.iter().map(|(b, _)| b.clone()).collect();
-            let recorded = svc.sink_write(|w| {
-                w.record_batches(inp.sink, &rows, out.total, out.watermark, out.moved)
-            })?;
+            let recorded =
+                svc.record_batches(inp.sink, &rows, out.total, out.watermark, out.moved)?;
             Ok(recorded.map(|synced| (out, synced)))
         })
         .await?;
@@ -352,7 +345,7 @@ impl Worker {
             }
         }
         let svc = self.svc.clone();
-        blocking(move || svc.sink_write(|w| w.sink_sync())).await?;
+        blocking(move || svc.sync()).await?;
         // The counter moved by this sink's own sync, not by group commits:
         // no call is being committed, so the next round syncs at once.
         self.seen.0 = self.appends.load(Ordering::SeqCst);
@@ -592,7 +585,7 @@ fn retry_after(v: &str) -> Option<Duration> {
 
 /// Forms the next batches of a sink (docs/sinks.md, "Batches"), from the
 /// stored stream up to the heads of the last commit.
-fn form(svc: &Service, inp: &FormIn) -> Result<FormOut, ServiceError> {
+fn form(svc: &dyn SinkStore, inp: &FormIn) -> Result<FormOut, ServiceError> {
     let h = svc.heads();
     let (head, head_epoch) = match inp.stream {
         Stream::Changes => (h.changes, h.epoch),

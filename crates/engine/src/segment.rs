@@ -1,0 +1,166 @@
+//! The canonical text of history segments (see [`super::history`]): items
+//! exactly as the checkpoint envelope writes them, separated by commas.
+//! Sources items are `[id,key,timestamp,value]`, late items
+//! `[[id,key,timestamp,value],watermark]`.
+
+use std::borrow::Cow;
+
+use super::event::Event;
+
+/// The byte range of item `index` in a segment's text (items are JSON
+/// arrays separated by commas at depth 0), or `None` past the end or in
+/// text that is not such a list.
+pub fn item(text: &[u8], index: u64) -> Option<&[u8]> {
+    let mut depth = 0u32;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut n = 0u64;
+    let mut start = 0usize;
+    for (i, &b) in text.iter().enumerate() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' => depth += 1,
+            b']' => depth = depth.checked_sub(1)?,
+            b',' if depth == 0 => {
+                if n == index {
+                    return Some(&text[start..i]);
+                }
+                n += 1;
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    (n == index && start < text.len() && depth == 0).then(|| &text[start..])
+}
+
+type EventDoc<'a> = (Cow<'a, str>, Cow<'a, str>, i64, i64);
+
+fn to_event((id, key, timestamp, value): EventDoc<'_>) -> Event {
+    Event {
+        id: id.into_owned(),
+        key: key.into_owned(),
+        timestamp,
+        value,
+    }
+}
+
+/// Parses a sources item.
+pub fn parse_event(item: &[u8]) -> Result<Event, String> {
+    serde_json::from_slice::<EventDoc<'_>>(item)
+        .map(to_event)
+        .map_err(|e| format!("unreadable history item: {e}"))
+}
+
+/// The bytes of a sources item's id when the item starts with a string that
+/// has no escapes (what [`write_event_bytes`] writes for any id without `"`,
+/// `\\` or control characters), so an id can be hashed without parsing the
+/// whole item; `None` otherwise (the caller then parses the item).
+pub fn item_id(item: &[u8]) -> Option<&[u8]> {
+    let rest = item.strip_prefix(b"[\"")?;
+    let end = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+    (rest[end] == b'"').then(|| &rest[..end])
+}
+
+/// Parses a late item.
+pub fn parse_late(item: &[u8]) -> Result<(Event, i64), String> {
+    serde_json::from_slice::<(EventDoc<'_>, i64)>(item)
+        .map(|(e, w)| (to_event(e), w))
+        .map_err(|e| format!("unreadable late item: {e}"))
+}
+
+/// Appends a sources item.
+pub fn write_event(buf: &mut Vec<u8>, id: &str, key: &str, timestamp: i64, value: i64) {
+    write_event_bytes(buf, id.as_bytes(), key, timestamp, value)
+}
+
+/// [`write_event`] with the id as the bytes of a `str`.
+pub fn write_event_bytes(buf: &mut Vec<u8>, id: &[u8], key: &str, timestamp: i64, value: i64) {
+    use streamforge_canonical::writer::{int, string, string_bytes};
+    buf.push(b'[');
+    string_bytes(buf, id);
+    buf.push(b',');
+    string(buf, key);
+    buf.push(b',');
+    int(buf, timestamp);
+    buf.push(b',');
+    int(buf, value);
+    buf.push(b']');
+}
+
+/// Appends a late item.
+pub fn write_late(
+    buf: &mut Vec<u8>,
+    id: &str,
+    key: &str,
+    timestamp: i64,
+    value: i64,
+    watermark: i64,
+) {
+    buf.push(b'[');
+    write_event(buf, id, key, timestamp, value);
+    buf.push(b',');
+    streamforge_canonical::writer::int(buf, watermark);
+    buf.push(b']');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_are_found_across_strings_with_brackets_and_commas() {
+        let mut text = Vec::new();
+        let ids = ["a", "b,]\"[", "\\", "é,[x"];
+        for (i, id) in ids.iter().enumerate() {
+            if i > 0 {
+                text.push(b',');
+            }
+            write_event(&mut text, id, "k,]", i as i64 - 1, i64::MIN);
+        }
+        for (i, id) in ids.iter().enumerate() {
+            let e = parse_event(item(&text, i as u64).unwrap()).unwrap();
+            assert_eq!(e.id, *id);
+            assert_eq!(e.key, "k,]");
+            assert_eq!(e.timestamp, i as i64 - 1);
+        }
+        assert_eq!(item(&text, ids.len() as u64), None);
+        assert_eq!(item(b"", 0), None);
+        let mut late = Vec::new();
+        write_late(&mut late, "x", "", 1, 2, -3);
+        late.push(b',');
+        write_late(&mut late, "y", "", 4, 5, 6);
+        assert_eq!(parse_late(item(&late, 1).unwrap()).unwrap().1, 6);
+        assert!(item(b"]]", 0).is_none());
+    }
+
+    #[test]
+    fn an_items_id_read_alone_hashes_as_the_parsed_one() {
+        for id in ["a", "b,]\"[", "\\", "é,[x", "", "tab\there", "\u{7f}"] {
+            let mut text = Vec::new();
+            write_event(&mut text, id, "k", 1, 2);
+            let parsed = parse_event(&text).unwrap().id;
+            match item_id(&text) {
+                Some(fast) => assert_eq!(fast, parsed.as_bytes(), "{id:?}"),
+                None => assert!(
+                    text.contains(&b'\\'),
+                    "{id:?} has no escape yet was not read"
+                ),
+            }
+        }
+        assert_eq!(item_id(b"[\"abc\",\"k\",1,2]"), Some(&b"abc"[..]));
+        assert_eq!(item_id(b"[\"a\\\"b\",\"k\",1,2]"), None);
+        assert_eq!(item_id(b"[\"unterminated"), None);
+        assert_eq!(item_id(b"{}"), None);
+    }
+}

@@ -1,0 +1,62 @@
+//! `POST /watermarks`: a partition's watermark advance, logged as
+//! `{"partition":P,"watermark":W}` (kind `advance`).
+
+use std::borrow::Cow;
+
+use crate::engine::TickOutcome;
+use crate::service::ServiceError;
+use crate::store::EngineId;
+
+use super::{unreadable, Cmd, Engines, Logged, Records};
+
+/// A watermark advance of one partition.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(in crate::service) struct Advance<'a> {
+    #[serde(borrow)]
+    pub partition: Cow<'a, str>,
+    pub watermark: i64,
+}
+
+impl Advance<'_> {
+    /// The body the command log stores.
+    pub fn body(&self) -> Result<Vec<u8>, ServiceError> {
+        serde_json::to_vec(self)
+            .map_err(|e| ServiceError::Unavailable(format!("cannot encode the command: {e}")))
+    }
+}
+
+impl Cmd for Advance<'_> {
+    const ENGINE: EngineId = EngineId::Window;
+    type Out = TickOutcome;
+
+    fn kind(&self) -> &'static str {
+        "advance"
+    }
+
+    fn apply(self, engines: &mut Engines) -> Result<TickOutcome, ServiceError> {
+        engines
+            .window
+            .advance(&self.partition, self.watermark)
+            .map_err(ServiceError::Rejected)
+    }
+
+    fn records(out: TickOutcome) -> Records {
+        Records {
+            changes: out.changes,
+            ..Records::default()
+        }
+    }
+}
+
+impl Logged for Advance<'static> {
+    const KINDS: &'static [&'static str] = &["advance"];
+
+    fn decode(_: &str, body: &[u8]) -> Result<Self, String> {
+        let row: Advance<'_> = serde_json::from_slice(body).map_err(unreadable)?;
+        Ok(Advance {
+            partition: Cow::Owned(row.partition.into_owned()),
+            watermark: row.watermark,
+        })
+    }
+}

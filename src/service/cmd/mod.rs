@@ -1,0 +1,157 @@
+//! The logged commands, one file per command (as mini-redis's `cmd/`):
+//! each says which engine it applies to, under which kind the command log
+//! stores it and how it is read back, how it applies itself to its engine,
+//! and which output records it stores. The live write path
+//! (`Service::apply`, generic over [`Cmd`]) and recovery ([`Replay`]) run
+//! the same [`Cmd::apply`], so a replay is the code of the call it replays,
+//! and each verb gets its own outcome type back: no runtime downcast.
+//!
+//! A command row stores the engine, a kind and a body:
+//!
+//! | engine | kind | body | file |
+//! | --- | --- | --- | --- |
+//! | `window` | `events` | a `POST /events` JSON body, as received | `ingest.rs` |
+//! | `window` | `ndjson` | a `POST /events` NDJSON body, as received | `ingest.rs` |
+//! | `window` | `advance` | `{"partition":P,"watermark":W}` | `advance.rs` |
+//! | `window` | `idle` | the partition name as a JSON string | `idle.rs` |
+//! | `patterns` | `events` | a `POST /patterns/events` JSON body, as received | `pattern_push.rs` |
+//! | `patterns` | `ndjson` | a `POST /patterns/events` NDJSON body, as received | `pattern_push.rs` |
+//! | `patterns` | `advance` | `{"watermark":W}` | `pattern_advance.rs` |
+//! | `patterns` | `finish` | `{}` | `pattern_finish.rs` |
+//!
+//! Adding a command: a file here implementing [`Cmd`] and [`Logged`], and
+//! one line in the `registry!` below (recovery then reads it back).
+
+mod advance;
+mod idle;
+mod ingest;
+mod pattern_advance;
+mod pattern_finish;
+mod pattern_push;
+
+pub(super) use advance::Advance;
+pub(super) use idle::Idle;
+pub(super) use ingest::Ingest;
+pub(super) use pattern_advance::PatternAdvance;
+pub(super) use pattern_finish::PatternFinish;
+pub(super) use pattern_push::PatternPush;
+
+use crate::engine::{Change, LateRecord, Processor};
+use crate::patterns;
+use crate::store::EngineId;
+
+use super::ServiceError;
+
+/// The engines the service drives, under its one processor lock.
+pub(in crate::service) struct Engines {
+    /// The windowed-aggregation engine.
+    pub window: Processor,
+    /// The pattern engine.
+    pub patterns: patterns::Engine,
+}
+
+/// The output records of an applied command, as they are stored.
+#[derive(Default)]
+pub(in crate::service) struct Output<'a> {
+    /// Window engine changes.
+    pub changes: &'a [Change],
+    /// Window engine late records.
+    pub late: &'a [LateRecord],
+    /// Pattern engine output.
+    pub patterns: &'a [patterns::Output],
+}
+
+/// The output records of an applied command, owned (a replay hands them to
+/// its checker thread).
+#[derive(Debug, Default)]
+pub(in crate::service) struct Records {
+    pub changes: Vec<Change>,
+    pub late: Vec<LateRecord>,
+    pub patterns: Vec<patterns::Output>,
+}
+
+impl Records {
+    /// Borrowed, as stored.
+    pub fn output(&self) -> Output<'_> {
+        Output {
+            changes: &self.changes,
+            late: &self.late,
+            patterns: &self.patterns,
+        }
+    }
+}
+
+/// A mutating call: applied to one engine under the processor lock, logged
+/// under [`Cmd::kind`].
+pub(in crate::service) trait Cmd: Sized {
+    /// The engine it applies to.
+    const ENGINE: EngineId;
+    /// What applying it produced (the verb's answer is built from it).
+    type Out;
+    /// Its kind in the command log.
+    fn kind(&self) -> &'static str;
+    /// Applies it to its engine; a rejection changes nothing.
+    fn apply(self, engines: &mut Engines) -> Result<Self::Out, ServiceError>;
+    /// The records the store keeps for it (moved out of the outcome).
+    fn records(out: Self::Out) -> Records;
+}
+
+/// A command as the log reads it back: owned (it crosses from the log
+/// reader's thread to the engine's).
+pub(in crate::service) trait Logged: Cmd + Send + 'static {
+    /// The kinds it is stored under.
+    const KINDS: &'static [&'static str];
+    /// Reads a row of kind `kind` (one of [`Logged::KINDS`]) back.
+    fn decode(kind: &str, body: &[u8]) -> Result<Self, String>;
+}
+
+/// `unreadable body: ...`, the decode error of every command.
+fn unreadable(e: impl std::fmt::Display) -> String {
+    format!("unreadable body: {e}")
+}
+
+/// Defines [`Replay`]: one variant per logged command type, read back by
+/// its engine and kind.
+macro_rules! registry {
+    ($($name:ident: $ty:ty),* $(,)?) => {
+        /// A command read back from the log, of any registered type.
+        pub(in crate::service) enum Replay {
+            $($name($ty),)*
+        }
+
+        impl Replay {
+            /// Reads a logged command back.
+            pub fn decode(engine: EngineId, kind: &str, body: &[u8]) -> Result<Replay, String> {
+                $(
+                    if <$ty as Cmd>::ENGINE == engine && <$ty as Logged>::KINDS.contains(&kind) {
+                        return <$ty as Logged>::decode(kind, body).map(Replay::$name);
+                    }
+                )*
+                Err(format!("unknown command kind {kind:?} of the {} engine", engine.name()))
+            }
+
+            /// Its kind in the command log.
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(Replay::$name(c) => c.kind(),)*
+                }
+            }
+
+            /// Applies it ([`Cmd::apply`]) and returns its records.
+            pub fn apply(self, engines: &mut Engines) -> Result<Records, ServiceError> {
+                match self {
+                    $(Replay::$name(c) => c.apply(engines).map(<$ty as Cmd>::records),)*
+                }
+            }
+        }
+    };
+}
+
+registry! {
+    Ingest: Ingest<'static>,
+    Advance: Advance<'static>,
+    Idle: Idle<'static>,
+    PatternPush: PatternPush,
+    PatternAdvance: PatternAdvance,
+    PatternFinish: PatternFinish,
+}

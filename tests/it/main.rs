@@ -1,0 +1,55 @@
+//! The integration tests: one test binary (a single link of the crate and
+//! its dependencies instead of one per file), one module per subject.
+//!
+//! Most modules drive the real `streamforge` binary over HTTP on a free port
+//! and wait on conditions with deadlines (`common`: the server fixture, a
+//! client, a webhook receiver); the engine and pattern modules drive the pure
+//! engines in-process against reference models (`reference`,
+//! `patterns_reference`) with shared helpers (`support`,
+//! `patterns_support`); `chaos` runs Nexmark workloads under faults against
+//! a batch oracle (`chaos_support`).
+//!
+//! Run one subject with a filter: `cargo test --test it sinks::` (or any part
+//! of a test's path).
+
+// Shared support.
+mod chaos_support;
+mod common;
+mod patterns_reference;
+mod patterns_support;
+mod reference;
+mod support;
+
+// The window engine, in-process.
+mod engine_checkpoint;
+mod engine_model;
+mod engine_restore_fuzz;
+mod engine_rules;
+
+// The pattern engine, in-process.
+mod patterns_checkpoint;
+mod patterns_model;
+mod patterns_restore_fuzz;
+mod patterns_rules;
+
+// The service over HTTP (the real binary).
+mod api_concurrency;
+mod api_contract;
+mod api_errors;
+mod api_fuzz;
+mod dashboard;
+mod durability;
+mod epochs;
+mod migrations;
+mod patterns_http;
+mod restore_mutations;
+mod schemathesis;
+mod shards;
+mod sinks;
+
+// The CLI, the docs, the walkthrough, the chaos suite.
+mod chaos;
+mod cli;
+mod cli_patterns;
+mod docs;
+mod readme_walkthrough;

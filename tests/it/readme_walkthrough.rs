@@ -1,0 +1,439 @@
+//! The README's walkthroughs, run as written.
+//!
+//! The sections `### Walkthrough: page views` and `### Walkthrough:
+//! patterns` are each a sequence of fenced blocks:
+//! - a ```sh block with `cargo run ... -- serve ...` (re)starts the server
+//!   with those flags (after `kill %1`, the running one is stopped with
+//!   SIGTERM first); the test binds 127.0.0.1:0 instead of 8080;
+//! - every other ```sh block is a command, run by bash with `B` and
+//!   `STREAMFORGE_URL` set to the server's address and the tested
+//!   `streamforge` binary first on the `PATH`, and must be followed by its
+//!   claimed output (it runs in the repository's root, so `examples/...`
+//!   names the shipped files): a ```json block (compared byte for byte with what the
+//!   command prints, after removing the whitespace outside JSON strings that
+//!   wraps it for reading) or a ```text block (compared exactly, except the
+//!   timing of a `send` summary line, `; 0.01 s, 2000 events/s`, which is
+//!   only checked for its shape).
+//!
+//! Paths under `/tmp/` in the README are mapped into a fresh temporary
+//! directory, so runs never share files. The test also checks that the
+//! example files parse, that the page-views walkthrough sends exactly the
+//! operations of `examples/pageviews.ndjson`, in its order, and that every
+//! pattern event the patterns walkthrough pushes successfully is a line of
+//! `examples/payments.ndjson`, in the file's order. It needs `bash` and
+//! `curl`.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{start, tempdir, wait_until, Server, DEADLINE};
+use serde_json::Value;
+use streamforge::engine::{Delivery, Pipeline};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// One fenced block: its info string and its text.
+#[derive(Debug)]
+struct Block {
+    lang: String,
+    text: String,
+}
+
+fn walkthrough(title: &str) -> Vec<Block> {
+    let readme = std::fs::read_to_string(format!("{ROOT}/README.md")).expect("README.md");
+    let heading = format!("\n### Walkthrough: {title}\n");
+    let from = readme
+        .find(&heading)
+        .unwrap_or_else(|| panic!("README has a '### Walkthrough: {title}' section"));
+    let section = &readme[from + 1..];
+    let section = match section[4..].find("\n#") {
+        Some(end) => &section[..end + 4],
+        None => section,
+    };
+    let mut blocks = Vec::new();
+    let mut lines = section.lines();
+    while let Some(line) = lines.next() {
+        let Some(lang) = line.strip_prefix("```") else {
+            continue;
+        };
+        let mut text = String::new();
+        for l in lines.by_ref() {
+            if l == "```" {
+                break;
+            }
+            text.push_str(l);
+            text.push('\n');
+        }
+        blocks.push(Block {
+            lang: lang.trim().to_string(),
+            text,
+        });
+    }
+    blocks
+}
+
+/// The JSON text without the whitespace outside strings.
+fn minify(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let (mut in_str, mut escaped) = (false, false);
+    for c in json.chars() {
+        if in_str {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+        } else if c == '"' {
+            in_str = true;
+            out.push(c);
+        } else if !c.is_whitespace() {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The text between `-d '` and the next `'`, if any.
+fn data_arg(cmd: &str) -> Option<&str> {
+    let at = cmd.find("-d '")? + 4;
+    let len = cmd[at..].find('\'')?;
+    Some(&cmd[at..at + len])
+}
+
+/// The operations a README command sends, in the format of the examples
+/// file (`{"op": ..., ...}`).
+fn operations(cmd: &str) -> Vec<Value> {
+    let with_op = |op: &str, body: &str| {
+        let mut v: Value = serde_json::from_str(body)
+            .unwrap_or_else(|e| panic!("README body is not JSON ({e}): {body}"));
+        v.as_object_mut()
+            .expect("object")
+            .insert("op".into(), Value::from(op));
+        v
+    };
+    if cmd.contains("$B/events") {
+        let mut bodies: Vec<&str> = cmd.lines().filter(|l| l.starts_with('{')).collect();
+        bodies.extend(data_arg(cmd));
+        bodies.iter().map(|b| with_op("deliver", b)).collect()
+    } else if cmd.contains("$B/watermarks") {
+        vec![with_op("advance", data_arg(cmd).expect("-d body"))]
+    } else if let Some(at) = cmd.find("$B/partitions/") {
+        let rest = &cmd[at + "$B/partitions/".len()..];
+        let p = rest.split('/').next().expect("partition");
+        vec![with_op("idle", &format!("{{\"partition\":\"{p}\"}}"))]
+    } else {
+        Vec::new()
+    }
+}
+
+/// `serve` flags of a README `cargo run` line: the test's pipeline path and
+/// database, without the address.
+fn serve_flags(block: &str, tmp: &Path) -> (std::path::PathBuf, Vec<String>) {
+    let line = block
+        .lines()
+        .find(|l| l.contains("cargo run"))
+        .expect("cargo run line");
+    let args = line
+        .split_once(" -- ")
+        .expect("cargo run --release -- serve ...")
+        .1;
+    let mut words = args.split_whitespace().filter(|w| *w != "&");
+    assert_eq!(words.next(), Some("serve"), "{line}");
+    let mut db = None;
+    let mut flags = Vec::new();
+    while let Some(w) = words.next() {
+        let value = words
+            .next()
+            .unwrap_or_else(|| panic!("{w} needs a value: {line}"));
+        match w {
+            "--db" => db = Some(tmp.join(value.strip_prefix("/tmp/").expect("db under /tmp/"))),
+            "--pipeline" | "--patterns" => {
+                let path = format!("{ROOT}/{value}");
+                assert!(Path::new(&path).is_file(), "{path} exists");
+                flags.extend([w.to_string(), path]);
+            }
+            _ => flags.extend([w.to_string(), value.to_string()]),
+        }
+    }
+    (db.expect("--db"), flags)
+}
+
+/// Runs a README command with bash; its stdout.
+fn run(cmd: &str, s: &Server, tmp: &Path) -> String {
+    let script = format!(
+        "set -euo pipefail\n{}",
+        cmd.replace("/tmp/", &format!("{}/", tmp.display()))
+    );
+    let bin = Path::new(env!("CARGO_BIN_EXE_streamforge"))
+        .parent()
+        .expect("the binary's directory");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let child = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .env("B", &s.base)
+        .env("STREAMFORGE_URL", &s.base)
+        .env_remove("STREAMFORGE_TOKEN")
+        .env("PATH", path)
+        // relative paths (examples/...) are the repository's, as in the README
+        .current_dir(ROOT)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bash");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = wait_until("README command", DEADLINE, || rx.try_recv().ok())
+        .expect("README command output");
+    assert!(
+        out.status.success(),
+        "README command failed ({}): {cmd}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+#[test]
+fn example_files_parse() {
+    let pipeline =
+        std::fs::read(format!("{ROOT}/examples/pageviews.pipeline.json")).expect("pipeline");
+    let p = Pipeline::from_json(&pipeline).expect("the example pipeline is valid");
+    assert_eq!(p.partitions(), ["mobile", "web"]);
+    for (n, line) in example_operations().iter().enumerate() {
+        let mut line = line.clone();
+        let obj = line.as_object_mut().expect("object");
+        if obj.remove("op") == Some(Value::from("deliver")) {
+            let text = line.to_string();
+            let d: Delivery = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("line {}: not a delivery ({e})", n + 1));
+            assert!(p.partition_index(&d.partition).is_some(), "line {}", n + 1);
+        }
+    }
+}
+
+/// `examples/pageviews.ndjson` as values, bare deliveries given `"op":"deliver"`.
+fn example_operations() -> Vec<Value> {
+    let text =
+        std::fs::read_to_string(format!("{ROOT}/examples/pageviews.ndjson")).expect("events");
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            let obj = v.as_object_mut().expect("object");
+            if !obj.contains_key("op") {
+                obj.insert("op".into(), Value::from("deliver"));
+            }
+            let op = obj["op"].as_str().expect("op").to_string();
+            assert!(["deliver", "advance", "idle"].contains(&op.as_str()), "{l}");
+            v
+        })
+        .collect()
+}
+
+/// A send summary's timing (`; 0.01 s, 2000 events/s` at the end of a
+/// line) replaced by `; T s, N events/s`; other text unchanged.
+fn without_timing(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            let Some(body) = l.strip_suffix(" events/s") else {
+                return l.to_string();
+            };
+            let Some(at) = body.rfind("; ") else {
+                return l.to_string();
+            };
+            let tail = &body[at + 2..];
+            let shaped = tail.split_once(" s, ").is_some_and(|(secs, rate)| {
+                secs.split_once('.').is_some_and(|(a, b)| {
+                    !a.is_empty()
+                        && b.len() == 2
+                        && (a.to_string() + b).bytes().all(|c| c.is_ascii_digit())
+                }) && !rate.is_empty()
+                    && rate.bytes().all(|c| c.is_ascii_digit())
+            });
+            if shaped {
+                format!("{}; T s, N events/s", &body[..at])
+            } else {
+                l.to_string()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect()
+}
+
+fn curl_available() {
+    assert!(
+        Command::new("curl")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success()),
+        "the README walkthrough test needs curl (apt-get install curl)"
+    );
+}
+
+/// Runs the walkthrough `title`; returns the number of claims checked and
+/// each command with its claimed output.
+fn run_walkthrough(title: &str) -> (usize, Vec<(String, String)>) {
+    curl_available();
+    let blocks = walkthrough(title);
+    let dir = tempdir();
+    let tmp = dir.path();
+    let mut server: Option<Server> = None;
+    let mut commands = Vec::new();
+    let mut checked = 0;
+    let mut i = 0;
+    while i < blocks.len() {
+        let b = &blocks[i];
+        assert_eq!(
+            b.lang, "sh",
+            "unexpected block (a claim without its command?): {b:?}"
+        );
+        if b.text.contains("cargo run") {
+            if b.text.contains("kill %1") {
+                let mut s = server.take().expect("a running server to stop");
+                assert!(s.terminate().success(), "graceful shutdown");
+            }
+            assert!(server.is_none(), "one server at a time: {}", b.text);
+            let (db, flags) = serve_flags(&b.text, tmp);
+            let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+            server = Some(start(&db, &flags));
+            i += 1;
+            continue;
+        }
+        let s = server
+            .as_ref()
+            .expect("the walkthrough starts the server first");
+        let claim = blocks
+            .get(i + 1)
+            .filter(|c| c.lang == "json" || c.lang == "text")
+            .unwrap_or_else(|| panic!("no claimed output after: {}", b.text));
+        let got = run(&b.text, s, tmp);
+        if claim.lang == "json" {
+            assert_eq!(got, minify(&claim.text), "output of: {}", b.text);
+        } else {
+            let want = claim.text.replace("/tmp/", &format!("{}/", tmp.display()));
+            assert_eq!(
+                without_timing(&got),
+                without_timing(&want),
+                "output of: {}",
+                b.text
+            );
+        }
+        commands.push((b.text.clone(), claim.text.clone()));
+        checked += 1;
+        i += 2;
+    }
+    (checked, commands)
+}
+
+#[test]
+fn walkthrough_outputs_are_what_the_server_returns() {
+    let (checked, commands) = run_walkthrough("page views");
+    let sent: Vec<Value> = commands.iter().flat_map(|(c, _)| operations(c)).collect();
+    assert!(checked >= 14, "only {checked} claims checked");
+    assert_eq!(
+        sent,
+        example_operations(),
+        "the walkthrough sends the operations of examples/pageviews.ndjson, in order"
+    );
+}
+
+/// The pattern events a README command pushes, as JSON values (none when
+/// its claimed output is an error).
+fn pattern_events(cmd: &str, claim: &str) -> Vec<Value> {
+    if !cmd.contains("$B/patterns/events") || claim.contains("\"code\"") {
+        return Vec::new();
+    }
+    let mut bodies: Vec<&str> = cmd.lines().filter(|l| l.starts_with('{')).collect();
+    bodies.extend(data_arg(cmd));
+    bodies
+        .iter()
+        .map(|b| {
+            serde_json::from_str(b)
+                .unwrap_or_else(|e| panic!("README event is not JSON ({e}): {b}"))
+        })
+        .collect()
+}
+
+/// The events of `examples/payments.ndjson` (bare or `"op":"push"`), in order.
+fn payment_events() -> Vec<Value> {
+    let text = std::fs::read_to_string(format!("{ROOT}/examples/payments.ndjson")).expect("events");
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            match v.get("op").and_then(Value::as_str) {
+                None => Some(v),
+                Some("push") => Some(v["event"].clone()),
+                Some("advance" | "finish") => None,
+                Some(other) => panic!("unknown op {other}: {l}"),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn patterns_walkthrough_outputs_are_what_the_server_returns() {
+    let (checked, commands) = run_walkthrough("patterns");
+    assert!(checked >= 12, "only {checked} claims checked");
+    let pushed: Vec<Value> = commands
+        .iter()
+        .flat_map(|(c, claim)| pattern_events(c, claim))
+        .collect();
+    assert!(
+        !pushed.is_empty(),
+        "the walkthrough pushes events with curl"
+    );
+    let file = payment_events();
+    let mut at = 0;
+    for e in &pushed {
+        at += file[at..]
+            .iter()
+            .position(|f| f == e)
+            .unwrap_or_else(|| panic!("{e} is not a later event of examples/payments.ndjson"))
+            + 1;
+    }
+}
+
+#[test]
+fn pattern_example_files_parse() {
+    let doc = std::fs::read(format!("{ROOT}/examples/payments.patterns.json")).expect("document");
+    let doc = streamforge::patterns::Document::from_json(&doc).expect("a valid document");
+    assert_eq!(
+        doc.pattern_names(),
+        ["abandoned_cart", "failed_logins", "rising_payments"]
+    );
+    for e in payment_events() {
+        streamforge::patterns::parse_event(e.to_string().as_bytes())
+            .unwrap_or_else(|err| panic!("{e}: {err}"));
+    }
+}
+
+#[test]
+fn send_timing_is_normalized_only_in_its_shape() {
+    assert_eq!(
+        without_timing("sent f: 3 events; 0.01 s, 250 events/s\nx; 1 s, 2 events/s\n"),
+        "sent f: 3 events; T s, N events/s\nx; 1 s, 2 events/s\n"
+    );
+}
+
+#[test]
+fn minify_keeps_strings() {
+    assert_eq!(
+        minify("{ \"a b\" : [1, 2],\n \"c\":\"\\\" x\" }"),
+        "{\"a b\":[1,2],\"c\":\"\\\" x\"}"
+    );
+}
