@@ -17,6 +17,7 @@
 
 mod follow;
 mod http;
+mod input;
 mod nexmark;
 mod patterns;
 mod send;

@@ -41,6 +41,7 @@ use clap::Subcommand;
 use serde_json::value::RawValue;
 
 use super::http::{parse, Api};
+use super::input::{load_document, shown_path};
 use super::send::{self, Batch, Progress, Replay, Wording};
 use super::wire::{
     PatternAdvance, PatternOutputPage, PatternPushed, PatternRecord, PatternStatus, PatternTicked,
@@ -291,32 +292,6 @@ fn plural(n: u64, what: &str) -> String {
         (1, _) => format!("1 {what}"),
         (_, true) => format!("{n} {what}es"),
         (_, false) => format!("{n} {what}s"),
-    }
-}
-
-/// Reads a file, or standard input for `-`.
-fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {
-    if path == Path::new("-") {
-        let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut buf)
-            .context("cannot read standard input")?;
-        return Ok(buf);
-    }
-    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
-}
-
-/// Reads and validates a patterns document.
-pub(super) fn load_document(path: &Path) -> anyhow::Result<Document> {
-    let bytes = read_input(path)?;
-    Document::from_json(&bytes)
-        .map_err(|e| anyhow::anyhow!("{} is not a valid patterns document: {e}", shown_path(path)))
-}
-
-fn shown_path(path: &Path) -> String {
-    if path == Path::new("-") {
-        "stdin".into()
-    } else {
-        path.display().to_string()
     }
 }
 

@@ -26,7 +26,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 pub fn describe_patterns(path: &Path, doc: Option<&Path>) -> anyhow::Result<String> {
     let (document, from) = match doc {
         Some(d) => (
-            super::patterns::load_document(d)?,
+            super::input::load_document(d)?,
             format!("--patterns {}", d.display()),
         ),
         None => (

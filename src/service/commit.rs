@@ -28,6 +28,7 @@ use std::sync::MutexGuard;
 use crate::store::{self, CommandRow, EngineId, StoredBody, Stream};
 
 use super::cmd::Output;
+use super::recover::Logged;
 use super::{Inner, Metrics, Service, ServiceError};
 
 /// Bytes committed between two pokes of the WAL copier.
@@ -47,29 +48,6 @@ pub(super) struct CommitQueue {
     pub poisoned: bool,
     /// Commands logged since each engine's recovery base.
     pub logged: Logged,
-}
-
-/// Commands logged since each engine's recovery base.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Logged {
-    pub window: u64,
-    pub patterns: u64,
-}
-
-impl Logged {
-    pub fn get(&self, e: EngineId) -> u64 {
-        match e {
-            EngineId::Window => self.window,
-            EngineId::Patterns => self.patterns,
-        }
-    }
-
-    pub fn get_mut(&mut self, e: EngineId) -> &mut u64 {
-        match e {
-            EngineId::Window => &mut self.window,
-            EngineId::Patterns => &mut self.patterns,
-        }
-    }
 }
 
 impl CommitQueue {

@@ -21,8 +21,30 @@ use crate::engine::checkpoint::LiveParts;
 use crate::store::{self, BaseState, EngineId, Reader, Stream, Writer};
 
 use super::cmd::{Engines, Records, Replay};
-use super::commit::Logged;
 use super::Setup;
+
+/// Commands logged since each engine's recovery base.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Logged {
+    pub window: u64,
+    pub patterns: u64,
+}
+
+impl Logged {
+    pub fn get(&self, e: EngineId) -> u64 {
+        match e {
+            EngineId::Window => self.window,
+            EngineId::Patterns => self.patterns,
+        }
+    }
+
+    pub fn get_mut(&mut self, e: EngineId) -> &mut u64 {
+        match e {
+            EngineId::Window => &mut self.window,
+            EngineId::Patterns => &mut self.patterns,
+        }
+    }
+}
 
 /// Why the store cannot be turned back into engines.
 #[derive(Debug)]

@@ -9,59 +9,16 @@
 //! pattern holds at most [`MAX_NODES`] nodes over all its conditions.
 //! Evaluation recursion is bounded by the validated depth.
 
-use crate::document::DocumentError;
+use crate::error::DocumentError;
 use crate::event::Event;
 use crate::json::{kind_name, Json, Path};
+pub use crate::value::Op;
 use crate::value::{self, compare_ref, Syntax, Value};
 
 /// Deepest condition: nodes on the longest path from the root.
 pub const MAX_DEPTH: usize = 32;
 /// Most condition nodes in one pattern (all its conditions together).
 pub const MAX_NODES: usize = 1024;
-
-/// A comparison operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// `eq`
-    Eq,
-    /// `ne`
-    Ne,
-    /// `lt`
-    Lt,
-    /// `le`
-    Le,
-    /// `gt`
-    Gt,
-    /// `ge`
-    Ge,
-}
-
-impl Op {
-    /// The operator's name in documents.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Eq => "eq",
-            Op::Ne => "ne",
-            Op::Lt => "lt",
-            Op::Le => "le",
-            Op::Gt => "gt",
-            Op::Ge => "ge",
-        }
-    }
-
-    /// The operator of a name.
-    pub fn from_name(name: &str) -> Option<Op> {
-        Some(match name {
-            "eq" => Op::Eq,
-            "ne" => Op::Ne,
-            "lt" => Op::Lt,
-            "le" => Op::Le,
-            "gt" => Op::Gt,
-            "ge" => Op::Ge,
-            _ => return None,
-        })
-    }
-}
 
 /// The right-hand side of a field comparison.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,8 @@
 //! The patterns document: patterns, stages and limits; validation with the
 //! JSON path of every error; the `GET /patterns` form; pattern equality.
 
-use std::fmt;
-
 use crate::condition::{self, Budget, Condition, Scope};
+pub use crate::error::DocumentError;
 use crate::json::{self, kind_name, number, Json, Num, Path};
 use crate::value::Syntax;
 use crate::MAX_WINDOW;
@@ -96,28 +95,6 @@ pub struct Document {
     pub(crate) patterns: Vec<Pattern>,
     pub(crate) limits: Limits,
 }
-
-/// Why a document is invalid: the JSON path and the rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DocumentError {
-    /// JSON path, e.g. `patterns[0].stages[2].where.all[1]` (empty for the
-    /// document itself).
-    pub path: String,
-    /// The rule broken.
-    pub message: String,
-}
-
-impl fmt::Display for DocumentError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.path, self.message)
-        }
-    }
-}
-
-impl std::error::Error for DocumentError {}
 
 impl Document {
     /// Parses and validates a document.

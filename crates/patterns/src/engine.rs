@@ -650,17 +650,6 @@ impl Engine {
         total += self.deadlines.len() * 24;
         total as u64
     }
-
-    /// The canonical checkpoint envelope.
-    pub fn checkpoint(&self) -> Vec<u8> {
-        crate::checkpoint::take(self)
-    }
-
-    /// Restores an envelope whose patterns equal `doc`'s; `doc`'s limits
-    /// are used. The error names the rule broken.
-    pub fn restore(envelope: &[u8], doc: &Document) -> Result<Engine, String> {
-        crate::checkpoint::restore(envelope, doc)
-    }
 }
 
 #[cfg(test)]

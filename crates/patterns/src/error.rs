@@ -1,5 +1,5 @@
-//! Why the engine refuses a push or an advance. Every rejection leaves all
-//! state unchanged.
+//! Why the engine refuses a push or an advance (every rejection leaves all
+//! state unchanged), and why a document is invalid.
 
 use std::fmt;
 
@@ -75,3 +75,25 @@ impl fmt::Display for PushRejection {
 }
 
 impl std::error::Error for PushRejection {}
+
+/// Why a document is invalid: the JSON path and the rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentError {
+    /// JSON path, e.g. `patterns[0].stages[2].where.all[1]` (empty for the
+    /// document itself).
+    pub path: String,
+    /// The rule broken.
+    pub message: String,
+}
+
+impl fmt::Display for DocumentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+impl std::error::Error for DocumentError {}

@@ -8,8 +8,51 @@
 
 use std::cmp::Ordering;
 
-use crate::condition::Op;
 use crate::json::{number, Json, Num};
+
+/// A comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `eq`
+    Eq,
+    /// `ne`
+    Ne,
+    /// `lt`
+    Lt,
+    /// `le`
+    Le,
+    /// `gt`
+    Gt,
+    /// `ge`
+    Ge,
+}
+
+impl Op {
+    /// The operator's name in documents.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Eq => "eq",
+            Op::Ne => "ne",
+            Op::Lt => "lt",
+            Op::Le => "le",
+            Op::Gt => "gt",
+            Op::Ge => "ge",
+        }
+    }
+
+    /// The operator of a name.
+    pub fn from_name(name: &str) -> Option<Op> {
+        Some(match name {
+            "eq" => Op::Eq,
+            "ne" => Op::Ne,
+            "lt" => Op::Lt,
+            "le" => Op::Le,
+            "gt" => Op::Gt,
+            "ge" => Op::Ge,
+            _ => return None,
+        })
+    }
+}
 
 /// Most digits of a Decimal, leading and trailing zeros included.
 pub const MAX_DECIMAL_DIGITS: usize = 38;

@@ -181,7 +181,7 @@ impl Writer {
             params![engine.name(), up_to.unwrap_or(i64::MAX)],
         )
         .op("DELETE FROM commands")?;
-        super::window::collect(&tx)?;
+        super::segments::collect(&tx)?;
         tx.commit().op("COMMIT (checkpoint)")?;
         Ok(CheckpointMeta {
             id,
@@ -288,7 +288,7 @@ impl Writer {
             )
             .op("SELECT checkpoints.engine")?;
         let found = mine && delete_in(&tx, id)?;
-        super::window::collect(&tx)?;
+        super::segments::collect(&tx)?;
         before_commit();
         tx.commit().op("COMMIT (delete checkpoint)")?;
         Ok(found)
@@ -331,7 +331,7 @@ impl Writer {
         for id in &old {
             delete_in(&tx, *id)?;
         }
-        super::window::collect(&tx)?;
+        super::segments::collect(&tx)?;
         if !old.is_empty() {
             before_commit();
         }

@@ -379,6 +379,63 @@ pub fn json_rows(
     Ok(())
 }
 
+// Reading stored chunks: the rows of the pages (`log`) and of the sinks'
+// unfrozen batches (`sinks`), from a binary chunk or an older JSON one.
+
+use rusqlite::types::ValueRef;
+
+use crate::error::Error;
+
+/// The changes of a stored chunk that starts at `first`, with their
+/// sequences, as compact JSON: a binary chunk ([`chunk`]), or (rows of
+/// schema versions 1 and 2) a JSON array of changes or one change.
+pub fn chunk_rows(first: u64, body: ValueRef<'_>) -> crate::Result<Vec<(u64, String)>> {
+    let mut out = Vec::new();
+    chunk_rows_in(first, body, 0..=u64::MAX, |s, j| {
+        out.push((s, j.to_string()))
+    })?;
+    Ok(out)
+}
+
+/// [`chunk_rows`] within `want` (only those are rendered), each passed to
+/// `f`.
+pub fn chunk_rows_in(
+    first: u64,
+    body: ValueRef<'_>,
+    want: std::ops::RangeInclusive<u64>,
+    mut f: impl FnMut(u64, &str),
+) -> crate::Result<()> {
+    match body {
+        ValueRef::Blob(b) => json_rows(first, b, |s| want.contains(&s), f)
+            .map_err(|e| Error::Corrupt(format!("change chunk at {first}: {e}"))),
+        ValueRef::Text(t) => {
+            for (s, j) in text_rows(first, &String::from_utf8_lossy(t))? {
+                if want.contains(&s) {
+                    f(s, &j);
+                }
+            }
+            Ok(())
+        }
+        _ => Err(Error::Corrupt(format!(
+            "change chunk at {first} is neither a blob nor text"
+        ))),
+    }
+}
+
+/// The changes of a JSON chunk (schema versions 1 and 2).
+pub(crate) fn text_rows(first: u64, body: &str) -> crate::Result<Vec<(u64, String)>> {
+    if !body.trim_start().starts_with('[') {
+        return Ok(vec![(first, body.to_string())]);
+    }
+    let items: Vec<&serde_json::value::RawValue> = serde_json::from_str(body)
+        .map_err(|e| Error::Corrupt(format!("change chunk at {first}: {e}")))?;
+    Ok(items
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| (first + i as u64, c.get().to_string()))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

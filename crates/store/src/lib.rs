@@ -29,6 +29,7 @@ pub mod ids;
 mod lock;
 mod log;
 pub mod migrate;
+mod pages;
 pub mod segments;
 mod sinks;
 mod window;
@@ -42,11 +43,11 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use body::StoredBody;
 pub use checkpoints::{sha256_hex, CheckpointMeta, Origin, PIECE_BYTES};
+pub use chunk::chunk_rows;
 pub use error::{Error, Result};
 pub use lock::{lock_path, DbLock, LockError};
-pub use log::{
-    chunk_rows, Base, BaseState, CommandRow, Page, PageRefusal, Restored, RestoredLate, Stream,
-};
+pub use log::{Base, BaseState, CommandRow, Restored, RestoredLate};
+pub use pages::{Page, PageRefusal, Stream};
 pub use segments::HistoryDb;
 pub use sinks::{BatchRow, SinkRow};
 pub use window::{StoredWindow, WindowRow};

@@ -311,6 +311,19 @@ pub fn segment_meta(conn: &Connection, seg: SegId) -> Result<Option<(SegKind, u6
     .transpose()
 }
 
+/// Deletes hidden checkpoints that are no longer a recovery base, then the
+/// segments no checkpoint names (inside the caller's transaction).
+pub(super) fn collect(conn: &Connection) -> Result<()> {
+    conn.execute(
+        "DELETE FROM checkpoints WHERE origin = 'hidden' AND id NOT IN
+           (SELECT checkpoint_id FROM recovery_bases WHERE checkpoint_id IS NOT NULL)",
+        [],
+    )
+    .op("DELETE hidden checkpoints")?;
+    drop_unreferenced(conn)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

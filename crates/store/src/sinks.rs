@@ -17,8 +17,8 @@ use std::sync::Arc;
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
+use super::chunk::chunk_rows_in;
 use super::error::{Error, Op, Result};
-use super::log::chunk_rows_in;
 use super::{EngineId, Reader, Stream, Writer};
 
 /// A stored sink.

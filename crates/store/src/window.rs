@@ -133,19 +133,6 @@ pub(super) fn window_row(
     }))
 }
 
-/// Deletes hidden checkpoints that are no longer a recovery base, then the
-/// segments no checkpoint names (inside the caller's transaction).
-pub(super) fn collect(conn: &Connection) -> Result<()> {
-    conn.execute(
-        "DELETE FROM checkpoints WHERE origin = 'hidden' AND id NOT IN
-           (SELECT checkpoint_id FROM recovery_bases WHERE checkpoint_id IS NOT NULL)",
-        [],
-    )
-    .op("DELETE hidden checkpoints")?;
-    super::segments::drop_unreferenced(conn)?;
-    Ok(())
-}
-
 /// Inserts a window checkpoint row and the segments it names.
 fn insert_window(
     tx: &rusqlite::Transaction<'_>,
@@ -235,7 +222,7 @@ impl Writer {
             [up_to],
         )
         .op("DELETE FROM commands (window)")?;
-        collect(&tx)?;
+        super::segments::collect(&tx)?;
         tx.commit().op("COMMIT (window checkpoint)")?;
         Ok(CheckpointMeta {
             id,

@@ -201,3 +201,19 @@ pub(crate) fn envelope(state: &[u8]) -> Vec<u8> {
     out.extend_from_slice(b",\"version\":1}");
     out
 }
+
+impl crate::engine::Engine {
+    /// The canonical checkpoint envelope.
+    pub fn checkpoint(&self) -> Vec<u8> {
+        take(self)
+    }
+
+    /// Restores an envelope whose patterns equal `doc`'s; `doc`'s limits
+    /// are used. The error names the rule broken.
+    pub fn restore(
+        envelope: &[u8],
+        doc: &crate::Document,
+    ) -> Result<crate::engine::Engine, String> {
+        restore(envelope, doc)
+    }
+}
