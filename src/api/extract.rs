@@ -91,6 +91,44 @@ pub fn deliveries(body: &[u8], ndjson: bool) -> Result<Deliveries<'_>, ApiError>
     }
 }
 
+/// What an advance object is called in errors.
+pub const ADVANCE: &str = "a watermark object {\"partition\", \"watermark\"}";
+
+/// The advances of a `POST /watermarks/batch` body, `(partition,
+/// watermark)` in order: a JSON array of watermark objects, or NDJSON with
+/// one per line (blank lines skipped; `index` counts advances, not lines).
+/// Each item is read exactly as a `POST /watermarks` body.
+pub fn advances(body: &[u8], ndjson: bool) -> Result<Vec<(String, i64)>, ApiError> {
+    let one = |item: &[u8], index: usize| -> Result<(String, i64), ApiError> {
+        let w: crate::api::dto::WatermarkBody =
+            json(item, ADVANCE).map_err(|e| e.at(Some(index)))?;
+        Ok((w.partition, w.watermark))
+    };
+    let mut out = Vec::new();
+    if ndjson {
+        for line in body.split(|b| *b == b'\n') {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            out.push(one(line, out.len())?);
+        }
+    } else {
+        let items: Vec<&serde_json::value::RawValue> =
+            serde_json::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "invalid JSON body: expected an array of watermark objects: {e}"
+                ))
+            })?;
+        for (i, item) in items.iter().enumerate() {
+            out.push(one(item.get().as_bytes(), i)?);
+        }
+    }
+    if out.is_empty() {
+        return Err(ApiError::invalid_request("the batch is empty"));
+    }
+    Ok(out)
+}
+
 /// Query parameters as given (duplicates rejected by the accessors).
 pub struct QueryParams(pub Vec<(String, String)>);
 

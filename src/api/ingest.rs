@@ -148,9 +148,33 @@ pub async fn post_watermarks(
     let svc = st.service()?;
     let reply = reply_of(&headers);
     blocking(move || {
-        let req: dto::WatermarkBody =
-            extract::json(&body, "a watermark object {\"partition\", \"watermark\"}")?;
+        let req: dto::WatermarkBody = extract::json(&body, extract::ADVANCE)?;
         let out = svc.advance(&req.partition, req.watermark, reply)?;
+        Ok(tick_body(&out, reply))
+    })
+    .await
+    .map(|b| answer(reply, b))
+}
+
+/// `POST /watermarks/batch`: several advances in one atomic call.
+pub async fn post_watermarks_batch(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(|r| extract::body_error(r, st.max_body_bytes))?;
+    let svc = st.service()?;
+    let ndjson = extract::is_ndjson(
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let reply = reply_of(&headers);
+    blocking(move || {
+        let advances = extract::advances(&body, ndjson)?;
+        let out = svc
+            .advance_all(&advances, reply)
+            .map_err(|e| ApiError::from_service(e, true))?;
         Ok(tick_body(&out, reply))
     })
     .await

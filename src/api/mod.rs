@@ -89,6 +89,7 @@ pub struct ApiConfig {
 pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/events"),
     ("post", "/watermarks"),
+    ("post", "/watermarks/batch"),
     ("post", "/partitions/{partition}/idle"),
     ("get", "/changes"),
     ("get", "/changes/stream"),
@@ -148,6 +149,7 @@ pub fn router(
     let app = Router::new()
         .route("/events", post(ingest::post_events))
         .route("/watermarks", post(ingest::post_watermarks))
+        .route("/watermarks/batch", post(ingest::post_watermarks_batch))
         .route("/partitions/{partition}/idle", post(ingest::post_idle))
         .route("/changes", get(routes::get_changes))
         .route("/changes/stream", get(stream::get_stream))

@@ -9,7 +9,8 @@
 //!   Delivery without `"op"`: consecutive deliveries are batched (`--batch`)
 //!   and POSTed to `/events` as NDJSON, with `"op"` stripped (the server
 //!   rejects unknown fields). An omitted offset is append mode.
-//! - `{"op":"advance","partition":"p0","watermark":100}`: `POST /watermarks`.
+//! - `{"op":"advance","partition":"p0","watermark":100}`: `POST /watermarks`;
+//!   consecutive advance lines go together as one `POST /watermarks/batch`.
 //! - `{"op":"idle","partition":"p0"}`: `POST /partitions/p0/idle`.
 //!
 //! Blank lines are skipped. Lines are checked before they are sent: a bad line
@@ -173,6 +174,7 @@ impl Batch {
 }
 
 /// How errors name a file's items and what to do after one.
+#[derive(Clone, Copy)]
 pub(super) struct Wording {
     /// The item: `delivery`, `event`.
     pub item: &'static str,
@@ -216,6 +218,9 @@ struct Sender<'a> {
     api: &'a Api,
     batch_size: usize,
     batch: Batch,
+    /// Consecutive advance lines not sent yet: they go as one `POST
+    /// /watermarks/batch` (one alone as `POST /watermarks`).
+    advances: Vec<(u64, String, i64)>,
     tally: Tally,
     wording: &'static Wording,
 }
@@ -226,6 +231,7 @@ impl<'a> Sender<'a> {
             api,
             batch_size: batch_size.max(1),
             batch: Batch::default(),
+            advances: Vec::new(),
             tally: Tally::default(),
             wording,
         }
@@ -235,18 +241,109 @@ impl<'a> Sender<'a> {
     fn op(&mut self, line_no: u64, op: Operation) -> anyhow::Result<u64> {
         match op {
             Operation::Deliver(d) => {
+                self.flush_advances()?;
                 self.batch.add(line_no, &serde_json::to_vec(&d)?);
                 if self.batch.len() >= self.batch_size {
-                    return self.flush();
+                    return self.flush_deliveries();
                 }
                 Ok(0)
             }
-            op => self.tick(line_no, &op),
+            Operation::Advance {
+                partition,
+                watermark,
+            } => {
+                // The deliveries before it go first; consecutive advances
+                // go together (the same effect as one by one).
+                let sent = self.flush_deliveries()?;
+                self.advances.push((line_no, partition, watermark));
+                if self.advances.len() >= self.batch_size {
+                    self.flush_advances()?;
+                }
+                Ok(sent)
+            }
+            op => {
+                self.flush_advances()?;
+                self.tick(line_no, &op)
+            }
         }
     }
 
-    /// Sends the pending batch; the deliveries it held.
+    /// Sends whatever is pending (deliveries or advances: never both);
+    /// the deliveries sent.
     fn flush(&mut self) -> anyhow::Result<u64> {
+        let sent = self.flush_deliveries()?;
+        self.flush_advances()?;
+        Ok(sent)
+    }
+
+    /// Sends the pending advances: one alone as `POST /watermarks`, several
+    /// as one atomic `POST /watermarks/batch`. When the server refuses the
+    /// batch at its advance `i` (an unknown partition), the advances before
+    /// `i` are sent again without it and the error names `i`'s line: the
+    /// same outcome as sending the lines one by one.
+    fn flush_advances(&mut self) -> anyhow::Result<()> {
+        let mut pending = std::mem::take(&mut self.advances);
+        while !pending.is_empty() {
+            if let [(line_no, partition, watermark)] = &pending[..] {
+                let op = Operation::Advance {
+                    partition: partition.clone(),
+                    watermark: *watermark,
+                };
+                self.tick(*line_no, &op)?;
+                return Ok(());
+            }
+            let first = pending[0].0;
+            let mut body = Vec::new();
+            for (line_no, partition, watermark) in &pending {
+                if *line_no != first {
+                    body.push(b'\n');
+                }
+                body.extend(serde_json::to_vec(&Advance {
+                    partition,
+                    watermark: *watermark,
+                })?);
+            }
+            let refused_at = match self.api.post_text(
+                &["watermarks", "batch"],
+                "application/x-ndjson",
+                Some(body),
+            ) {
+                Ok(answer) => {
+                    let ticked: TickCount = parse(&answer).with_context(|| {
+                        format!("line {first}: the answer to POST /watermarks/batch")
+                    })?;
+                    self.tally.advances += pending.len() as u64;
+                    self.tally.changes += ticked.changes.0;
+                    return Ok(());
+                }
+                Err(CallError::Problem(p))
+                    if p.index
+                        .is_some_and(|i| i > 0 && (i as usize) < pending.len()) =>
+                {
+                    p.index.map_or(0, |i| i as usize)
+                }
+                Err(e) => {
+                    let lines: Vec<u64> = pending.iter().map(|(l, ..)| *l).collect();
+                    let wording = Wording {
+                        item: "advance",
+                        ..*self.wording
+                    };
+                    return Err(batch_error(e, &lines, &wording));
+                }
+            };
+            // Those before the refused one, then the refused one alone (its
+            // error is the one-by-one error); the later ones are not sent.
+            let mut rest = pending.split_off(refused_at);
+            self.advances = pending;
+            self.flush_advances()?;
+            rest.truncate(1);
+            pending = rest;
+        }
+        Ok(())
+    }
+
+    /// Sends the pending batch of deliveries; the deliveries it held.
+    fn flush_deliveries(&mut self) -> anyhow::Result<u64> {
         let first = self.batch.lines.first().copied().unwrap_or_default();
         let Some((answer, n)) = self.batch.post(self.api, &["events"], self.wording)? else {
             return Ok(0);
@@ -262,7 +359,7 @@ impl<'a> Sender<'a> {
 
     /// An advance or idle call, after the pending batch; the deliveries sent.
     fn tick(&mut self, line_no: u64, op: &Operation) -> anyhow::Result<u64> {
-        let sent = self.flush()?;
+        let sent = self.flush_deliveries()?;
         let (answer, what) = match op {
             Operation::Advance {
                 partition,

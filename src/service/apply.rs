@@ -12,7 +12,7 @@
 use crate::engine::{json_array, Address, DeliveryRef, TickOutcome};
 use crate::store::StoredBody;
 
-use super::cmd::{Advance, Cmd, Idle, Ingest, Output};
+use super::cmd::{Advance, AdvanceAll, Cmd, Idle, Ingest, Output};
 use super::commit::{json_records, Encoded, Pending};
 use super::parse::Framing;
 use super::{Metrics, Service, ServiceError};
@@ -119,6 +119,28 @@ impl Service {
         let cmd = Advance {
             partition: partition.into(),
             watermark,
+        };
+        let body = StoredBody::raw(cmd.body()?);
+        self.tick(cmd, body, reply)
+    }
+
+    /// `POST /watermarks/batch`: the advances `(partition, watermark)`
+    /// applied in order in one atomic call, with exactly the effect and
+    /// output of the same advances one by one; a rejection (an unknown
+    /// partition) names the advance's index and applies none.
+    pub fn advance_all(
+        &self,
+        advances: &[(String, i64)],
+        reply: Reply,
+    ) -> Result<TickAnswer, ServiceError> {
+        let cmd = AdvanceAll {
+            advances: advances
+                .iter()
+                .map(|(partition, watermark)| Advance {
+                    partition: partition.as_str().into(),
+                    watermark: *watermark,
+                })
+                .collect(),
         };
         let body = StoredBody::raw(cmd.body()?);
         self.tick(cmd, body, reply)

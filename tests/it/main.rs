@@ -46,6 +46,7 @@ mod restore_mutations;
 mod schemathesis;
 mod shards;
 mod sinks;
+mod watermark_batch;
 
 // The CLI, the docs, the walkthrough, the chaos suite.
 mod chaos;

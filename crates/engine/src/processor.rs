@@ -282,6 +282,38 @@ impl Processor {
         Ok(self.tick(before))
     }
 
+    /// Several advances in one atomic call, with exactly the effect of
+    /// [`Processor::advance`] called for each in order: the changes of all
+    /// of them in sequence order, the watermark after the last, and the
+    /// addresses each finalized, in the order of the advances. On error
+    /// nothing is applied and the index names the first advance of an
+    /// unknown partition (an advance can fail for no other reason).
+    pub fn advance_all<P: AsRef<str>>(
+        &mut self,
+        advances: &[(P, i64)],
+    ) -> Result<TickOutcome, BatchRejection> {
+        let mut at = Vec::with_capacity(advances.len());
+        for (index, (partition, watermark)) in advances.iter().enumerate() {
+            let p = self
+                .partition(partition.as_ref())
+                .map_err(|rejection| BatchRejection { index, rejection })?;
+            at.push((p, *watermark));
+        }
+        let mut out = TickOutcome {
+            watermark: self.clock.global,
+            ..TickOutcome::default()
+        };
+        for (p, watermark) in at {
+            let before = self.clock.global;
+            self.clock.advance(p, watermark);
+            let t = self.tick(before);
+            out.changes.extend(t.changes);
+            out.finalized.extend(t.finalized);
+            out.watermark = t.watermark;
+        }
+        Ok(out)
+    }
+
     /// `mark_idle(partition)`.
     pub fn mark_idle(&mut self, partition: &str) -> Result<TickOutcome, Rejection> {
         let p = self.partition(partition)?;

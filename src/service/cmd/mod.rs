@@ -13,6 +13,7 @@
 //! | `window` | `events` | a `POST /events` JSON body, as received | `ingest.rs` |
 //! | `window` | `ndjson` | a `POST /events` NDJSON body, as received | `ingest.rs` |
 //! | `window` | `advance` | `{"partition":P,"watermark":W}` | `advance.rs` |
+//! | `window` | `advances` | `[{"partition":P,"watermark":W},...]` | `advance_all.rs` |
 //! | `window` | `idle` | the partition name as a JSON string | `idle.rs` |
 //! | `patterns` | `events` | a `POST /patterns/events` JSON body, as received | `pattern_push.rs` |
 //! | `patterns` | `ndjson` | a `POST /patterns/events` NDJSON body, as received | `pattern_push.rs` |
@@ -23,6 +24,7 @@
 //! one line in the `registry!` below (recovery then reads it back).
 
 mod advance;
+mod advance_all;
 mod idle;
 mod ingest;
 mod pattern_advance;
@@ -30,6 +32,7 @@ mod pattern_finish;
 mod pattern_push;
 
 pub(super) use advance::Advance;
+pub(super) use advance_all::AdvanceAll;
 pub(super) use idle::Idle;
 pub(super) use ingest::Ingest;
 pub(super) use pattern_advance::PatternAdvance;
@@ -150,6 +153,7 @@ macro_rules! registry {
 registry! {
     Ingest: Ingest<'static>,
     Advance: Advance<'static>,
+    AdvanceAll: AdvanceAll<'static>,
     Idle: Idle<'static>,
     PatternPush: PatternPush,
     PatternAdvance: PatternAdvance,
