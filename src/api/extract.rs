@@ -2,14 +2,80 @@
 //! bodies with unknown fields rejected, and query strings. Every failure is
 //! an [`ApiError`]; nothing here panics on any input.
 
+use std::sync::Arc;
+
+use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
+use axum::extract::{FromRequest, Request};
+use axum::http::{header, HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
 
 use super::error::{ApiError, Code};
 use crate::engine::strict;
 use crate::engine::DeliveryRef;
 use crate::service::parse::{self, Framing, ParseError};
+use crate::service::{Reply, Service};
+
+use super::AppState;
+
+/// What every write handler starts from: the body within
+/// `--max-body-bytes` (413 beyond it), the service (503 while it
+/// recovers), whether the body is NDJSON (by its `Content-Type`) and the
+/// answer the caller prefers (`Prefer: return=minimal`). The body is read
+/// first, so an oversized body is 413 even while the service recovers.
+pub struct WriteCall {
+    /// The service.
+    pub svc: Arc<Service>,
+    /// The body as received.
+    pub body: Bytes,
+    /// Whether the `Content-Type` names NDJSON.
+    pub ndjson: bool,
+    /// Records or counts in the answer.
+    pub reply: Reply,
+}
+
+impl FromRequest<AppState> for WriteCall {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, st: &AppState) -> Result<Self, ApiError> {
+        let ndjson = is_ndjson(
+            req.headers()
+                .get(header::CONTENT_TYPE)
+                // A Content-Type that is not visible ASCII is not NDJSON's.
+                .and_then(|v| v.to_str().ok()),
+        );
+        let reply = reply_of(req.headers());
+        let body = Bytes::from_request(req, st)
+            .await
+            .map_err(|r| body_error(r, st.max_body_bytes))?;
+        let svc = st.service()?;
+        Ok(WriteCall {
+            svc,
+            body,
+            ndjson,
+            reply,
+        })
+    }
+}
+
+/// What the request prefers (RFC 7240): `Prefer: return=minimal` (in any
+/// case, among other preferences) asks for counts instead of records.
+pub fn reply_of(headers: &HeaderMap) -> Reply {
+    let minimal = headers.get_all("prefer").iter().any(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.split(',').any(|p| {
+                let (k, val) = p.split_once('=').unwrap_or((p, ""));
+                k.trim().eq_ignore_ascii_case("return")
+                    && val.trim().trim_matches('"').eq_ignore_ascii_case("minimal")
+            })
+        })
+    });
+    if minimal {
+        Reply::Minimal
+    } else {
+        Reply::Full
+    }
+}
 
 /// Parsed `POST /events` body: deliveries borrowing from the body.
 #[derive(Debug)]

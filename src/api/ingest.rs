@@ -7,15 +7,13 @@
 //! answer embeds the service's encoded changes (the very bytes that were
 //! stored) instead of serializing them again.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 
 use super::dto;
 use super::error::ApiError;
-use super::extract;
+use super::extract::{self, reply_of, WriteCall};
 use super::routes::{blocking, json_response};
 use super::AppState;
 use crate::service::parse::Framing;
@@ -23,25 +21,6 @@ use crate::service::{IngestAnswer, Reply, TickAnswer};
 
 use crate::canonical::writer::{int, opt_int, string};
 use crate::engine::write_json_array;
-
-/// What the request prefers (RFC 7240): `Prefer: return=minimal` (in any
-/// case, among other preferences) asks for counts instead of records.
-pub fn reply_of(headers: &HeaderMap) -> Reply {
-    let minimal = headers.get_all("prefer").iter().any(|v| {
-        v.to_str().is_ok_and(|v| {
-            v.split(',').any(|p| {
-                let (k, val) = p.split_once('=').unwrap_or((p, ""));
-                k.trim().eq_ignore_ascii_case("return")
-                    && val.trim().trim_matches('"').eq_ignore_ascii_case("minimal")
-            })
-        })
-    });
-    if minimal {
-        Reply::Minimal
-    } else {
-        Reply::Full
-    }
-}
 
 /// The answer of a mutating call, with `Preference-Applied` when the
 /// minimal form was asked for.
@@ -107,25 +86,18 @@ fn tick_body(a: &TickAnswer, reply: Reply) -> Vec<u8> {
 }
 
 /// `POST /events`.
-pub async fn post_events(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let body = body.map_err(|r| extract::body_error(r, st.max_body_bytes))?;
-    let svc = st.service()?;
-    let ndjson = extract::is_ndjson(
-        headers
-            .get(header::CONTENT_TYPE)
-            // A Content-Type that is not visible ASCII is not NDJSON's.
-            .and_then(|v| v.to_str().ok()),
-    );
+pub async fn post_events(call: WriteCall) -> Result<Response, ApiError> {
+    let WriteCall {
+        svc,
+        body,
+        ndjson,
+        reply,
+    } = call;
     let framing = if ndjson {
         Framing::Ndjson
     } else {
         Framing::Json
     };
-    let reply = reply_of(&headers);
     blocking(move || {
         let parsed = extract::deliveries(&body, ndjson)?;
         let batch = parsed.batch;
@@ -139,14 +111,10 @@ pub async fn post_events(
 }
 
 /// `POST /watermarks`.
-pub async fn post_watermarks(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let body = body.map_err(|r| extract::body_error(r, st.max_body_bytes))?;
-    let svc = st.service()?;
-    let reply = reply_of(&headers);
+pub async fn post_watermarks(call: WriteCall) -> Result<Response, ApiError> {
+    let WriteCall {
+        svc, body, reply, ..
+    } = call;
     blocking(move || {
         let req: dto::WatermarkBody = extract::json(&body, extract::ADVANCE)?;
         let out = svc.advance(&req.partition, req.watermark, reply)?;
@@ -157,19 +125,13 @@ pub async fn post_watermarks(
 }
 
 /// `POST /watermarks/batch`: several advances in one atomic call.
-pub async fn post_watermarks_batch(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let body = body.map_err(|r| extract::body_error(r, st.max_body_bytes))?;
-    let svc = st.service()?;
-    let ndjson = extract::is_ndjson(
-        headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok()),
-    );
-    let reply = reply_of(&headers);
+pub async fn post_watermarks_batch(call: WriteCall) -> Result<Response, ApiError> {
+    let WriteCall {
+        svc,
+        body,
+        ndjson,
+        reply,
+    } = call;
     blocking(move || {
         let advances = extract::advances(&body, ndjson)?;
         let out = svc

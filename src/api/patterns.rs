@@ -7,14 +7,14 @@
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::dto::page_body;
 use super::error::ApiError;
-use super::extract::{self, PageQuery, QueryParams};
+use super::extract::{self, PageQuery, QueryParams, WriteCall};
 use super::routes::{blocking, json_response, long_poll, to_json};
 use super::AppState;
 use crate::patterns::PatternStatus;
@@ -98,19 +98,11 @@ fn advance_body(a: &AdvanceAnswer) -> Vec<u8> {
 }
 
 /// `POST /patterns/events`: one event, a JSON array, or NDJSON; atomic.
-pub async fn post_events(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let body = body.map_err(|r| extract::body_error(r, st.max_body_bytes))?;
-    let svc = st.service()?;
-    let framing = if extract::is_ndjson(
-        headers
-            .get(header::CONTENT_TYPE)
-            // A Content-Type that is not visible ASCII is not NDJSON's.
-            .and_then(|v| v.to_str().ok()),
-    ) {
+pub async fn post_events(call: WriteCall) -> Result<Response, ApiError> {
+    let WriteCall {
+        svc, body, ndjson, ..
+    } = call;
+    let framing = if ndjson {
         Framing::Ndjson
     } else {
         Framing::Json
@@ -140,12 +132,8 @@ pub async fn post_events(
 }
 
 /// `POST /patterns/advance`.
-pub async fn post_advance(
-    State(st): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let body = body.map_err(|r| extract::body_error(r, st.max_body_bytes))?;
-    let svc = st.service()?;
+pub async fn post_advance(call: WriteCall) -> Result<Response, ApiError> {
+    let WriteCall { svc, body, .. } = call;
     blocking(move || {
         let req: AdvanceBody = extract::json(&body, "an advance object {\"watermark\"}")?;
         Ok(advance_body(&svc.pattern_advance(req.watermark)?))
