@@ -1,7 +1,8 @@
 //! HTTP bench helpers shared by the benches that drive `streamforge serve`
-//! (`benches/http.rs`, `benches/patterns_http.rs`): a minimal keep-alive
-//! HTTP/1.1 client (no client library in the measured path), the binary's
-//! path, and the server process's CPU and memory from `/proc`.
+//! (`benches/http.rs`, `benches/patterns_http.rs`, `growth.rs`, `send.rs`):
+//! a minimal keep-alive HTTP/1.1 client (no client library in the measured
+//! path) and the binary's path; starting the server and reading `/proc`
+//! come from the `streamforge-testkit` crate, which the tests use too.
 
 #![allow(dead_code)]
 
@@ -145,75 +146,14 @@ impl Conn {
     }
 }
 
-pub fn get_status(addr: &str, path: &str) -> Option<u16> {
-    let s = TcpStream::connect(addr).ok()?;
-    let mut c = Conn {
-        addr: addr.to_string(),
-        stream: BufReader::new(s),
-        body: Vec::new(),
-    };
-    let head = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
-    c.stream.get_mut().write_all(head.as_bytes()).ok()?;
-    let mut line = String::new();
-    c.stream.read_line(&mut line).ok()?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
+#[allow(unused_imports)] // each bench uses some of them
+pub use streamforge_testkit::{clk_tck, cpu_seconds, get_status, proc_io, proc_kib};
 
 pub fn binary() -> PathBuf {
     std::env::var("STREAMFORGE_BIN").map_or_else(
         |_| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/streamforge"),
         PathBuf::from,
     )
-}
-
-pub fn clk_tck() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// User + system CPU seconds of a process.
-pub fn cpu_seconds(pid: u32) -> f64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // After the command name: state is field 3, utime 14, stime 15.
-    let t = |i: usize| {
-        f.get(i - 3)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (t(14) + t(15)) / clk_tck()
-}
-
-/// A `/proc/PID/status` field in bytes (`VmRSS`, `VmHWM`).
-pub fn proc_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-        * 1024
-}
-
-/// A `/proc/PID/io` field (`write_bytes`: bytes the process caused to be
-/// sent to the storage layer, counted when it dirties the page cache;
-/// `wchar`: bytes passed to write calls).
-pub fn proc_io(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/io"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-                .and_then(|v| v.trim().parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// A `streamforge serve` child process on a database.
@@ -241,49 +181,33 @@ impl Server {
     /// `--max-body-bytes`: the server's defaults otherwise).
     pub fn start_bin(bin: &Path, db: &Path, args: &[&std::ffi::OsStr]) -> Server {
         use std::process::Stdio;
-        use std::time::{Duration, Instant};
-        let t = Instant::now();
-        let mut child = Command::new(bin)
-            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
-            .arg(db)
-            .args(args)
-            // the server's log filter: BENCH_LOG (e.g.
-            // "warn,streamforge::store=info"), else warnings only
-            .env(
-                "RUST_LOG",
-                std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            // the deployment setting of the Dockerfile (README "Docker"):
-            // two malloc arenas keep freed request buffers from piling up
-            // per thread; override with MALLOC_ARENA_MAX in the environment
-            .env(
-                "MALLOC_ARENA_MAX",
-                std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "2".into()),
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start streamforge (build it with cargo build --release)");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        out.read_line(&mut line).expect("listening line");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        while get_status(&addr, "/readyz") != Some(200) {
-            assert!(
-                t.elapsed() < Duration::from_secs(600),
-                "server not ready in 600 s"
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        let spawned = streamforge_testkit::spawn_serve(
+            bin,
+            db,
+            args,
+            |cmd| {
+                // the server's log filter: BENCH_LOG (e.g.
+                // "warn,streamforge::store=info"), else warnings only
+                cmd.env(
+                    "RUST_LOG",
+                    std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+                )
+                // the deployment setting of the Dockerfile (README "Docker"):
+                // two malloc arenas keep freed request buffers from piling up
+                // per thread; override with MALLOC_ARENA_MAX in the environment
+                .env(
+                    "MALLOC_ARENA_MAX",
+                    std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "2".into()),
+                )
+                .stderr(Stdio::inherit());
+            },
+            std::time::Duration::from_secs(600),
+        )
+        .unwrap_or_else(|e| panic!("streamforge serve did not become ready: {e:?} (build it with cargo build --release)"));
         Server {
-            ready_after: t.elapsed(),
-            child,
-            addr,
+            ready_after: spawned.ready_after,
+            child: spawned.child,
+            addr: spawned.addr,
             db: db.to_path_buf(),
         }
     }

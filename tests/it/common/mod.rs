@@ -6,14 +6,11 @@
 pub mod client;
 pub mod receiver;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 pub use reqwest::blocking::Client;
-pub use reqwest::StatusCode;
 
 /// How long any wait may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(30);
@@ -72,48 +69,37 @@ pub fn start_env(db: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
 pub fn try_start_env(db: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
     let log = db.with_extension(format!("log{}", std::process::id() ^ rand_u32()));
     let stderr = std::fs::File::create(&log).expect("log file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_streamforge"))
-        .arg("serve")
-        .arg("--addr")
-        .arg("127.0.0.1:0")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("STREAMFORGE_TOKEN")
-        .env("RUST_LOG", "warn")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(stderr))
-        .spawn()
-        .expect("spawn streamforge");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if let Some(addr) = line.strip_prefix("listening on ") {
-                let _ = tx.send(addr.trim().to_string());
-            }
+    let os_args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    let spawned = streamforge_testkit::spawn_serve(
+        Path::new(env!("CARGO_BIN_EXE_streamforge")),
+        db,
+        &os_args,
+        |cmd| {
+            cmd.env_remove("STREAMFORGE_TOKEN")
+                .env("RUST_LOG", "warn")
+                .envs(env.iter().copied())
+                .stderr(Stdio::from(stderr));
+        },
+        // listening, then ready within the deadline (as long as the
+        // server takes to recover its database)
+        DEADLINE * 2,
+    );
+    let spawned = match spawned {
+        Ok(s) => s,
+        Err(streamforge_testkit::NotReady::Exited) => {
+            return Err(std::fs::read_to_string(&log).unwrap_or_default())
         }
-    });
-    let addr = loop {
-        match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(a) => break a,
-            Err(_) => {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return Err(std::fs::read_to_string(&log).unwrap_or_default());
-                }
-            }
+        Err(streamforge_testkit::NotReady::Deadline) => {
+            return Err("not ready before the deadline".into())
         }
     };
     let token = args
         .windows(2)
         .find(|w| w[0] == "--token")
         .map(|w| w[1].to_string());
-    let mut s = Server {
-        child: Some(child),
-        base: format!("http://{addr}"),
+    Ok(Server {
+        child: Some(spawned.child),
+        base: format!("http://{}", spawned.addr),
         db: db.to_path_buf(),
         log,
         client: Client::builder()
@@ -121,25 +107,7 @@ pub fn try_start_env(db: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<S
             .build()
             .expect("client"),
         token,
-    };
-    // Ready, or exited with an error (e.g. refused database).
-    let end = Instant::now() + DEADLINE;
-    loop {
-        if let Some(c) = s.child.as_mut() {
-            if let Ok(Some(_)) = c.try_wait() {
-                return Err(std::fs::read_to_string(&s.log).unwrap_or_default());
-            }
-        }
-        if let Ok(r) = s.client.get(format!("{}/readyz", s.base)).send() {
-            if r.status() == StatusCode::OK {
-                return Ok(s);
-            }
-        }
-        if Instant::now() > end {
-            return Err("not ready before the deadline".into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    })
 }
 
 fn rand_u32() -> u32 {
