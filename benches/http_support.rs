@@ -187,7 +187,7 @@ impl Server {
             args,
             |cmd| {
                 // the server's log filter: BENCH_LOG (e.g.
-                // "warn,streamforge::store=info"), else warnings only
+                // "warn,streamforge_store=info"), else warnings only
                 cmd.env(
                     "RUST_LOG",
                     std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
