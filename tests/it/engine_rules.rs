@@ -3,7 +3,7 @@
 
 use crate::support;
 
-use streamforge::engine::Processor;
+use streamforge::engine::{Processor, TickOutcome};
 use support::*;
 
 fn one(windows: &str, lateness: i64) -> Processor {
@@ -280,4 +280,75 @@ fn extreme_timestamps_and_values_are_exact() {
     );
     let back = Processor::restore(&p.checkpoint().unwrap(), p.pipeline()).unwrap();
     assert_eq!(back.checkpoint().unwrap(), p.checkpoint().unwrap());
+}
+
+#[test]
+fn advance_all_is_the_advances_one_by_one_or_nothing() {
+    // Three partitions, every window kind, lateness: a seeded mix of
+    // deliveries and groups of advances, applied to one processor one by
+    // one and to another with `advance_all`.
+    let pipe = r#"{"partitions":["p0","p1","p2"],"windows":{"f":{"kind":"fixed","size":10},"h":{"kind":"sliding","size":10,"step":5},"s":{"kind":"session","gap":5},"st":{"kind":"stream_time","size":10}},"lateness":5}"#;
+    let mut one = Processor::new(pipeline(pipe));
+    let mut all = Processor::new(pipeline(pipe));
+    let mut seed = 0x5eed_u64;
+    let mut rand = |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut offsets = [0i64; 3];
+    let mut moved = 0;
+    for step in 0..300 {
+        if step % 3 == 0 {
+            let group: Vec<(String, i64)> = (0..1 + rand(6))
+                .map(|_| (format!("p{}", rand(3)), step as i64 / 2 + rand(12) as i64))
+                .collect();
+            let mut want = TickOutcome::default();
+            for (p, w) in &group {
+                let t = one.advance(p, *w).expect("known partition");
+                want.changes.extend(t.changes);
+                want.finalized.extend(t.finalized);
+                want.watermark = t.watermark;
+            }
+            let got = all.advance_all(&group).expect("known partitions");
+            moved += got.changes.len();
+            assert_eq!(
+                lines(&got.changes),
+                lines(&want.changes),
+                "step {step}: {group:?}"
+            );
+            assert_eq!(addrs(&got.finalized), addrs(&want.finalized), "step {step}");
+            assert_eq!(got.watermark, want.watermark, "step {step}");
+            // An unknown partition anywhere: refused with its index, nothing applied.
+            let before = all.checkpoint().unwrap();
+            let mut bad = group.clone();
+            let at = rand(bad.len() as u64 + 1) as usize;
+            bad.insert(at, ("nope".into(), 1_000_000));
+            let err = all.advance_all(&bad).expect_err("unknown partition");
+            assert_eq!(err.index, at);
+            assert_eq!(
+                all.checkpoint().unwrap(),
+                before,
+                "a refused batch changed the state"
+            );
+        } else {
+            let p = rand(3) as usize;
+            let ts = step as i64 / 2 + rand(20) as i64 - 8;
+            let dl = d(
+                &format!("p{p}"),
+                offsets[p],
+                &format!("e{step}"),
+                &format!("k{}", rand(4)),
+                ts,
+                rand(9) as i64,
+            );
+            offsets[p] += 1;
+            let a = one.ingest(vec![dl.clone()]).expect("accepted");
+            let b = all.ingest(vec![dl]).expect("accepted");
+            assert_eq!(lines(&a.changes), lines(&b.changes), "step {step}");
+        }
+    }
+    assert!(moved > 50, "the advances moved little: {moved}");
+    assert_eq!(all.checkpoint().unwrap(), one.checkpoint().unwrap());
 }
