@@ -74,7 +74,7 @@ use sha2::{Digest, Sha256};
 
 #[path = "http_support.rs"]
 mod http_support;
-use http_support::{binary, cpu_seconds, proc_io, proc_kib, Conn, Server};
+use http_support::{binary, cpu_seconds, pipeline_json, proc_io, proc_kib, Conn, Server};
 
 /// The generator's first timestamp (`gen_workload.py`'s T0).
 const T0: i64 = 1_700_000_000_000;
@@ -277,14 +277,6 @@ impl Drop for Running {
 
 fn start(bin: &Path, db: &Path, pipeline: &Path) -> Server {
     Server::start_bin(bin, db, &["--pipeline".as_ref(), pipeline.as_os_str()])
-}
-
-fn pipeline_json(partitions: usize) -> String {
-    let parts: Vec<String> = (0..partitions).map(|p| format!("\"p{p}\"")).collect();
-    format!(
-        r#"{{"partitions":[{}],"windows":{{"fixed_10s":{{"kind":"fixed","size":10000}},"sliding_10s_2s":{{"kind":"sliding","size":10000,"step":2000}},"session_1s":{{"kind":"session","gap":1000}}}},"lateness":0}}"#,
-        parts.join(",")
-    )
 }
 
 const MINIMAL: &str = "prefer: return=minimal\r\n";

@@ -66,7 +66,7 @@ use serde::Deserialize;
 
 #[path = "http_support.rs"]
 mod http_support;
-use http_support::{binary, cpu_seconds, proc_kib, Conn, Server};
+use http_support::{binary, cpu_seconds, median, proc_kib, Conn, Server};
 use streamforge::engine::{DeliveryRef, EventRef, Pipeline, Processor};
 
 const PIPELINE: &str = r#"{"partitions":["p0","p1","p2","p3"],"windows":{"fixed_10s":{"kind":"fixed","size":10000},"sliding_10s_2s":{"kind":"sliding","size":10000,"step":2000},"session_50ms":{"kind":"session","gap":50}},"lateness":0}"#;
@@ -466,11 +466,6 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     }
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(|a, b| a.total_cmp(b));
-    xs[xs.len() / 2]
 }
 
 fn lat_summary(mut lat: Vec<f64>) -> String {

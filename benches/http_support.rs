@@ -244,3 +244,19 @@ impl Server {
             .sum()
     }
 }
+
+/// The benchmark workload's pipeline over partitions `p0..p{P-1}`: fixed
+/// 10 s, sliding 10 s / 2 s and session 1 s windows, lateness 0.
+pub fn pipeline_json(partitions: usize) -> String {
+    let parts: Vec<String> = (0..partitions).map(|p| format!("\"p{p}\"")).collect();
+    format!(
+        r#"{{"partitions":[{}],"windows":{{"fixed_10s":{{"kind":"fixed","size":10000}},"sliding_10s_2s":{{"kind":"sliding","size":10000,"step":2000}},"session_1s":{{"kind":"session","gap":1000}}}},"lateness":0}}"#,
+        parts.join(",")
+    )
+}
+
+/// The median of some figures (the upper one of an even count).
+pub fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use http_support::{binary, cpu_seconds, Server};
+use http_support::{binary, cpu_seconds, median, pipeline_json, Server};
 
 struct Args {
     events: u64,
@@ -70,14 +70,6 @@ fn args() -> Args {
     a
 }
 
-fn pipeline_json(partitions: usize) -> String {
-    let names: Vec<String> = (0..partitions).map(|p| format!("\"p{p}\"")).collect();
-    format!(
-        r#"{{"partitions":[{}],"windows":{{"fixed_10s":{{"kind":"fixed","size":10000}},"sliding_10s_2s":{{"kind":"sliding","size":10000,"step":2000}},"session_1s":{{"kind":"session","gap":1000}}}},"lateness":0}}"#,
-        names.join(",")
-    )
-}
-
 /// One send: `(events/s, server CPU seconds per 1M events)`.
 fn one(bin: &Path, dir: &Path, file: &Path, partitions: usize, events: u64) -> (f64, f64) {
     let pipeline = dir.join(format!("pipeline-{partitions}.json"));
@@ -107,11 +99,6 @@ fn one(bin: &Path, dir: &Path, file: &Path, partitions: usize, events: u64) -> (
         let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
     }
     (events as f64 / secs, cpu / (events as f64 / 1e6))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {
