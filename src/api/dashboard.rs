@@ -10,7 +10,6 @@
 //! requires the token. With `?server=URL` it reads
 //! another origin's API, which that server must allow with `--cors-origin`.
 
-use axum::extract::Query;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
@@ -38,12 +37,7 @@ fn is_server_url(s: &str) -> bool {
 }
 
 /// `GET /` (`?server=URL`: read another server's API).
-pub async fn get_dashboard(
-    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ApiError> {
-    let q = q
-        .map(|Query(v)| QueryParams(v))
-        .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))?;
+pub async fn get_dashboard(q: QueryParams) -> Result<Response, ApiError> {
     if let Some(server) = q.get("server")? {
         if !is_server_url(server) {
             return Err(ApiError::bad_request(format!(

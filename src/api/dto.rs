@@ -21,7 +21,7 @@ pub struct WatermarkBody {
 }
 
 fn watermark_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-    crate::engine::strict::int_field(d, "watermark")
+    crate::canonical::strict::int_field(d, "watermark")
 }
 
 /// `POST /events` answer.

@@ -6,12 +6,14 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
 use super::error::{ApiError, Code};
-use crate::engine::strict;
+use crate::canonical::strict;
 use crate::engine::DeliveryRef;
 use crate::service::parse::{self, Framing, ParseError};
 use crate::service::{Reply, Service};
@@ -55,6 +57,84 @@ impl FromRequest<AppState> for WriteCall {
             ndjson,
             reply,
         })
+    }
+}
+
+/// The service, for a handler: 503 `unavailable` while it recovers. Listed
+/// after the extractors that validate the request (axum runs them in
+/// order), so a bad request is answered as such whatever the service's
+/// state.
+pub struct Svc(pub Arc<Service>);
+
+impl FromRequestParts<AppState> for Svc {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(_: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        st.service().map(Svc)
+    }
+}
+
+impl FromRequestParts<AppState> for QueryParams {
+    type Rejection = ApiError;
+
+    /// The query string's parameters as given; a malformed one is 400.
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        Query::<Vec<(String, String)>>::from_request_parts(parts, st)
+            .await
+            .map(|Query(v)| QueryParams(v))
+            .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))
+    }
+}
+
+impl FromRequestParts<AppState> for PageQuery {
+    type Rejection = ApiError;
+
+    /// `after`, `limit`, `wait_ms` and `epoch`, range-checked.
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        PageQuery::parse(&QueryParams::from_request_parts(parts, st).await?)
+    }
+}
+
+/// A checkpoint id from the path: anything but an integer is an unknown
+/// checkpoint (404).
+pub struct CheckpointId(pub i64);
+
+impl FromRequestParts<AppState> for CheckpointId {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Response> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, st)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        raw.parse::<i64>().map(CheckpointId).map_err(|_| {
+            ApiError::new(Code::NotFound, format!("no checkpoint with id {raw:?}")).into_response()
+        })
+    }
+}
+
+/// A partition name from the path (`/partitions/{partition}/idle`).
+pub struct PartitionName(pub String);
+
+impl FromRequestParts<AppState> for PartitionName {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        Path::<String>::from_request_parts(parts, st)
+            .await
+            .map(|Path(p)| PartitionName(p))
+            .map_err(|e| ApiError::bad_request(format!("bad partition in path: {e}")))
+    }
+}
+
+impl FromRequestParts<AppState> for Reply {
+    type Rejection = std::convert::Infallible;
+
+    /// The answer the caller prefers ([`reply_of`]).
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _: &AppState,
+    ) -> Result<Self, std::convert::Infallible> {
+        Ok(reply_of(&parts.headers))
     }
 }
 

@@ -7,15 +7,13 @@
 //! answer embeds the service's encoded changes (the very bytes that were
 //! stored) instead of serializing them again.
 
-use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::Response;
 
 use super::dto;
 use super::error::ApiError;
-use super::extract::{self, reply_of, WriteCall};
+use super::extract::{self, PartitionName, Svc, WriteCall};
 use super::routes::{blocking, json_response};
-use super::AppState;
 use crate::service::parse::Framing;
 use crate::service::{IngestAnswer, Reply, TickAnswer};
 
@@ -145,14 +143,10 @@ pub async fn post_watermarks_batch(call: WriteCall) -> Result<Response, ApiError
 
 /// `POST /partitions/{partition}/idle`.
 pub async fn post_idle(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    partition: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    PartitionName(partition): PartitionName,
+    Svc(svc): Svc,
+    reply: Reply,
 ) -> Result<Response, ApiError> {
-    let Path(partition) =
-        partition.map_err(|e| ApiError::bad_request(format!("bad partition in path: {e}")))?;
-    let svc = st.service()?;
-    let reply = reply_of(&headers);
     blocking(move || Ok(tick_body(&svc.mark_idle(&partition, reply)?, reply)))
         .await
         .map(|b| answer(reply, b))
@@ -162,7 +156,9 @@ pub async fn post_idle(
 mod tests {
 
     use super::*;
+    use crate::api::extract::reply_of;
     use crate::engine::{Address, Change, ChangeOp, WindowResult};
+    use axum::http::HeaderMap;
 
     fn change() -> Change {
         Change {

@@ -365,7 +365,96 @@ async fn observe(State(st): State<AppState>, req: Request, next: Next) -> Respon
 
 #[cfg(test)]
 mod tests {
-    use super::bearer;
+    use super::*;
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt as _;
+
+    /// Answers `req` with a router whose service is still recovering.
+    async fn while_recovering(req: Request<Body>) -> (u16, String) {
+        let cfg = ApiConfig {
+            max_body_bytes: 64,
+            ..ApiConfig::default()
+        };
+        let app = router(
+            Arc::new(OnceLock::new()),
+            Arc::new(OnceLock::new()),
+            Arc::new(Metrics::default()),
+            &cfg,
+        );
+        let res = app.oneshot(req).await.unwrap();
+        let status = res.status().as_u16();
+        let body = axum::body::to_bytes(res.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    fn get(uri: &str) -> Request<Body> {
+        Request::get(uri).body(Body::empty()).unwrap()
+    }
+
+    /// The extractors that validate a request run before the one that asks
+    /// for the service: a bad request is answered as such (400/404/413/422)
+    /// while the service recovers, and a good one is 503.
+    #[tokio::test]
+    async fn a_bad_request_is_refused_as_such_while_the_service_recovers() {
+        let long = "x".repeat(65);
+        for (req, want, code) in [
+            (get("/changes?limit=0"), 422, "invalid_request"),
+            (get("/late?after=x"), 400, "bad_request"),
+            (
+                get("/patterns/output?wait_ms=30001"),
+                422,
+                "invalid_request",
+            ),
+            (get("/results?key=a&key=b"), 400, "bad_request"),
+            (get("/checkpoints/abc"), 404, "not_found"),
+            (get("/patterns/checkpoints/1x"), 404, "not_found"),
+            (
+                Request::get("/changes/stream")
+                    .header("last-event-id", "-1")
+                    .body(Body::empty())
+                    .unwrap(),
+                400,
+                "bad_request",
+            ),
+            (
+                Request::post("/events")
+                    .body(Body::from(long.clone()))
+                    .unwrap(),
+                413,
+                "payload_too_large",
+            ),
+            (
+                Request::post("/patterns/restore")
+                    .body(Body::from(long))
+                    .unwrap(),
+                413,
+                "payload_too_large",
+            ),
+            (get("/changes"), 503, "unavailable"),
+            (get("/results"), 503, "unavailable"),
+            (get("/checkpoints/7"), 503, "unavailable"),
+            (get("/changes/stream"), 503, "unavailable"),
+            (get("/sinks"), 503, "unavailable"),
+            (
+                Request::post("/partitions/p0/idle")
+                    .body(Body::empty())
+                    .unwrap(),
+                503,
+                "unavailable",
+            ),
+        ] {
+            let uri = req.uri().to_string();
+            let (status, body) = while_recovering(req).await;
+            assert_eq!(status, want, "{uri}: {body}");
+            assert!(
+                body.contains(&format!("\"code\":\"{code}\"")),
+                "{uri}: {body}"
+            );
+        }
+    }
 
     #[test]
     fn the_bearer_scheme_is_case_insensitive() {

@@ -6,7 +6,7 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::ser::SerializeMap;
@@ -14,13 +14,14 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::dto::page_body;
 use super::error::ApiError;
-use super::extract::{self, PageQuery, QueryParams, WriteCall};
+use super::extract::{self, CheckpointId, PageQuery, Svc, WriteCall};
 use super::routes::{blocking, json_response, long_poll, to_json};
 use super::AppState;
 use crate::patterns::PatternStatus;
 use crate::service::parse::{self, Framing, ParseError};
-use crate::service::{AdvanceAnswer, RestoreSource};
+use crate::service::{AdvanceAnswer, RestoreSource, Service};
 use crate::store::{EngineId, Stream};
+use std::sync::Arc;
 
 /// `POST /patterns/advance` body.
 #[derive(Debug, Deserialize)]
@@ -31,7 +32,7 @@ struct AdvanceBody {
 }
 
 fn watermark_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-    crate::engine::strict::int_field(d, "watermark")
+    crate::canonical::strict::int_field(d, "watermark")
 }
 
 /// `POST /patterns/events` answer.
@@ -143,35 +144,25 @@ pub async fn post_advance(call: WriteCall) -> Result<Response, ApiError> {
 }
 
 /// `POST /patterns/finish` (no body).
-pub async fn post_finish(State(st): State<AppState>) -> Result<Response, ApiError> {
-    let svc = st.service()?;
+pub async fn post_finish(Svc(svc): Svc) -> Result<Response, ApiError> {
     blocking(move || Ok(advance_body(&svc.pattern_finish()?)))
         .await
         .map(|b| json_response(StatusCode::OK, b))
 }
 
 /// `GET /patterns`: the document in force.
-pub async fn get_document(State(st): State<AppState>) -> Result<Response, ApiError> {
-    let svc = st.service()?;
+pub async fn get_document(Svc(svc): Svc) -> Result<Response, ApiError> {
     Ok(json_response(StatusCode::OK, svc.pattern_document()))
 }
 
 /// `GET /patterns/output?after=S&limit=N&wait_ms=T&epoch=E`.
-pub async fn get_output(
-    State(st): State<AppState>,
-    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ApiError> {
-    let q = q
-        .map(|Query(v)| QueryParams(v))
-        .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))?;
-    let q = PageQuery::parse(&q)?;
-    let page = long_poll(st.service()?, Stream::Patterns, q).await?;
+pub async fn get_output(q: PageQuery, Svc(svc): Svc) -> Result<Response, ApiError> {
+    let page = long_poll(svc, Stream::Patterns, q).await?;
     Ok(json_response(StatusCode::OK, page_body("output", &page)))
 }
 
 /// `GET /patterns/status`.
-pub async fn get_status(State(st): State<AppState>) -> Result<Response, ApiError> {
-    let svc = st.service()?;
+pub async fn get_status(Svc(svc): Svc) -> Result<Response, ApiError> {
     blocking(move || {
         let s = svc.pattern_status()?;
         to_json(&StatusResponse {
@@ -188,30 +179,32 @@ pub async fn get_status(State(st): State<AppState>) -> Result<Response, ApiError
 }
 
 /// `POST /patterns/checkpoints`.
-pub async fn post_checkpoint(st: State<AppState>) -> Result<Response, ApiError> {
-    super::routes::create_checkpoint(st, EngineId::Patterns).await
+pub async fn post_checkpoint(Svc(svc): Svc) -> Result<Response, ApiError> {
+    super::routes::create_checkpoint(svc, EngineId::Patterns).await
 }
 
 /// `GET /patterns/checkpoints`.
-pub async fn list_checkpoints(st: State<AppState>) -> Result<Response, ApiError> {
-    super::routes::checkpoint_list(st, EngineId::Patterns).await
+pub async fn list_checkpoints(Svc(svc): Svc) -> Result<Response, ApiError> {
+    super::routes::checkpoint_list(svc, EngineId::Patterns).await
 }
 
 /// `GET /patterns/checkpoints/{id}`.
-pub async fn get_checkpoint(st: State<AppState>, id: Path<String>) -> Result<Response, ApiError> {
-    super::routes::checkpoint_envelope(st, id, EngineId::Patterns).await
+pub async fn get_checkpoint(
+    CheckpointId(id): CheckpointId,
+    Svc(svc): Svc,
+) -> Result<Response, ApiError> {
+    super::routes::checkpoint_envelope(svc, id, EngineId::Patterns).await
 }
 
 /// `DELETE /patterns/checkpoints/{id}`.
 pub async fn delete_checkpoint(
-    st: State<AppState>,
-    id: Path<String>,
+    CheckpointId(id): CheckpointId,
+    Svc(svc): Svc,
 ) -> Result<Response, ApiError> {
-    super::routes::checkpoint_delete(st, id, EngineId::Patterns).await
+    super::routes::checkpoint_delete(svc, id, EngineId::Patterns).await
 }
 
-async fn restore(st: AppState, source: RestoreSource) -> Result<Response, ApiError> {
-    let svc = st.service()?;
+async fn restore(svc: Arc<Service>, source: RestoreSource) -> Result<Response, ApiError> {
     blocking(move || {
         let r = svc.restore_patterns(source)?;
         to_json(&RestoreResponse {
@@ -225,11 +218,10 @@ async fn restore(st: AppState, source: RestoreSource) -> Result<Response, ApiErr
 
 /// `POST /patterns/checkpoints/{id}/restore`.
 pub async fn restore_by_id(
-    State(st): State<AppState>,
-    Path(id): Path<String>,
+    CheckpointId(id): CheckpointId,
+    Svc(svc): Svc,
 ) -> Result<Response, ApiError> {
-    let id = super::routes::checkpoint_id(&id)?;
-    restore(st, RestoreSource::Id(id)).await
+    restore(svc, RestoreSource::Id(id)).await
 }
 
 /// `POST /patterns/restore` with the envelope as body.
@@ -237,6 +229,8 @@ pub async fn restore_body(
     State(st): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    // The body first (an oversized one is 413 even while recovering), so
+    // the service is asked for here rather than by an extractor.
     let body = body.map_err(|r| extract::body_error(r, st.max_body_bytes))?;
-    restore(st, RestoreSource::Bytes(body.to_vec())).await
+    restore(st.service()?, RestoreSource::Bytes(body.to_vec())).await
 }

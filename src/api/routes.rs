@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::dto::{self, page_body};
 use super::error::{ApiError, Code};
-use super::extract::{PageQuery, QueryParams};
+use super::extract::{CheckpointId, PageQuery, QueryParams, Svc};
 use super::AppState;
 use std::io::Read as _;
 
@@ -49,11 +49,25 @@ pub(crate) fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>, ApiError> {
         .map_err(|e| ApiError::new(Code::Unavailable, format!("cannot encode the answer: {e}")))
 }
 
-fn query(
-    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
-) -> Result<QueryParams, ApiError> {
-    q.map(|Query(v)| QueryParams(v))
-        .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))
+/// `window` and `key` of `GET /results` (each at most once).
+pub struct ResultsQuery {
+    window: Option<String>,
+    key: Option<String>,
+}
+
+impl axum::extract::FromRequestParts<AppState> for ResultsQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        st: &AppState,
+    ) -> Result<Self, ApiError> {
+        let q = QueryParams::from_request_parts(parts, st).await?;
+        Ok(ResultsQuery {
+            window: q.get("window")?.map(str::to_string),
+            key: q.get("key")?.map(str::to_string),
+        })
+    }
 }
 
 /// Waits (up to `wait_ms`) for a page with rows: the long poll of
@@ -85,34 +99,20 @@ pub(super) async fn long_poll(
 }
 
 /// `GET /changes`.
-pub async fn get_changes(
-    State(st): State<AppState>,
-    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ApiError> {
-    let q = PageQuery::parse(&query(q)?)?;
-    let page = long_poll(st.service()?, Stream::Changes, q).await?;
+pub async fn get_changes(q: PageQuery, Svc(svc): Svc) -> Result<Response, ApiError> {
+    let page = long_poll(svc, Stream::Changes, q).await?;
     Ok(json_response(StatusCode::OK, page_body("changes", &page)))
 }
 
 /// `GET /late`.
-pub async fn get_late(
-    State(st): State<AppState>,
-    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ApiError> {
-    let q = PageQuery::parse(&query(q)?)?;
-    let page = long_poll(st.service()?, Stream::Late, q).await?;
+pub async fn get_late(q: PageQuery, Svc(svc): Svc) -> Result<Response, ApiError> {
+    let page = long_poll(svc, Stream::Late, q).await?;
     Ok(json_response(StatusCode::OK, page_body("late", &page)))
 }
 
 /// `GET /results?window=W&key=K`.
-pub async fn get_results(
-    State(st): State<AppState>,
-    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ApiError> {
-    let q = query(q)?;
-    let window = q.get("window")?.map(str::to_string);
-    let key = q.get("key")?.map(str::to_string);
-    let svc = st.service()?;
+pub async fn get_results(q: ResultsQuery, Svc(svc): Svc) -> Result<Response, ApiError> {
+    let ResultsQuery { window, key } = q;
     blocking(move || {
         let r = svc.results(window.as_deref(), key.as_deref())?;
         to_json(&dto::ResultsResponse {
@@ -127,16 +127,14 @@ pub async fn get_results(
 }
 
 /// `GET /status`.
-pub async fn get_status(State(st): State<AppState>) -> Result<Response, ApiError> {
-    let svc = st.service()?;
+pub async fn get_status(Svc(svc): Svc) -> Result<Response, ApiError> {
     blocking(move || to_json(&dto::StatusResponse::new(&svc.status()?)))
         .await
         .map(|b| json_response(StatusCode::OK, b))
 }
 
 /// `GET /pipeline`.
-pub async fn get_pipeline(State(st): State<AppState>) -> Result<Response, ApiError> {
-    let svc = st.service()?;
+pub async fn get_pipeline(Svc(svc): Svc) -> Result<Response, ApiError> {
     Ok(json_response(
         StatusCode::OK,
         svc.pipeline().to_json().into_bytes(),
@@ -146,10 +144,9 @@ pub async fn get_pipeline(State(st): State<AppState>) -> Result<Response, ApiErr
 /// Stores a checkpoint of `engine` (`POST /checkpoints`, `POST
 /// /patterns/checkpoints`).
 pub(super) async fn create_checkpoint(
-    State(st): State<AppState>,
+    svc: Arc<Service>,
     engine: EngineId,
 ) -> Result<Response, ApiError> {
-    let svc = st.service()?;
     blocking(move || {
         let m = svc.create_checkpoint(engine)?;
         to_json(&dto::CheckpointCreated {
@@ -165,10 +162,9 @@ pub(super) async fn create_checkpoint(
 
 /// Lists `engine`'s stored checkpoints, newest first.
 pub(super) async fn checkpoint_list(
-    State(st): State<AppState>,
+    svc: Arc<Service>,
     engine: EngineId,
 ) -> Result<Response, ApiError> {
-    let svc = st.service()?;
     blocking(move || {
         let list = svc.checkpoints(engine)?;
         to_json(&dto::CheckpointList {
@@ -181,12 +177,10 @@ pub(super) async fn checkpoint_list(
 
 /// The envelope bytes of one of `engine`'s checkpoints, exactly as stored.
 pub(super) async fn checkpoint_envelope(
-    State(st): State<AppState>,
-    Path(id): Path<String>,
+    svc: Arc<Service>,
+    id: i64,
     engine: EngineId,
 ) -> Result<Response, ApiError> {
-    let id = checkpoint_id(&id)?;
-    let svc = st.service()?;
     let download = {
         let svc = svc.clone();
         blocking(move || Ok(svc.checkpoint_download(engine, id)?)).await?
@@ -293,43 +287,38 @@ fn tokio_stream_of<T: Send + 'static>(
 
 /// Deletes one of `engine`'s checkpoints: 204 No Content.
 pub(super) async fn checkpoint_delete(
-    State(st): State<AppState>,
-    Path(id): Path<String>,
+    svc: Arc<Service>,
+    id: i64,
     engine: EngineId,
 ) -> Result<Response, ApiError> {
-    let id = checkpoint_id(&id)?;
-    let svc = st.service()?;
     blocking(move || Ok(svc.delete_checkpoint(engine, id)?)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `POST /checkpoints`.
-pub async fn post_checkpoint(st: State<AppState>) -> Result<Response, ApiError> {
-    create_checkpoint(st, EngineId::Window).await
+pub async fn post_checkpoint(Svc(svc): Svc) -> Result<Response, ApiError> {
+    create_checkpoint(svc, EngineId::Window).await
 }
 
 /// `GET /checkpoints`.
-pub async fn list_checkpoints(st: State<AppState>) -> Result<Response, ApiError> {
-    checkpoint_list(st, EngineId::Window).await
-}
-
-/// A checkpoint id from the path (anything else is an unknown checkpoint).
-pub(super) fn checkpoint_id(raw: &str) -> Result<i64, ApiError> {
-    raw.parse::<i64>()
-        .map_err(|_| ApiError::new(Code::NotFound, format!("no checkpoint with id {raw:?}")))
+pub async fn list_checkpoints(Svc(svc): Svc) -> Result<Response, ApiError> {
+    checkpoint_list(svc, EngineId::Window).await
 }
 
 /// `GET /checkpoints/{id}`: the envelope bytes exactly as stored.
-pub async fn get_checkpoint(st: State<AppState>, id: Path<String>) -> Result<Response, ApiError> {
-    checkpoint_envelope(st, id, EngineId::Window).await
+pub async fn get_checkpoint(
+    CheckpointId(id): CheckpointId,
+    Svc(svc): Svc,
+) -> Result<Response, ApiError> {
+    checkpoint_envelope(svc, id, EngineId::Window).await
 }
 
 /// `DELETE /checkpoints/{id}`: 204 No Content.
 pub async fn delete_checkpoint(
-    st: State<AppState>,
-    id: Path<String>,
+    CheckpointId(id): CheckpointId,
+    Svc(svc): Svc,
 ) -> Result<Response, ApiError> {
-    checkpoint_delete(st, id, EngineId::Window).await
+    checkpoint_delete(svc, id, EngineId::Window).await
 }
 
 fn restore_answer(o: &crate::service::RestoreOutcome) -> Result<Vec<u8>, ApiError> {
@@ -342,11 +331,9 @@ fn restore_answer(o: &crate::service::RestoreOutcome) -> Result<Vec<u8>, ApiErro
 
 /// `POST /checkpoints/{id}/restore`.
 pub async fn restore_by_id(
-    State(st): State<AppState>,
-    Path(id): Path<String>,
+    CheckpointId(id): CheckpointId,
+    Svc(svc): Svc,
 ) -> Result<Response, ApiError> {
-    let id = checkpoint_id(&id)?;
-    let svc = st.service()?;
     blocking(move || restore_answer(&svc.restore(RestoreSource::Id(id))?))
         .await
         .map(|b| json_response(StatusCode::OK, b))
@@ -361,10 +348,10 @@ const RESTORE_IN_MEMORY: usize = 16 << 20;
 /// `service::restore_stream`), up to `--max-restore-bytes`.
 pub async fn restore_body(
     State(st): State<AppState>,
+    Svc(svc): Svc,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     use futures_util::StreamExt as _;
-    let svc = st.service()?;
     let in_memory = st.max_body_bytes.min(RESTORE_IN_MEMORY);
     let limit = match st.max_restore_bytes {
         0 => st.max_body_bytes as u64,
@@ -505,8 +492,7 @@ pub async fn healthz() -> Response {
 }
 
 /// `GET /readyz`: recovery finished and the store is writable.
-pub async fn readyz(State(st): State<AppState>) -> Result<Response, ApiError> {
-    let svc = st.service()?;
+pub async fn readyz(Svc(svc): Svc) -> Result<Response, ApiError> {
     if svc.is_ready() {
         Ok(json_response(
             StatusCode::OK,

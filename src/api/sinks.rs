@@ -25,6 +25,20 @@ impl From<SinkError> for ApiError {
     }
 }
 
+/// The sinks, for a handler: 503 while the service recovers.
+pub struct SinkSet(std::sync::Arc<Sinks>);
+
+impl axum::extract::FromRequestParts<AppState> for SinkSet {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        _: &mut axum::http::request::Parts,
+        st: &AppState,
+    ) -> Result<Self, ApiError> {
+        sinks(st).map(SinkSet)
+    }
+}
+
 fn sinks(st: &AppState) -> Result<std::sync::Arc<Sinks>, ApiError> {
     st.service()?;
     st.sinks
@@ -38,6 +52,7 @@ pub async fn post_sink(
     State(st): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    // The body first (an oversized one is 413 even while recovering).
     let body = body.map_err(|r| extract::body_error(r, st.max_body_bytes))?;
     let sinks = sinks(&st)?;
     let view = blocking(move || Ok(sinks.create(&body)?)).await?;
@@ -45,8 +60,7 @@ pub async fn post_sink(
 }
 
 /// `GET /sinks`: `{"sinks":[...]}`, by name.
-pub async fn list_sinks(State(st): State<AppState>) -> Result<Response, ApiError> {
-    let sinks = sinks(&st)?;
+pub async fn list_sinks(SinkSet(sinks): SinkSet) -> Result<Response, ApiError> {
     let list = blocking(move || Ok(sinks.list()?)).await?;
     let mut out = String::from("{\"sinks\":[");
     for (i, v) in list.iter().enumerate() {
@@ -61,20 +75,18 @@ pub async fn list_sinks(State(st): State<AppState>) -> Result<Response, ApiError
 
 /// `GET /sinks/{name}`.
 pub async fn get_sink(
-    State(st): State<AppState>,
     Path(name): Path<String>,
+    SinkSet(sinks): SinkSet,
 ) -> Result<Response, ApiError> {
-    let sinks = sinks(&st)?;
     let view = blocking(move || Ok(sinks.get(&name)?)).await?;
     Ok(json_response(StatusCode::OK, view.json.into_bytes()))
 }
 
 /// `DELETE /sinks/{name}`: 204.
 pub async fn delete_sink(
-    State(st): State<AppState>,
     Path(name): Path<String>,
+    SinkSet(sinks): SinkSet,
 ) -> Result<Response, ApiError> {
-    let sinks = sinks(&st)?;
     blocking(move || Ok(sinks.delete(&name)?)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

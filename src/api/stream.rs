@@ -18,15 +18,15 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use tokio::sync::watch;
 
 use super::error::ApiError;
-use super::extract::QueryParams;
+use super::extract::{QueryParams, Svc};
 use super::routes::blocking;
 use super::AppState;
 use crate::service::{Heads, Service};
@@ -87,54 +87,59 @@ fn last_event_id(s: &str) -> Option<(u64, u64)> {
     }
 }
 
+/// Where a stream starts: `after` and `epoch` from the query, overridden
+/// by a `Last-Event-ID` (a reconnecting `EventSource` sends it).
+pub struct StreamStart {
+    after: u64,
+    epoch: Option<u64>,
+}
+
+impl FromRequestParts<AppState> for StreamStart {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        let q = QueryParams::from_request_parts(parts, st).await?;
+        let headers = &parts.headers;
+        let mut after = q.int("after", 0, 0, i64::MAX)? as u64;
+        let mut epoch = match q.get("epoch")? {
+            Some(_) => Some(q.int("epoch", 0, 0, i64::MAX)? as u64),
+            None => None,
+        };
+        if let Some(v) = headers.get("last-event-id") {
+            let bad = || {
+                ApiError::bad_request(
+                    "Last-Event-ID must be <epoch>:<sequence> (or a sequence alone, in epoch 0)",
+                )
+            };
+            let s = v.to_str().map_err(|_| bad())?.trim();
+            // A blank value is no position (the SSE last event ID buffer is
+            // empty until an event with an id arrives), as without the header.
+            if !s.is_empty() {
+                let (e, seq) = last_event_id(s).ok_or_else(bad)?;
+                epoch = Some(e);
+                after = seq;
+            }
+        }
+        Ok(StreamStart { after, epoch })
+    }
+}
+
 /// `GET /changes/stream`.
-pub async fn get_stream(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ApiError> {
-    stream_of(Stream::Changes, st, headers, q).await
+pub async fn get_stream(start: StreamStart, Svc(svc): Svc) -> Result<Response, ApiError> {
+    stream_of(Stream::Changes, start, svc).await
 }
 
 /// `GET /patterns/output/stream`: the pattern output, with the same rules.
-pub async fn get_pattern_stream(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ApiError> {
-    stream_of(Stream::Patterns, st, headers, q).await
+pub async fn get_pattern_stream(start: StreamStart, Svc(svc): Svc) -> Result<Response, ApiError> {
+    stream_of(Stream::Patterns, start, svc).await
 }
 
 async fn stream_of(
     stream: Stream,
-    st: AppState,
-    headers: HeaderMap,
-    q: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
+    start: StreamStart,
+    svc: Arc<Service>,
 ) -> Result<Response, ApiError> {
-    let q = q
-        .map(|Query(v)| QueryParams(v))
-        .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))?;
-    let mut after = q.int("after", 0, 0, i64::MAX)? as u64;
-    let mut epoch = match q.get("epoch")? {
-        Some(_) => Some(q.int("epoch", 0, 0, i64::MAX)? as u64),
-        None => None,
-    };
-    if let Some(v) = headers.get("last-event-id") {
-        let bad = || {
-            ApiError::bad_request(
-                "Last-Event-ID must be <epoch>:<sequence> (or a sequence alone, in epoch 0)",
-            )
-        };
-        let s = v.to_str().map_err(|_| bad())?.trim();
-        // A blank value is no position (the SSE last event ID buffer is
-        // empty until an event with an id arrives), as without the header.
-        if !s.is_empty() {
-            let (e, seq) = last_event_id(s).ok_or_else(bad)?;
-            epoch = Some(e);
-            after = seq;
-        }
-    }
-    let svc = st.service()?;
+    let StreamStart { after, epoch } = start;
     let rx = svc.subscribe();
     // The first page: refuses a future epoch or a pruned position before
     // the stream starts (as problem+json), and learns the current epoch.

@@ -538,7 +538,7 @@ fn parse_line(text: &str) -> Result<Operation<'_>, String> {
         "advance" => {
             only(&["op", "watermark"])?;
             let w = field("watermark").ok_or("an advance needs a \"watermark\"")?;
-            let w = crate::engine::strict::int_token(w.get(), "watermark")
+            let w = crate::canonical::strict::int_token(w.get(), "watermark")
                 .map_err(|_| format!("watermark: {} is not a 64-bit integer", w.get()))?;
             Ok(Operation::Advance(w))
         }

@@ -64,12 +64,12 @@ enum Kind {
 /// A present field must hold an integer (`null` is refused, `-0` is 0: the
 /// server's rules and words).
 fn present_offset<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    crate::engine::strict::int_field(d, "offset").map(Some)
+    crate::canonical::strict::int_field(d, "offset").map(Some)
 }
 
 /// As [`present_offset`], for `watermark`.
 fn present_watermark<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    crate::engine::strict::int_field(d, "watermark").map(Some)
+    crate::canonical::strict::int_field(d, "watermark").map(Some)
 }
 
 /// One checked operation.

@@ -14,6 +14,7 @@ use crate::store::StoredBody;
 
 use super::cmd::{Advance, AdvanceAll, Cmd, Idle, Ingest, Output};
 use super::commit::{json_records, Encoded, Pending};
+use super::order::{Held, Nothing};
 use super::parse::Framing;
 use super::{Metrics, Service, ServiceError};
 
@@ -74,7 +75,8 @@ impl Service {
             framing,
             deliveries,
         };
-        let (ticket, o) = self.apply(cmd, StoredBody::pack(raw))?;
+        let at = &mut Held::entry();
+        let (ticket, o) = self.apply(at, cmd, StoredBody::pack(raw))?;
         let enc = Encoded::new(&Output {
             changes: &o.changes,
             late: &o.late,
@@ -86,7 +88,7 @@ impl Service {
             Ok(e) if full => json_records(e.records()),
             _ => Vec::new(),
         };
-        let changes = self.commit(ticket, enc, || {
+        let changes = self.commit(at, ticket, enc, || {
             if full {
                 json_array(&o.changes)
             } else {
@@ -161,12 +163,13 @@ impl Service {
         body: StoredBody,
         reply: Reply,
     ) -> Result<TickAnswer, ServiceError> {
-        let (ticket, o) = self.apply(cmd, body)?;
+        let at = &mut Held::entry();
+        let (ticket, o) = self.apply(at, cmd, body)?;
         let enc = Encoded::new(&Output {
             changes: &o.changes,
             ..Output::default()
         });
-        let changes = self.commit(ticket, enc, || match reply {
+        let changes = self.commit(at, ticket, enc, || match reply {
             Reply::Full => json_array(&o.changes),
             Reply::Minimal => Vec::new(),
         })?;
@@ -184,12 +187,13 @@ impl Service {
     /// command log stores.
     pub(super) fn apply<C: Cmd>(
         &self,
+        at: &mut Held<Nothing>,
         cmd: C,
         body: StoredBody,
     ) -> Result<(u64, C::Out), ServiceError> {
-        let _turn = self.processor.turns.wait();
-        let mut guard = self.lock_consistent()?;
-        let inner = &mut *guard;
+        let mut turn = self.processor.turns.wait(at);
+        let mut guard = self.lock_consistent(turn.held())?;
+        let (inner, at) = guard.parts();
         let (engine, kind) = (C::ENGINE, cmd.kind());
         let applied = match cmd.apply(&mut inner.engines) {
             Ok(a) => a,
@@ -216,7 +220,7 @@ impl Service {
                 }
             }
         }
-        self.enqueue(Pending::new(ticket, engine, kind, body, heads))?;
+        self.enqueue(at, Pending::new(ticket, engine, kind, body, heads))?;
         Ok((ticket, applied))
     }
 }

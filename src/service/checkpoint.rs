@@ -14,6 +14,7 @@ use crate::engine::history::{NewSegment, SegId, SegRef, StoreFault};
 use crate::engine::Flushed;
 use crate::store::{CheckpointMeta, EngineId, Origin, Reader};
 
+use super::order::{self, Before, Held, Nothing};
 use super::{Inner, Metrics, Service, ServiceError};
 
 /// Most deliveries a history segment holds (one partition's part of a
@@ -157,12 +158,13 @@ impl Service {
     fn checkpoint_locked(
         &self,
         inner: &mut Inner,
+        at: &mut Held<order::Processor>,
         engine: EngineId,
         origin: Origin,
     ) -> Result<CheckpointMeta, ServiceError> {
         let (envelope, covers) = inner.envelope(engine)?;
         let (meta, version) = {
-            let mut w = self.writer();
+            let mut w = self.writer(at);
             let version = self.commits.base_version.fetch_add(1, Ordering::SeqCst) + 1;
             (
                 w.checkpoint(engine, &envelope, covers.sequence, origin),
@@ -170,9 +172,9 @@ impl Service {
             )
         };
         let meta = meta.inspect_err(|_| Metrics::inc(&self.env.metrics.storage_failures, 1))?;
-        *self.queue().logged.get_mut(engine) = 0;
+        *self.queue(at).logged.get_mut(engine) = 0;
         self.env.metrics.checkpoint_stored(meta.bytes);
-        self.retain(engine, covers, version);
+        self.retain(at, engine, covers, version);
         Ok(meta)
     }
 
@@ -187,9 +189,15 @@ impl Service {
     /// writer, which a restore holds to store itself): after a restore
     /// the checkpoint's sequences and the heads read before it no longer
     /// describe the stored history, and the restore's own base is newer.
-    fn retain(&self, engine: EngineId, covers: Covers, version: u64) {
+    fn retain<L: Before<order::Writer>>(
+        &self,
+        at: &mut Held<L>,
+        engine: EngineId,
+        covers: Covers,
+        version: u64,
+    ) {
         let r = self.checkpoints.retention;
-        let mut w = self.writer();
+        let mut w = self.writer(at);
         if let Err(e) =
             w.prune_checkpoints(engine, r.checkpoints.max(1), &|| self.env.faults.deleting())
         {
@@ -219,10 +227,11 @@ impl Service {
     /// `POST /checkpoints`: stores a checkpoint of an engine's current state
     /// (the window engine's sealed: its answer carries the checksum).
     pub fn create_checkpoint(&self, engine: EngineId) -> Result<CheckpointMeta, ServiceError> {
+        let at = &mut Held::entry();
         match engine {
             EngineId::Window => {
                 let meta = self
-                    .window_checkpoint(Origin::User, |_, _| true)?
+                    .window_checkpoint(at, Origin::User, |_, _| true)?
                     .ok_or_else(|| {
                         ServiceError::Unavailable(
                             "a restore replaced the state while the checkpoint was taken; \
@@ -230,15 +239,16 @@ impl Service {
                                 .into(),
                         )
                     })?;
-                self.seal(meta.id)?.ok_or_else(|| {
+                self.seal(at, meta.id)?.ok_or_else(|| {
                     ServiceError::Unavailable(
                         "the checkpoint was deleted as soon as it was taken".into(),
                     )
                 })
             }
             EngineId::Patterns => {
-                let mut g = self.lock_settled()?;
-                self.checkpoint_locked(&mut g, engine, Origin::User)
+                let mut g = self.lock_settled(at)?;
+                let (inner, at) = g.parts();
+                self.checkpoint_locked(inner, at, engine, Origin::User)
             }
         }
     }
@@ -252,20 +262,22 @@ impl Service {
     /// meanwhile (the new segments then belong to nothing and go).
     pub(super) fn window_checkpoint(
         &self,
+        at: &mut Held<Nothing>,
         origin: Origin,
         due: impl Fn(u64, u64) -> bool,
     ) -> Result<Option<CheckpointMeta>, ServiceError> {
-        let _one = self.checkpointing();
+        let mut one = self.checkpointing(at);
+        let at = one.held();
         // A duration for the metrics only.
         #[allow(clippy::disallowed_methods)]
         let began = std::time::Instant::now();
         let (snap, up_to, logged, version, generation) = {
-            let g = self.lock_settled()?;
-            let logged = self.queue().logged.get(EngineId::Window);
+            let mut g = self.lock_settled(at)?;
+            let logged = self.queue(g.held()).logged.get(EngineId::Window);
             if !due(logged, g.engines.window.tail_len()) {
                 return Ok(None);
             }
-            let up_to = self.writer().last_command_id(EngineId::Window)?;
+            let up_to = self.writer(g.held()).last_command_id(EngineId::Window)?;
             (
                 g.engines.window.snapshot(),
                 up_to,
@@ -281,7 +293,7 @@ impl Service {
         let mut stored: Vec<(NewSegment, SegId)> = Vec::new();
         snap.each_tail_segment(SEGMENT_ITEMS, &mut |mut seg| {
             let id = self
-                .writer()
+                .writer(at)
                 .put_segment_as(seg.kind, seg.count, &seg.text, &seg.ends, false)
                 .map_err(storage)?;
             self.wal_written(seg.text.len());
@@ -302,7 +314,7 @@ impl Service {
         let flushed = snap.flushed_with(&stored);
         let bytes = crate::engine::checkpoint::envelope_len(&live, &flushed);
         let (meta, version) = {
-            let mut w = self.writer();
+            let mut w = self.writer(at);
             if self.commits.base_version.load(Ordering::SeqCst) != version {
                 return Ok(None);
             }
@@ -321,7 +333,7 @@ impl Service {
         };
         self.env.faults.checkpoint_linked();
         {
-            let mut g = self.lock();
+            let mut g = self.lock(at);
             // Unless a rebuild replaced the engine meanwhile (it then holds
             // the same history in its tail, flushed next time).
             if g.window_gen == generation {
@@ -329,7 +341,7 @@ impl Service {
             }
         }
         {
-            let mut q = self.queue();
+            let mut q = self.queue(at);
             let n = q.logged.get_mut(EngineId::Window);
             *n = n.saturating_sub(logged);
         }
@@ -339,6 +351,7 @@ impl Service {
             .last_checkpoint_store_us
             .store(began.elapsed().as_micros() as u64, Ordering::Relaxed);
         self.retain(
+            at,
             EngineId::Window,
             Covers {
                 sequence: snap.sequence(),
@@ -361,14 +374,19 @@ impl Service {
     /// `force`; lends the writer one short transaction at a time. A
     /// failure is logged: the entries stay in memory, and a restart adds
     /// them again from the segments.
-    pub(super) fn flush_ids(&self, mark: SegId, force: bool) {
+    pub(super) fn flush_ids<L: Before<order::Writer>>(
+        &self,
+        at: &mut Held<L>,
+        mark: SegId,
+        force: bool,
+    ) {
         let h = &self.setup.history;
         if !force && h.unflushed_ids() < IDS_FLUSH {
             return;
         }
         let mut with_writer =
             |f: &mut dyn FnMut(&mut crate::store::Writer) -> crate::store::Result<()>| {
-                f(&mut self.writer())
+                f(&mut self.writer(at))
             };
         if let Err(e) = h.flush_ids(mark, &mut with_writer) {
             Metrics::inc(&self.env.metrics.storage_failures, 1);
@@ -380,7 +398,11 @@ impl Service {
     /// over its history, in one read snapshot: a deletion meanwhile cannot
     /// take its segments away), and returns its metadata; `None` when it
     /// is not (or no longer) listed.
-    pub(super) fn seal(&self, id: i64) -> Result<Option<CheckpointMeta>, ServiceError> {
+    pub(super) fn seal<L: Before<order::Writer>>(
+        &self,
+        at: &mut Held<L>,
+        id: i64,
+    ) -> Result<Option<CheckpointMeta>, ServiceError> {
         // A duration for the metrics only.
         #[allow(clippy::disallowed_methods)]
         let began = std::time::Instant::now();
@@ -413,7 +435,7 @@ impl Service {
         match sealed {
             None => return Ok(None),
             Some(Some((envelope, state))) => {
-                self.writer().seal_checkpoint(id, &envelope, &state)?;
+                self.writer(at).seal_checkpoint(id, &envelope, &state)?;
                 self.env
                     .metrics
                     .last_checkpoint_seal_us
@@ -429,9 +451,10 @@ impl Service {
 
     /// `DELETE /checkpoints/{id}`.
     pub fn delete_checkpoint(&self, engine: EngineId, id: i64) -> Result<(), ServiceError> {
-        let _one = self.checkpointing();
+        let at = &mut Held::entry();
+        let mut one = self.checkpointing(at);
         let found = self
-            .writer()
+            .writer(one.held())
             .delete_checkpoint(engine, id, &|| self.env.faults.deleting())
             .inspect_err(|_| Metrics::inc(&self.env.metrics.storage_failures, 1))?;
         if found {
@@ -457,24 +480,25 @@ impl Service {
     pub(super) fn automatic_checkpoint(&self) {
         let every = self.checkpoints.checkpoint_every;
         let due = |logged: u64, tail: u64| (every > 0 && logged >= every) || tail >= TAIL_MAX;
-        if let Err(e) = self.window_checkpoint(Origin::Auto, due) {
+        let at = &mut Held::entry();
+        if let Err(e) = self.window_checkpoint(at, Origin::Auto, due) {
             tracing::warn!(error = %e, "automatic checkpoint failed (the command log still covers it)");
         }
-        self.automatic_checkpoint_of(EngineId::Patterns);
-        self.flush_ids(self.setup.history.last_segment(), false);
+        self.automatic_checkpoint_of(at, EngineId::Patterns);
+        self.flush_ids(at, self.setup.history.last_segment(), false);
     }
 
-    fn automatic_checkpoint_of(&self, engine: EngineId) {
+    fn automatic_checkpoint_of(&self, at: &mut Held<Nothing>, engine: EngineId) {
         let (snapshot, covers, up_to, logged, version) = {
-            let Ok(g) = self.lock_settled() else {
+            let Ok(mut g) = self.lock_settled(at) else {
                 return;
             };
-            let logged = self.queue().logged.get(engine);
+            let logged = self.queue(g.held()).logged.get(engine);
             if self.checkpoints.checkpoint_every == 0 || logged < self.checkpoints.checkpoint_every
             {
                 return;
             }
-            let up_to = match self.writer().last_command_id(engine) {
+            let up_to = match self.writer(g.held()).last_command_id(engine) {
                 Ok(id) => id,
                 Err(e) => {
                     tracing::warn!(error = %e, "automatic checkpoint skipped");
@@ -494,14 +518,14 @@ impl Service {
                 return;
             }
         };
-        match self.store_in_pieces(engine, &envelope, covers.sequence, up_to, version) {
+        match self.store_in_pieces(at, engine, &envelope, covers.sequence, up_to, version) {
             Ok(Some((meta, version))) => {
-                let mut q = self.queue();
+                let mut q = self.queue(at);
                 let n = q.logged.get_mut(engine);
                 *n = n.saturating_sub(logged);
                 drop(q);
                 self.env.metrics.checkpoint_stored(meta.bytes);
-                self.retain(engine, covers, version);
+                self.retain(at, engine, covers, version);
             }
             // a restore or another checkpoint moved the base meanwhile
             Ok(None) => {}
@@ -519,8 +543,9 @@ impl Service {
     /// recovery base and removes the engine's commands up to `up_to`, with
     /// the base version it set. `None` when the base moved since `version`
     /// (the pieces are dropped).
-    fn store_in_pieces(
+    fn store_in_pieces<L: Before<order::Writer>>(
         &self,
+        at: &mut Held<L>,
         engine: EngineId,
         envelope: &[u8],
         sequence: u64,
@@ -529,7 +554,7 @@ impl Service {
     ) -> crate::store::Result<Option<(CheckpointMeta, u64)>> {
         let mut staging = None;
         for piece in envelope.chunks(crate::store::PIECE_BYTES) {
-            staging = Some(self.writer().stage_piece(staging, piece)?);
+            staging = Some(self.writer(at).stage_piece(staging, piece)?);
             self.wal_written(piece.len());
         }
         let Some(staging) = staging else {
@@ -537,7 +562,7 @@ impl Service {
         };
         self.env.faults.checkpoint_pieces_written();
         let sha256 = crate::store::sha256_hex(envelope);
-        let mut w = self.writer();
+        let mut w = self.writer(at);
         if self.commits.base_version.load(Ordering::SeqCst) != version {
             w.drop_pieces(staging)?;
             return Ok(None);
@@ -551,15 +576,17 @@ impl Service {
     /// logged commands since its recovery base (so a restart replays
     /// nothing).
     pub fn final_checkpoint(&self) -> Result<Vec<CheckpointMeta>, ServiceError> {
+        let at = &mut Held::entry();
         let mut out = Vec::new();
-        if let Some(meta) = self.window_checkpoint(Origin::Auto, |logged, _| logged > 0)? {
+        if let Some(meta) = self.window_checkpoint(at, Origin::Auto, |logged, _| logged > 0)? {
             out.push(meta);
         }
         let last = self.setup.history.last_segment();
-        self.flush_ids(last, true);
-        let mut g = self.lock_settled()?;
-        if self.queue().logged.get(EngineId::Patterns) > 0 {
-            out.push(self.checkpoint_locked(&mut g, EngineId::Patterns, Origin::Auto)?);
+        self.flush_ids(at, last, true);
+        let mut g = self.lock_settled(at)?;
+        let (inner, at) = g.parts();
+        if self.queue(at).logged.get(EngineId::Patterns) > 0 {
+            out.push(self.checkpoint_locked(inner, at, EngineId::Patterns, Origin::Auto)?);
         }
         Ok(out)
     }
@@ -580,7 +607,7 @@ impl Service {
                 return Ok(list);
             }
             for id in unsealed {
-                self.seal(id)?;
+                self.seal(&mut Held::entry(), id)?;
             }
         }
         Ok(self
@@ -595,7 +622,7 @@ impl Service {
         if engine == EngineId::Window {
             let incremental = self.with_reader(|r| r.window_checkpoint(id, 0))?.is_some();
             if incremental {
-                return match self.seal(id)? {
+                return match self.seal(&mut Held::entry(), id)? {
                     Some(_) => Ok(Download::Window(id)),
                     None => Err(ServiceError::NotFound(format!(
                         "no checkpoint with id {id}"

@@ -23,11 +23,11 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
-use std::sync::MutexGuard;
 
 use crate::store::{self, CommandRow, EngineId, StoredBody, Stream};
 
 use super::cmd::Output;
+use super::order::{self, Held, Nothing};
 use super::recover::Logged;
 use super::{Inner, Metrics, Service, ServiceError};
 
@@ -149,73 +149,62 @@ pub(super) fn json_records(records: &[(u64, String)]) -> Vec<u8> {
     out
 }
 
-/// Marks the queue poisoned if a caller leaves before encoding its call (a
-/// failed encoding, a panic): nothing behind it could ever commit otherwise.
-struct Unfilled<'a> {
-    svc: &'a Service,
-    armed: bool,
-}
-
-impl Drop for Unfilled<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            let mut q = self.svc.queue();
-            self.svc
-                .fail_all(&mut q, "internal failure; nothing was applied", &[]);
-            self.svc.commits.committed.notify_all();
-        }
-    }
-}
-
 impl Service {
     /// Steps 2 and 3 of a call: hands the encoded output to the queue (and
     /// leads the commit at once if none is running), runs `meanwhile` (the
     /// answer's JSON, overlapping the commit in flight), then leads a commit
-    /// or waits for the one that includes this call.
+    /// or waits for the one that includes this call. `at`: the call holds
+    /// nothing (a leader may have to rebuild the engines).
     pub(super) fn commit<R>(
         &self,
+        at: &mut Held<Nothing>,
         ticket: u64,
         enc: Result<Encoded, ServiceError>,
         meanwhile: impl FnOnce() -> R,
     ) -> Result<R, ServiceError> {
-        let mut guard = Unfilled {
-            svc: self,
-            armed: true,
+        let enc = match enc {
+            Ok(enc) => enc,
+            Err(e) => {
+                // Nothing behind this call could ever commit: fail them all.
+                let mut q = self.queue(at);
+                self.fail_all(&mut q, "internal failure; nothing was applied", &[]);
+                self.commits.committed.notify_all();
+                return Err(e);
+            }
         };
-        let enc = enc?;
-        let mut q = self.queue();
-        if let Some(p) = q.queue.iter_mut().rev().find(|p| p.ticket == ticket) {
-            p.encoded = Some(enc);
+        {
+            let mut q = self.queue(at);
+            if let Some(p) = q.queue.iter_mut().rev().find(|p| p.ticket == ticket) {
+                p.encoded = Some(enc);
+            }
         }
-        guard.armed = false;
-        drop(guard);
-        if !q.leader && q.queue.front().is_some_and(|p| p.encoded.is_some()) {
-            q = self.lead(q);
-        }
-        drop(q);
+        self.lead(at);
         let answer = meanwhile();
-        let mut q = self.queue();
         loop {
-            if let Some(r) = q.outcomes.remove(&ticket) {
-                return r.map(|()| answer).map_err(ServiceError::Unavailable);
+            let mut q = self.queue(at);
+            loop {
+                if let Some(r) = q.outcomes.remove(&ticket) {
+                    return r.map(|()| answer).map_err(ServiceError::Unavailable);
+                }
+                if !q.leader && q.queue.front().is_some_and(|p| p.encoded.is_some()) {
+                    break;
+                }
+                q = q.wait(&self.commits.committed);
             }
-            if !q.leader && q.queue.front().is_some_and(|p| p.encoded.is_some()) {
-                q = self.lead(q);
-                continue;
-            }
-            q = self
-                .commits
-                .committed
-                .wait(q)
-                .unwrap_or_else(|e| e.into_inner());
+            drop(q);
+            self.lead(at);
         }
     }
 
     /// Queues an applied call (under the processor lock, in ticket order).
     /// Refused when a commit failed meanwhile: the call builds on state that
     /// is being taken back (the engines are rebuilt before anyone uses them).
-    pub(super) fn enqueue(&self, pending: Pending) -> Result<(), ServiceError> {
-        let mut q = self.queue();
+    pub(super) fn enqueue(
+        &self,
+        at: &mut Held<order::Processor>,
+        pending: Pending,
+    ) -> Result<(), ServiceError> {
+        let mut q = self.queue(at);
         if q.poisoned {
             Metrics::inc(&self.env.metrics.storage_failures, 1);
             return Err(ServiceError::Unavailable(
@@ -226,13 +215,19 @@ impl Service {
         Ok(())
     }
 
-    /// Commits every encoded call at the head of the queue in one
+    /// Unless a commit is running or the head of the queue is not encoded
+    /// yet: commits every encoded call at the head of the queue in one
     /// transaction and records their outcomes.
-    fn lead<'a>(&'a self, mut q: MutexGuard<'a, CommitQueue>) -> MutexGuard<'a, CommitQueue> {
-        q.leader = true;
-        let n = q.queue.iter().take_while(|p| p.encoded.is_some()).count();
-        let group: Vec<Pending> = q.queue.drain(..n).collect();
-        drop(q);
+    fn lead(&self, at: &mut Held<Nothing>) {
+        let group: Vec<Pending> = {
+            let mut q = self.queue(at);
+            if q.leader || q.queue.front().is_none_or(|p| p.encoded.is_none()) {
+                return;
+            }
+            q.leader = true;
+            let n = q.queue.iter().take_while(|p| p.encoded.is_some()).count();
+            q.queue.drain(..n).collect()
+        };
         let res = {
             let rows: Vec<CommandRow<'_>> = group
                 .iter()
@@ -253,14 +248,14 @@ impl Service {
                 })
                 .collect();
             let (n, fail) = self.env.faults.commit_begins();
-            let res = self.writer().append_or_fail(&rows, fail);
+            let res = self.writer(at).append_or_fail(&rows, fail);
             if res.is_ok() {
                 // durable, and nobody answered yet
                 self.env.faults.committed(n);
             }
             res
         };
-        let mut q = self.queue();
+        let mut q = self.queue(at);
         q.leader = false;
         let tickets: Vec<u64> = group.iter().map(|p| p.ticket).collect();
         let failed = match res {
@@ -319,8 +314,8 @@ impl Service {
         if failed {
             drop(q);
             // Rebuild now (the next caller would otherwise do it).
-            drop(self.lock_consistent());
-            return self.queue();
+            drop(self.lock_consistent(at));
+            return;
         }
         if self.commits.wal.restart_due() {
             // The group is answered; the next leader waits for this short
@@ -328,13 +323,11 @@ impl Service {
             drop(q);
             // Whatever the outcome, the next try waits for the next passive
             // round (a reader on an old snapshot may hold it up a while).
-            if let Err(e) = self.writer().restart_wal() {
+            if let Err(e) = self.writer(at).restart_wal() {
                 tracing::warn!(error = %e, "WAL restart failed (the WAL keeps the data)");
             }
             self.commits.wal.restart_tried();
-            return self.queue();
         }
-        q
     }
 
     /// Counts bytes committed to the WAL; pokes the WAL copier every
@@ -364,23 +357,23 @@ impl Service {
     /// Waits (holding the processor lock) until every applied call is
     /// committed or failed. True when a commit failed (the queue is
     /// poisoned).
-    pub(super) fn drain(&self) -> bool {
-        let mut q = self.queue();
+    pub(super) fn drain(&self, at: &mut Held<order::Processor>) -> bool {
+        let mut q = self.queue(at);
         while !q.poisoned && (q.leader || !q.queue.is_empty()) {
-            q = self
-                .commits
-                .committed
-                .wait(q)
-                .unwrap_or_else(|e| e.into_inner());
+            q = q.wait(&self.commits.committed);
         }
         q.poisoned
     }
 
     /// Waits (holding the processor lock) until every applied call is
     /// committed, then rebuilds if a commit failed or the state is broken.
-    pub(super) fn settle(&self, inner: &mut Inner) -> Result<(), ServiceError> {
-        if self.drain() || inner.broken {
-            self.rebuild(inner)?;
+    pub(super) fn settle(
+        &self,
+        inner: &mut Inner,
+        at: &mut Held<order::Processor>,
+    ) -> Result<(), ServiceError> {
+        if self.drain(at) || inner.broken {
+            self.rebuild(inner, at)?;
         }
         Ok(())
     }
@@ -388,14 +381,18 @@ impl Service {
     /// Replaces the engines with the store's state. Marks the service ready
     /// again on success; leaves it broken (and not ready) otherwise. The
     /// caller holds the processor lock and nothing is being committed.
-    pub(super) fn rebuild(&self, inner: &mut Inner) -> Result<(), ServiceError> {
-        let replayed = super::recover::replay(&self.writer(), &self.env.db, &self.setup);
+    pub(super) fn rebuild(
+        &self,
+        inner: &mut Inner,
+        at: &mut Held<order::Processor>,
+    ) -> Result<(), ServiceError> {
+        let replayed = super::recover::replay(&self.writer(at), &self.env.db, &self.setup);
         match replayed {
             Ok((engines, logged)) => {
                 inner.engines = engines;
                 inner.broken = false;
                 inner.window_gen += 1;
-                let mut q = self.queue();
+                let mut q = self.queue(at);
                 q.poisoned = false;
                 q.logged = logged;
                 self.processor.healthy.store(true, Ordering::Relaxed);

@@ -34,6 +34,7 @@ mod commit;
 pub mod error;
 pub mod faults;
 pub mod metrics;
+mod order;
 pub mod parse;
 mod patterns;
 mod recover;
@@ -44,7 +45,7 @@ mod sinks;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 
 use tokio::sync::watch;
 
@@ -53,6 +54,7 @@ use crate::store::{self, EngineId, Page, PageRefusal, Reader, Stream, WalCopier,
 
 use cmd::Engines;
 use commit::CommitQueue;
+use order::{Before, Held, Locked};
 
 pub use apply::{IngestAnswer, Reply, TickAnswer};
 pub use checkpoint::Download;
@@ -254,10 +256,9 @@ impl Inner {
 /// path, the output readers wait on, the checkpoint policy, the setup fixed
 /// for the database's life, and its environment.
 ///
-/// Lock order: a turn (of `processor.turns`), `processor.inner`, then
-/// `commits.queue`, then `commits.writer`; nobody takes `processor.inner`
-/// while holding another lock, nor a turn while holding it.
-/// `checkpoints.checkpointing` is taken before the processor lock.
+/// Lock order: `checkpoints.checkpointing`, a turn (of `processor.turns`),
+/// `processor.inner`, `commits.queue`, `commits.writer`. The compiler keeps
+/// it: each is taken with a token of the level before it (see `order`).
 pub struct Service {
     processor: ProcessorLock,
     commits: Commits,
@@ -533,8 +534,11 @@ impl Service {
 
     /// Takes the processor lock. A poisoned lock (a panic inside the critical
     /// section) marks the state for a rebuild from the store.
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        match self.processor.inner.lock() {
+    fn lock<'a, L: Before<order::Processor>>(
+        &'a self,
+        at: &'a mut Held<L>,
+    ) -> Locked<'a, Inner, order::Processor> {
+        let guard = match self.processor.inner.lock() {
             Ok(g) => g,
             Err(poisoned) => {
                 self.processor.inner.clear_poison();
@@ -542,44 +546,63 @@ impl Service {
                 g.broken = true;
                 g
             }
-        }
+        };
+        Locked::new(guard, at)
     }
 
     /// Locks and makes sure the processor is not ahead of a failed commit
     /// (rebuilds it from the store after a storage failure or a panic).
-    fn lock_consistent(&self) -> Result<MutexGuard<'_, Inner>, ServiceError> {
-        let mut g = self.lock();
-        if g.broken || self.queue().poisoned {
-            self.settle(&mut g)?;
+    fn lock_consistent<'a, L: Before<order::Processor>>(
+        &'a self,
+        at: &'a mut Held<L>,
+    ) -> Result<Locked<'a, Inner, order::Processor>, ServiceError> {
+        let mut g = self.lock(at);
+        let (inner, at) = g.parts();
+        if inner.broken || self.queue(at).poisoned {
+            self.settle(inner, at)?;
         }
         Ok(g)
     }
 
     /// Locks once everything applied is committed: the processor equals
     /// the store (reads, checkpoints).
-    fn lock_settled(&self) -> Result<MutexGuard<'_, Inner>, ServiceError> {
-        let mut g = self.lock();
-        self.settle(&mut g)?;
+    fn lock_settled<'a, L: Before<order::Processor>>(
+        &'a self,
+        at: &'a mut Held<L>,
+    ) -> Result<Locked<'a, Inner, order::Processor>, ServiceError> {
+        let mut g = self.lock(at);
+        let (inner, at) = g.parts();
+        self.settle(inner, at)?;
         Ok(g)
     }
 
     /// One window checkpoint, restore or deletion at a time (see the field).
-    fn checkpointing(&self) -> MutexGuard<'_, ()> {
-        self.checkpoints
-            .checkpointing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+    fn checkpointing<'a, L: Before<order::Checkpointing>>(
+        &'a self,
+        at: &'a mut Held<L>,
+    ) -> Locked<'a, (), order::Checkpointing> {
+        let guard = (self.checkpoints.checkpointing.lock()).unwrap_or_else(|e| e.into_inner());
+        Locked::new(guard, at)
     }
 
-    fn queue(&self) -> MutexGuard<'_, CommitQueue> {
-        self.commits.queue.lock().unwrap_or_else(|e| e.into_inner())
+    fn queue<'a, L: Before<order::Queue>>(
+        &'a self,
+        at: &'a mut Held<L>,
+    ) -> Locked<'a, CommitQueue, order::Queue> {
+        let guard = self.commits.queue.lock().unwrap_or_else(|e| e.into_inner());
+        Locked::new(guard, at)
     }
 
-    fn writer(&self) -> MutexGuard<'_, Writer> {
-        self.commits
+    fn writer<'a, L: Before<order::Writer>>(
+        &'a self,
+        at: &'a mut Held<L>,
+    ) -> Locked<'a, Writer, order::Writer> {
+        let guard = self
+            .commits
             .writer
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(|e| e.into_inner());
+        Locked::new(guard, at)
     }
 
     /// Runs `f` on a pooled reading connection (never the processor lock).
@@ -651,7 +674,8 @@ impl Service {
         window: Option<&str>,
         key: Option<&str>,
     ) -> Result<Results, ServiceError> {
-        let g = self.lock_settled()?;
+        let at = &mut Held::entry();
+        let g = self.lock_settled(at)?;
         let p = &g.engines.window;
         Ok(Results {
             rows: p.results(window, key),
@@ -663,7 +687,8 @@ impl Service {
 
     /// `GET /status`.
     pub fn status(&self) -> Result<Status, ServiceError> {
-        let g = self.lock_settled()?;
+        let at = &mut Held::entry();
+        let g = self.lock_settled(at)?;
         let p = &g.engines.window;
         Ok(Status {
             watermark: p.watermark(),
@@ -711,8 +736,9 @@ impl Service {
     /// Gauges for `/metrics` (current state).
     pub fn metrics_text(&self) -> String {
         let heads = *self.output.heads.borrow();
-        let logged = self.queue().logged;
-        let g = self.lock();
+        let at = &mut Held::entry();
+        let logged = self.queue(at).logged;
+        let g = self.lock(at);
         let p = &g.engines.window;
         let parts = p.partitions();
         let per = |f: &dyn Fn(&PartitionStatus) -> Option<f64>| -> Vec<_> {
@@ -806,23 +832,30 @@ impl Service {
 /// takes a ticket and waits for its turn, so concurrent producers are served
 /// in arrival order (std's `Mutex` is not fair).
 #[derive(Default)]
-pub(super) struct Turnstile {
+struct Turnstile {
     next: std::sync::atomic::AtomicU64,
     serving: Mutex<u64>,
     turn: std::sync::Condvar,
 }
 
 /// A turn being served; the next ticket's turn comes when it is dropped.
-pub(super) struct Turn<'a>(&'a Turnstile);
+struct Turn<'a>(&'a Turnstile, order::Inside<'a, order::Turn>);
+
+impl Turn<'_> {
+    /// The token for what may be taken during the turn.
+    fn held(&mut self) -> &mut Held<order::Turn> {
+        self.1.held()
+    }
+}
 
 impl Turnstile {
-    pub(super) fn wait(&self) -> Turn<'_> {
+    fn wait<'a, L: Before<order::Turn>>(&'a self, at: &'a mut Held<L>) -> Turn<'a> {
         let t = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut serving = self.serving.lock().unwrap_or_else(|e| e.into_inner());
         while *serving != t {
             serving = self.turn.wait(serving).unwrap_or_else(|e| e.into_inner());
         }
-        Turn(self)
+        Turn(self, Held::inside(at))
     }
 }
 
@@ -851,12 +884,14 @@ mod tests {
     fn turns_are_served_in_arrival_order() {
         let gate = Arc::new(Turnstile::default());
         let served = Arc::new(Mutex::new(Vec::new()));
-        let first = gate.wait();
+        let mut entry = Held::entry();
+        let first = gate.wait(&mut entry);
         let mut handles = Vec::new();
         for id in 1..=5u64 {
             let (g, s) = (gate.clone(), served.clone());
             handles.push(std::thread::spawn(move || {
-                let _turn = g.wait();
+                let entry = &mut Held::entry();
+                let _turn = g.wait(entry);
                 s.lock().unwrap().push(id);
             }));
             // the next thread arrives only once this one holds its ticket

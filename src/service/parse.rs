@@ -9,7 +9,7 @@ use std::fmt;
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde::Deserializer;
 
-use crate::engine::strict::{self, ObjectSeed};
+use crate::canonical::strict::{self, ObjectSeed};
 use crate::engine::DeliveryRef;
 
 /// How a body is framed.

@@ -9,6 +9,7 @@ use crate::store::{EngineId, Restored, StoredBody};
 
 use super::cmd::{Cmd, Output, PatternAdvance, PatternFinish, PatternPush};
 use super::commit::{json_records, Encoded};
+use super::order::Held;
 use super::parse::{Framing, PatternBatch};
 use super::restore::RestoreSource;
 use super::{Metrics, Service, ServiceError};
@@ -68,10 +69,11 @@ impl Service {
             events: batch.events,
             malformed: batch.malformed,
         };
-        let (ticket, o) = self.apply(cmd, StoredBody::pack(raw))?;
+        let at = &mut Held::entry();
+        let (ticket, o) = self.apply(at, cmd, StoredBody::pack(raw))?;
         // a push only buffers: no output records
         let enc = Encoded::new(&Output::default());
-        self.commit(ticket, enc, || ())?;
+        self.commit(at, ticket, enc, || ())?;
         Metrics::inc(&self.env.metrics.pattern_events, n);
         Ok(PushAnswer {
             first: o.first,
@@ -98,7 +100,8 @@ impl Service {
         cmd: C,
         body: StoredBody,
     ) -> Result<AdvanceAnswer, ServiceError> {
-        let (ticket, o) = self.apply(cmd, body)?;
+        let at = &mut Held::entry();
+        let (ticket, o) = self.apply(at, cmd, body)?;
         let enc = Encoded::new(&Output {
             patterns: &o.output,
             ..Output::default()
@@ -108,7 +111,7 @@ impl Service {
             .as_ref()
             .map(|e| json_records(e.records()))
             .unwrap_or_default();
-        self.commit(ticket, enc, || ())?;
+        self.commit(at, ticket, enc, || ())?;
         Metrics::inc(&self.env.metrics.pattern_output, o.output.len() as u64);
         Ok(AdvanceAnswer {
             output,
@@ -119,7 +122,8 @@ impl Service {
 
     /// `GET /patterns/status`.
     pub fn pattern_status(&self) -> Result<PatternsStatus, ServiceError> {
-        let g = self.lock_settled()?;
+        let at = &mut Held::entry();
+        let g = self.lock_settled(at)?;
         Ok(PatternsStatus {
             engine: g.engines.patterns.status(),
             epoch: g.epochs.patterns,
@@ -157,6 +161,7 @@ impl Service {
             watermark: engine.watermark(),
         };
         self.restore_engine(
+            &mut Held::entry(),
             &Restored {
                 engine: EngineId::Patterns,
                 checkpoint_id: id,

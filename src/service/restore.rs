@@ -12,6 +12,7 @@ use crate::engine::{Processor, Rejection, WriteJson as _};
 use crate::store::{EngineId, Origin, Restored, RestoredLate};
 
 use super::cmd::Engines;
+use super::order::{self, Before, Held};
 use super::{Metrics, Service, ServiceError};
 
 /// Where a restore takes its envelope from.
@@ -38,23 +39,28 @@ impl Service {
     /// `POST /restore` and `POST /checkpoints/{id}/restore`.
     pub fn restore(&self, source: RestoreSource) -> Result<RestoreOutcome, ServiceError> {
         let by_body = matches!(source, RestoreSource::Bytes(_));
+        let at = &mut Held::entry();
         let out = {
-            let _one = self.checkpointing();
-            self.restore_window(source)?
+            let mut one = self.checkpointing(at);
+            self.restore_window(one.held(), source)?
         };
         if by_body {
             // The restored history is in memory (and the recovery base is
             // the whole envelope): flush it now into a hidden checkpoint
             // that becomes the base, so that neither memory nor restarts
             // carry it. On failure the envelope base still recovers it.
-            if let Err(e) = self.window_checkpoint(Origin::Hidden, |_, _| true) {
+            if let Err(e) = self.window_checkpoint(at, Origin::Hidden, |_, _| true) {
                 tracing::warn!(error = %e, "storing the restored history failed (kept in memory)");
             }
         }
         Ok(out)
     }
 
-    fn restore_window(&self, source: RestoreSource) -> Result<RestoreOutcome, ServiceError> {
+    fn restore_window(
+        &self,
+        at: &mut Held<order::Checkpointing>,
+        source: RestoreSource,
+    ) -> Result<RestoreOutcome, ServiceError> {
         let history: Arc<dyn HistoryStore> = self.setup.history.clone();
         let pipeline = &self.setup.pipeline;
         let outcome = |p: &Processor| RestoreOutcome {
@@ -83,6 +89,7 @@ impl Service {
                 );
                 let out = outcome(&processor);
                 self.restore_engine(
+                    at,
                     &Restored {
                         engine: EngineId::Window,
                         checkpoint_id: Some(id),
@@ -115,6 +122,7 @@ impl Service {
             .collect::<Vec<_>>();
         let out = outcome(&processor);
         let epoch = self.restore_engine(
+            at,
             &Restored {
                 engine: EngineId::Window,
                 checkpoint_id: id,
@@ -134,17 +142,18 @@ impl Service {
     /// place (`replace`), once the calls in flight are committed; returns
     /// the engine's new epoch. A restore is one transaction, as durable as
     /// any acknowledged call.
-    pub(super) fn restore_engine(
+    pub(super) fn restore_engine<L: Before<order::Processor>>(
         &self,
+        at: &mut Held<L>,
         r: &Restored<'_>,
         replace: impl FnOnce(&mut Engines),
     ) -> Result<u64, ServiceError> {
-        let mut g = self.lock();
+        let mut g = self.lock(at);
+        let (inner, at) = g.parts();
         // Wait for the commits in flight (a failed one is rebuilt below).
-        self.drain();
-        let inner = &mut *g;
+        self.drain(at);
         let epoch = {
-            let mut w = self.writer();
+            let mut w = self.writer(at);
             self.commits.base_version.fetch_add(1, Ordering::SeqCst);
             w.restore(r)
         }
@@ -167,7 +176,7 @@ impl Service {
         });
         // A failed commit poisoned the queue: the next call rebuilds every
         // engine from the store, which now holds this restore.
-        let mut q = self.queue();
+        let mut q = self.queue(at);
         if !q.poisoned {
             *q.logged.get_mut(r.engine) = 0;
         }

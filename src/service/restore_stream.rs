@@ -32,6 +32,7 @@ use crate::engine::{Event, Processor, Rejection};
 use crate::store::{EngineId, Reader, Restored, RestoredLate};
 
 use super::checkpoint::{StoredParts, SEGMENT_ITEMS};
+use super::order::{self, Held};
 use super::{RestoreOutcome, Service, ServiceError};
 
 /// Restored deliveries held in memory before they are flushed.
@@ -62,6 +63,8 @@ struct Staged {
 /// Step 1's sink: the history into staged segments.
 struct Stage<'a> {
     svc: &'a Service,
+    /// Lent by the restore, which holds the checkpoint slot.
+    at: &'a mut Held<order::Checkpointing>,
     /// `sources` in the envelope's order: name and its staged segments.
     sources: Vec<(String, Staged)>,
     late: Staged,
@@ -81,10 +84,10 @@ impl Stage<'_> {
         if staged.count == 0 {
             return Ok(());
         }
-        let stored = self
-            .svc
-            .writer()
-            .put_segment_as(kind, staged.count, &staged.text, &[], true);
+        let stored =
+            self.svc
+                .writer(self.at)
+                .put_segment_as(kind, staged.count, &staged.text, &[], true);
         match stored {
             Ok(id) => {
                 staged.segs.push(SegRef {
@@ -163,12 +166,14 @@ impl Service {
     /// `POST /restore` of an envelope read from `body` as it streams (see
     /// the module docs).
     pub fn restore_stream(&self, body: impl Read) -> Result<RestoreOutcome, ServiceError> {
+        let entry = &mut Held::entry();
         let out = {
-            let _one = self.checkpointing();
-            let out = self.restore_streamed(body);
+            let mut one = self.checkpointing(entry);
+            let at = one.held();
+            let out = self.restore_streamed(at, body);
             // Staged segments that the restored state does not name go
             // (all of them when it was refused).
-            let cleaned = self.writer().end_staging();
+            let cleaned = self.writer(at).end_staging();
             let out = out?;
             if let Err(e) = cleaned {
                 tracing::warn!(error = %e, "deleting a restore's staged history failed (the next start deletes it)");
@@ -178,12 +183,17 @@ impl Service {
         Ok(out)
     }
 
-    fn restore_streamed(&self, body: impl Read) -> Result<RestoreOutcome, ServiceError> {
+    fn restore_streamed(
+        &self,
+        held: &mut Held<order::Checkpointing>,
+        body: impl Read,
+    ) -> Result<RestoreOutcome, ServiceError> {
         let history: Arc<dyn HistoryStore> = self.setup.history.clone();
         // 1. Parse, staging the history.
         let mut scan = stream::EscapeScan::new(body);
         let mut stage = Stage {
             svc: self,
+            at: held,
             sources: Vec::new(),
             late: Staged::default(),
             failed: None,
@@ -197,6 +207,8 @@ impl Service {
         if let Some(e) = stage.failed.take() {
             return Err(e);
         }
+        // The staged segments; the token goes back to this restore.
+        let Stage { sources, late, .. } = stage;
         if doc.format != "streamforge-checkpoint" {
             return Err(invalid(format!(
                 "unknown checkpoint format {:?}",
@@ -232,7 +244,7 @@ impl Service {
         let mut pushed = 0u64;
         for (name, p) in names.iter().zip(at) {
             // A partition with no deliveries staged nothing.
-            let Some((_, staged)) = stage.sources.iter().find(|(n, _)| n == name) else {
+            let Some((_, staged)) = sources.iter().find(|(n, _)| n == name) else {
                 continue;
             };
             for seg in &staged.segs {
@@ -248,7 +260,7 @@ impl Service {
                             }
                             pushed += 1;
                             if pushed.is_multiple_of(FLUSH_EVERY) {
-                                self.flush_restoring(r.processor())
+                                self.flush_restoring(held, r.processor())
                                     .map_err(|e| crate::store::Error::Corrupt(e.to_string()))?;
                             }
                         }
@@ -260,10 +272,10 @@ impl Service {
                     })?;
             }
         }
-        self.flush_restoring(r.processor())?;
+        self.flush_restoring(held, r.processor())?;
         // The late records: checked against the history; their staged
         // segments are the late output as they are.
-        let late_segs = stage.late.segs.clone();
+        let late_segs = late.segs.clone();
         let mut late_iter = LateItems {
             reader: &reader,
             segs: &late_segs,
@@ -324,10 +336,11 @@ impl Service {
         };
         let bytes = crate::engine::checkpoint::envelope_len(&live, &flushed);
         let id =
-            self.writer()
+            self.writer(held)
                 .store_hidden_window(&live.encode(), &flushed, bytes, out.sequence)?;
         let processor = self.setup.sharded(p);
         self.restore_engine(
+            held,
             &Restored {
                 engine: EngineId::Window,
                 checkpoint_id: Some(id),
@@ -342,7 +355,11 @@ impl Service {
 
     /// Flushes a processor being restored (not the service's) into staged
     /// segments, its ids into the id index.
-    fn flush_restoring(&self, p: &mut Processor) -> Result<(), ServiceError> {
+    fn flush_restoring(
+        &self,
+        at: &mut Held<order::Checkpointing>,
+        p: &mut Processor,
+    ) -> Result<(), ServiceError> {
         let snap = p.snapshot();
         let mut stored: Vec<(NewSegment, SegId)> = Vec::new();
         snap.each_tail_segment(SEGMENT_ITEMS, &mut |mut seg| {
@@ -350,7 +367,7 @@ impl Service {
                 return Ok(());
             }
             let id = self
-                .writer()
+                .writer(at)
                 .put_segment_as(seg.kind, seg.count, &seg.text, &seg.ends, true)?;
             self.wal_written(seg.text.len());
             seg.text = Vec::new();
@@ -363,7 +380,7 @@ impl Service {
             .collect();
         self.setup.history.add_ids(&ids)?;
         p.flushed(&snap, &stored);
-        self.flush_ids(self.setup.history.last_segment(), false);
+        self.flush_ids(at, self.setup.history.last_segment(), false);
         Ok(())
     }
 }

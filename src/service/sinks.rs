@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::store::{self, Reader, Writer};
 
+use super::order::Held;
 use super::{Heads, Metrics, Service, ServiceError};
 
 impl Service {
@@ -24,7 +25,8 @@ impl Service {
         &self,
         f: impl FnOnce(&mut Writer) -> store::Result<R>,
     ) -> Result<R, ServiceError> {
-        let mut w = self.writer();
+        let at = &mut Held::entry();
+        let mut w = self.writer(at);
         f(&mut w)
             .inspect_err(|_| Metrics::inc(&self.env.metrics.storage_failures, 1))
             .map_err(ServiceError::from)
@@ -41,6 +43,6 @@ impl Service {
     /// The counter of commits that synced the WAL (see
     /// `Writer::record_batches`).
     pub fn appends(&self) -> Arc<AtomicU64> {
-        self.writer().appends()
+        self.writer(&mut Held::entry()).appends()
     }
 }

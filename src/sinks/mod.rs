@@ -419,7 +419,7 @@ impl Sinks {
     pub fn create(&self, body: &[u8]) -> Result<SinkView, SinkError> {
         let new: NewSink = {
             let mut de = serde_json::Deserializer::from_slice(body);
-            crate::engine::strict::object(&mut de, "a sink object")
+            crate::canonical::strict::object(&mut de, "a sink object")
                 .and_then(|v| de.end().map(|()| v))
                 .map_err(|e| SinkError::BadRequest(format!("invalid JSON body: {e}")))?
         };

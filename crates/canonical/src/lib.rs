@@ -1,6 +1,6 @@
 //! Pure helpers shared by both engines (windows and patterns): the canonical
-//! JSON writer of checkpoints, their SHA-256 checksum, and a JSON object
-//! reader that rejects duplicate keys.
+//! JSON writer of checkpoints, their SHA-256 checksum, and the one strict
+//! JSON reading layer every reader uses ([`strict`]).
 //!
 //! Like the engines, this crate depends on nothing but `serde`,
 //! `serde_json` and `sha2` (its `Cargo.toml` keeps it so; `crates/clippy.toml`
@@ -8,8 +8,8 @@
 
 pub mod escape;
 mod sha;
-mod unique_map;
+pub mod strict;
 pub mod writer;
 
 pub use sha::sha256_hex;
-pub use unique_map::UniqueMap;
+pub use strict::UniqueMap;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::strict;
+use streamforge_canonical::strict;
 
 /// One event as producers send it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

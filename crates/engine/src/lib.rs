@@ -98,6 +98,5 @@ mod shards;
 pub use shards::{Executor, MAX_SHARDS};
 mod sources;
 pub use sources::Flushed;
-pub mod strict;
 mod watermark;
 mod window;

@@ -11,9 +11,9 @@
 
 use crate::error::DocumentError;
 use crate::event::Event;
-use crate::json::{kind_name, Json, Path};
 pub use crate::value::Op;
 use crate::value::{self, compare_ref, Syntax, Value};
+use streamforge_canonical::strict::{kind_name, Json, Path};
 
 /// Deepest condition: nodes on the longest path from the root.
 pub const MAX_DEPTH: usize = 32;

@@ -3,9 +3,9 @@
 
 use crate::condition::{self, Budget, Condition, Scope};
 pub use crate::error::DocumentError;
-use crate::json::{self, kind_name, number, Json, Num, Path};
 use crate::value::Syntax;
 use crate::MAX_WINDOW;
+use streamforge_canonical::strict::{self as json, kind_name, number, Json, Num, Path};
 use streamforge_canonical::writer::{int, string};
 
 /// Most stages of a pattern.

@@ -20,9 +20,9 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
-use crate::json::{number, Num};
 use crate::value::{DecNum, Decimal, Value, ValueRef};
 use crate::MAX_EVENT_TIME;
+use streamforge_canonical::strict::{number, Num};
 use streamforge_canonical::UniqueMap;
 
 /// Longest `id`, `key` or `kind`, in bytes of UTF-8.

@@ -43,7 +43,6 @@ mod buffer;
 mod checkpoint;
 mod deadlines;
 mod expiry;
-mod json;
 mod keys;
 mod keystate;
 mod selection;

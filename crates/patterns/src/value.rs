@@ -8,7 +8,7 @@
 
 use std::cmp::Ordering;
 
-use crate::json::{number, Json, Num};
+use streamforge_canonical::strict::{number, Json, Num};
 
 /// A comparison operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

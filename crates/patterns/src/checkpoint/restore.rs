@@ -34,11 +34,11 @@ use crate::deadlines::Deadlines;
 use crate::document::{parse_patterns, Document, Pattern};
 use crate::engine::{Engine, MAX_ORDINAL};
 use crate::event::Event;
-use crate::json::{self, Json, Path};
 use crate::selection::MAX_SEQUENCE;
 use crate::value::{self, Syntax};
 use crate::FINAL_WATERMARK;
 use streamforge_canonical::sha256_hex;
+use streamforge_canonical::strict::{self as json, Json, Path};
 
 /// Restores an envelope for a service running `doc`.
 pub(crate) fn restore(envelope: &[u8], doc: &Document) -> Result<Engine, String> {

@@ -2,7 +2,7 @@
 //! the checksum) and strict typed accessors whose errors carry the JSON
 //! path (`state.states[2].branches[0].deadline: ...`).
 
-use crate::json::{kind_name, number, Json, Num, Path};
+use streamforge_canonical::strict::{kind_name, number, Json, Num, Path};
 use streamforge_canonical::writer::string;
 
 /// Rejects every number with a fraction or an exponent: a checkpoint holds
@@ -28,7 +28,7 @@ pub(crate) fn no_floats(j: &Json<'_>, path: &Path<'_>) -> Result<(), String> {
         Json::TooDeep => Err(format!(
             "{}: nested deeper than {} levels",
             at(path),
-            crate::json::MAX_NESTING
+            streamforge_canonical::strict::MAX_NESTING
         )),
         _ => Ok(()),
     }

@@ -1,5 +1,5 @@
-//! A JSON object reader that rejects duplicate keys, shared by pipeline
-//! parsing and checkpoint restore.
+//! A JSON object reader that rejects duplicate keys (pipelines, pattern
+//! events and documents, checkpoints, CLI lines).
 
 use std::fmt;
 use std::marker::PhantomData;
