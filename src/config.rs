@@ -112,4 +112,31 @@ pub struct ServeArgs {
     #[arg(long, env = "STREAMFORGE_SHARDS", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=64))]
     pub shards: u64,
+    /// Kafka-protocol brokers (`host:port`, comma-separated): consume
+    /// `--topic` instead of (besides) HTTP deliveries. Its partitions are the
+    /// pipeline's `p0`..`p{P-1}`, a record's offset the delivery's offset
+    /// (see docs/cluster.md).
+    #[arg(
+        long,
+        env = "STREAMFORGE_KAFKA",
+        value_delimiter = ',',
+        requires = "topic"
+    )]
+    pub kafka: Vec<String>,
+    /// The topic whose partitions this service consumes (with `--kafka`).
+    #[arg(long, env = "STREAMFORGE_TOPIC", requires = "kafka")]
+    pub topic: Option<String>,
+    /// This instance's share of the topic, `I/N`: it consumes the
+    /// partitions `p` with `p mod N == I` (static; no rebalancing).
+    #[arg(long, env = "STREAMFORGE_INSTANCE", default_value = "0/1")]
+    pub instance: String,
+    /// Watermarks from the events (bounded out-of-orderness): a consumed
+    /// partition's watermark is the largest timestamp seen in it minus this.
+    /// Without it, only watermark records advance the partitions.
+    #[arg(long, env = "STREAMFORGE_MAX_OUT_OF_ORDERNESS")]
+    pub max_out_of_orderness: Option<i64>,
+    /// A consumed partition with no record for this many milliseconds is
+    /// marked idle (0: never); its next record makes it active again.
+    #[arg(long, env = "STREAMFORGE_IDLE_AFTER", default_value_t = 0)]
+    pub idle_after: u64,
 }

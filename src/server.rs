@@ -27,6 +27,8 @@ pub struct Config {
     pub api: ApiConfig,
     /// Webhook sink delivery settings.
     pub sinks: crate::sinks::Options,
+    /// The Kafka-protocol source (`--kafka`), if any.
+    pub kafka: Option<crate::kafka::Options>,
 }
 
 impl Config {
@@ -49,7 +51,19 @@ impl Config {
             "the embedded patterns",
             Document::from_json,
         )?;
+        let kafka = match &args.topic {
+            Some(topic) => Some(crate::kafka::Options {
+                brokers: args.kafka.clone(),
+                topic: topic.clone(),
+                instance: crate::kafka::Instance::parse(&args.instance)?,
+                max_out_of_orderness: args.max_out_of_orderness,
+                idle_after: (args.idle_after > 0)
+                    .then(|| std::time::Duration::from_millis(args.idle_after)),
+            }),
+            None => None,
+        };
         Ok(Config {
+            kafka,
             service: Options {
                 db: PathBuf::from(&args.db),
                 pipeline,
@@ -131,7 +145,14 @@ pub async fn run(
     let cell: Arc<OnceLock<Arc<Service>>> = Arc::new(OnceLock::new());
     let sinks_cell: Arc<OnceLock<Arc<Sinks>>> = Arc::new(OnceLock::new());
     let metrics = config.service.metrics.clone();
-    let app = api::router(cell.clone(), sinks_cell.clone(), metrics, &config.api);
+    let producer_cell = Arc::new(OnceLock::new());
+    let app = api::router(
+        cell.clone(),
+        sinks_cell.clone(),
+        producer_cell.clone(),
+        metrics,
+        &config.api,
+    );
     let (stopping_tx, stopping_rx) = oneshot::channel::<()>();
     let cell_for_signal = cell.clone();
     let graceful = async move {
@@ -166,7 +187,25 @@ pub async fn run(
             return Err(ServerError(e));
         }
     };
+    let source = match config.kafka {
+        Some(opts) => match crate::kafka::Source::start(svc.clone(), opts).await {
+            Ok(source) => {
+                let state = source.state.clone();
+                svc.metrics().add_section(Arc::new(move || state.render()));
+                let _ = producer_cell.set(source.producer.clone());
+                Some(source)
+            }
+            Err(e) => {
+                server.abort();
+                sinks.stop();
+                return Err(ServerError(format!("--kafka: {e}")));
+            }
+        },
+        None => None,
+    };
     // Set once, here, before anything else sets them: `set` cannot fail.
+    // With --kafka, after the source runs: until then `POST /events` would
+    // not know to produce to the topic.
     let _ = sinks_cell.set(sinks.clone());
     let _ = cell.set(svc.clone());
     let rec = svc.recovery();
@@ -198,6 +237,9 @@ pub async fn run(
         .await
         .map_err(|e| ServerError(format!("server task failed: {e}")))?
         .map_err(|e| ServerError(format!("server failed: {e}")))?;
+    if let Some(source) = source {
+        source.stop().await;
+    }
     sinks.stop();
     let s = svc.clone();
     match tokio::task::spawn_blocking(move || s.final_checkpoint()).await {

@@ -11,11 +11,13 @@ use axum::http::{header, StatusCode};
 use axum::response::Response;
 
 use super::dto;
-use super::error::ApiError;
+use super::error::{ApiError, Code};
 use super::extract::{self, PartitionName, Svc, WriteCall};
 use super::routes::{blocking, json_response};
+use super::AppState;
 use crate::service::parse::Framing;
 use crate::service::{IngestAnswer, Reply, TickAnswer};
+use axum::extract::State;
 
 use crate::canonical::writer::{int, opt_int, string};
 use crate::engine::write_json_array;
@@ -83,8 +85,82 @@ fn tick_body(a: &TickAnswer, reply: Reply) -> Vec<u8> {
     out
 }
 
+/// `POST /events` with `--kafka`: the events go to the topic (each to the
+/// partition of its key; a delivery's `partition` and `offset` are the
+/// broker's to choose), answered 202 once the broker acknowledged them.
+async fn produce(
+    producer: &crate::kafka::Producer,
+    body: &[u8],
+    ndjson: bool,
+) -> Result<Response, ApiError> {
+    let events: Vec<crate::kafka::Outgoing> = extract::deliveries(body, ndjson)?
+        .items
+        .into_iter()
+        .map(|d| {
+            let e = d.event;
+            let mut value = Vec::with_capacity(64 + e.id.len() + e.key.len());
+            value.extend_from_slice(b"{\"id\":");
+            string(&mut value, &e.id);
+            value.extend_from_slice(b",\"key\":");
+            string(&mut value, &e.key);
+            value.extend_from_slice(b",\"timestamp\":");
+            int(&mut value, e.timestamp);
+            value.extend_from_slice(b",\"value\":");
+            int(&mut value, e.value);
+            value.push(b'}');
+            crate::kafka::Outgoing {
+                key: e.key.into_owned(),
+                value,
+            }
+        })
+        .collect();
+    let placed = producer.produce(events).await.map_err(|e| {
+        ApiError::new(
+            Code::Unavailable,
+            format!("the broker did not acknowledge the events (nothing or part of them may be in the topic): {e}"),
+        )
+    })?;
+    let mut out = Vec::with_capacity(32 + placed.len() * 32);
+    out.extend_from_slice(b"{\"topic\":");
+    string(&mut out, producer.topic());
+    out.extend_from_slice(b",\"records\":[");
+    for (i, (p, o)) in placed.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"partition\":\"p");
+        out.extend_from_slice(p.to_string().as_bytes());
+        out.extend_from_slice(b"\",\"offset\":");
+        int(&mut out, *o);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+    Ok(json_response(StatusCode::ACCEPTED, out))
+}
+
+/// With `--kafka`, watermarks and idleness come from the consumed
+/// partitions and the watermark topic, not from calls.
+fn refuse_in_cluster_mode(st: &AppState) -> Result<(), ApiError> {
+    match st.producer.get() {
+        Some(p) => Err(ApiError::new(
+            Code::InvalidRequest,
+            format!(
+                "this instance consumes the topic {:?}: its watermarks come from the events \
+                 (--max-out-of-orderness, --idle-after) and the topic {:?}-watermarks, where \
+                 producers may write explicit ones",
+                p.topic(),
+                p.topic()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// `POST /events`.
-pub async fn post_events(call: WriteCall) -> Result<Response, ApiError> {
+pub async fn post_events(
+    State(st): State<AppState>,
+    call: WriteCall,
+) -> Result<Response, ApiError> {
     let WriteCall {
         svc,
         body,
@@ -96,6 +172,9 @@ pub async fn post_events(call: WriteCall) -> Result<Response, ApiError> {
     } else {
         Framing::Json
     };
+    if let Some(producer) = st.producer.get().cloned() {
+        return produce(&producer, &body, ndjson).await;
+    }
     blocking(move || {
         let parsed = extract::deliveries(&body, ndjson)?;
         let batch = parsed.batch;
@@ -109,7 +188,11 @@ pub async fn post_events(call: WriteCall) -> Result<Response, ApiError> {
 }
 
 /// `POST /watermarks`.
-pub async fn post_watermarks(call: WriteCall) -> Result<Response, ApiError> {
+pub async fn post_watermarks(
+    State(st): State<AppState>,
+    call: WriteCall,
+) -> Result<Response, ApiError> {
+    refuse_in_cluster_mode(&st)?;
     let WriteCall {
         svc, body, reply, ..
     } = call;
@@ -123,7 +206,11 @@ pub async fn post_watermarks(call: WriteCall) -> Result<Response, ApiError> {
 }
 
 /// `POST /watermarks/batch`: several advances in one atomic call.
-pub async fn post_watermarks_batch(call: WriteCall) -> Result<Response, ApiError> {
+pub async fn post_watermarks_batch(
+    State(st): State<AppState>,
+    call: WriteCall,
+) -> Result<Response, ApiError> {
+    refuse_in_cluster_mode(&st)?;
     let WriteCall {
         svc,
         body,
@@ -143,10 +230,12 @@ pub async fn post_watermarks_batch(call: WriteCall) -> Result<Response, ApiError
 
 /// `POST /partitions/{partition}/idle`.
 pub async fn post_idle(
+    State(st): State<AppState>,
     PartitionName(partition): PartitionName,
     Svc(svc): Svc,
     reply: Reply,
 ) -> Result<Response, ApiError> {
+    refuse_in_cluster_mode(&st)?;
     blocking(move || Ok(tick_body(&svc.mark_idle(&partition, reply)?, reply)))
         .await
         .map(|b| answer(reply, b))

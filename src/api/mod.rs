@@ -50,6 +50,8 @@ pub struct AppState {
     pub service: Arc<OnceLock<Arc<Service>>>,
     /// The webhook sinks, set with the service.
     pub sinks: Arc<OnceLock<Arc<Sinks>>>,
+    /// With `--kafka`: where `POST /events` writes (set once consuming).
+    pub producer: Arc<OnceLock<Arc<crate::kafka::Producer>>>,
     /// Request metrics (available before the service is).
     pub metrics: Arc<Metrics>,
     /// Required bearer token, if any.
@@ -131,12 +133,14 @@ pub const ROUTES: &[(&str, &str)] = &[
 pub fn router(
     service: Arc<OnceLock<Arc<Service>>>,
     sinks: Arc<OnceLock<Arc<Sinks>>>,
+    producer: Arc<OnceLock<Arc<crate::kafka::Producer>>>,
     metrics: Arc<Metrics>,
     cfg: &ApiConfig,
 ) -> Router {
     let state = AppState {
         service,
         sinks,
+        producer,
         metrics,
         token: cfg
             .token
@@ -377,6 +381,7 @@ mod tests {
             ..ApiConfig::default()
         };
         let app = router(
+            Arc::new(OnceLock::new()),
             Arc::new(OnceLock::new()),
             Arc::new(OnceLock::new()),
             Arc::new(Metrics::default()),

@@ -92,6 +92,20 @@ pub struct Metrics {
     pub last_checkpoint_seal_us: AtomicU64,
     checkpoint_sizes: Mutex<Histogram>,
     latency: Mutex<BTreeMap<(String, u16), Histogram>>,
+    /// Sections rendered after the service's own (the Kafka source's).
+    sections: Sections,
+}
+
+/// A part of the exposition that lives outside the service.
+pub type Section = std::sync::Arc<dyn Fn() -> String + Send + Sync>;
+
+#[derive(Default)]
+struct Sections(Mutex<Vec<Section>>);
+
+impl std::fmt::Debug for Sections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} sections", lock(&self.0).len())
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -109,6 +123,11 @@ impl Metrics {
         Self::inc(&self.checkpoints, 1);
         self.last_checkpoint_bytes.store(bytes, Ordering::Relaxed);
         lock(&self.checkpoint_sizes).observe(SIZE_BUCKETS, bytes as f64);
+    }
+
+    /// Adds a section rendered at the end of every exposition.
+    pub fn add_section(&self, section: Section) {
+        lock(&self.sections.0).push(section);
     }
 
     /// Records one request's latency under its route template and status.
@@ -242,6 +261,9 @@ impl Metrics {
         for ((route, status), h) in lock(&self.latency).iter() {
             let labels = format!("route=\"{}\",status=\"{status}\"", escape_label(route));
             h.render(&mut out, name, &labels, LATENCY_BUCKETS);
+        }
+        for section in lock(&self.sections.0).iter() {
+            out.push_str(&section());
         }
         out
     }

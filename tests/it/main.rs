@@ -40,6 +40,7 @@ mod api_fuzz;
 mod dashboard;
 mod durability;
 mod epochs;
+mod kafka;
 mod migrations;
 mod patterns_http;
 mod restore_mutations;

@@ -175,3 +175,114 @@ pub fn proc_io(pid: u32, field: &str) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// A Kafka-protocol broker for the tests: `tansu` (0.6, SQLite storage) on
+/// a free loopback port, its data in a file of the caller's directory, so a
+/// restart on the same port keeps the topics.
+pub struct Broker {
+    child: Option<Child>,
+    bin: std::path::PathBuf,
+    db: std::path::PathBuf,
+    port: u16,
+}
+
+/// Where the `tansu` binary is: `$TANSU`, else `tansu` on the `PATH`, else
+/// `~/.cargo/bin/tansu`; `None` when there is none.
+pub fn tansu_bin() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("TANSU") {
+        return Some(p.into());
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("tansu"))
+            .find(|p| p.is_file())
+    });
+    on_path.or_else(|| {
+        let home = std::env::var_os("HOME")?;
+        let p = Path::new(&home).join(".cargo/bin/tansu");
+        p.is_file().then_some(p)
+    })
+}
+
+/// A free loopback port (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
+}
+
+impl Broker {
+    /// Starts a broker whose data lives in `dir`, and waits (at most 60 s)
+    /// until it accepts connections.
+    pub fn start(bin: &Path, dir: &Path) -> Broker {
+        let mut b = Broker {
+            child: None,
+            bin: bin.to_path_buf(),
+            db: dir.join("broker.db"),
+            port: free_port(),
+        };
+        b.restart();
+        b
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the broker (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().ok();
+            c.wait().ok();
+        }
+    }
+
+    /// Starts the broker again on the same port and data (after `kill`).
+    pub fn restart(&mut self) {
+        self.kill();
+        let url = format!("tcp://127.0.0.1:{}", self.port);
+        let log = std::fs::File::create(self.db.with_extension("log"))
+            .unwrap_or_else(|e| panic!("broker log: {e}"));
+        let child = Command::new(&self.bin)
+            .arg("broker")
+            .arg("--kafka-listener-url")
+            .arg(&url)
+            .arg("--kafka-advertised-listener-url")
+            .arg(&url)
+            // a relative path, in the broker's working directory (an
+            // absolute one loses its leading slash in tansu's URL parsing)
+            .arg("--storage-engine")
+            .arg("sqlite://broker.db")
+            .current_dir(self.db.parent().expect("a directory"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
+        self.child = Some(child);
+        let t = Instant::now();
+        while TcpStream::connect(self.addr()).is_err() {
+            if let Some(c) = &mut self.child {
+                if let Ok(Some(status)) = c.try_wait() {
+                    panic!(
+                        "the broker exited ({status}); its log: {}",
+                        std::fs::read_to_string(self.db.with_extension("log")).unwrap_or_default()
+                    );
+                }
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "the broker did not listen within 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
