@@ -242,8 +242,40 @@ fn watermark(server: &Server) -> Option<i64> {
     server.get("/status").json()["watermark"].as_i64()
 }
 
+/// The global watermark once `events` are consumed: the minimum over the
+/// partitions of their largest timestamp less the bound.
+fn settled_watermark(events: &[(u32, Ev)]) -> i64 {
+    (0..PARTITIONS)
+        .map(|p| {
+            events
+                .iter()
+                .filter(|(q, _)| *q == p)
+                .map(|(_, e)| e.ts)
+                .max()
+                .expect("every partition has events")
+                - DISORDER
+        })
+        .min()
+        .unwrap()
+}
+
+/// An instance's late records as (event id, watermark at the time).
+fn late(server: &Server) -> Vec<(String, i64)> {
+    server
+        .all_late()
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("late record");
+            (
+                v["event"]["id"].as_str().unwrap().to_string(),
+                v["watermark"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 #[test]
-fn one_and_three_instances_end_with_the_oracles_rows_and_the_same_watermark() {
+fn one_and_three_instances_end_with_the_oracles_rows_the_same_late_records_and_watermark() {
     let dir = common::tempdir();
     let Some(b) = broker(dir.path()) else { return };
     let all = events(0, 3_000);
@@ -263,8 +295,53 @@ fn one_and_three_instances_end_with_the_oracles_rows_and_the_same_watermark() {
         })
         .collect();
     let three_refs: Vec<&Server> = three.iter().collect();
-    // the other half through POST /events of one instance: it produces each
-    // event to its key's partition (202 once the broker has it)
+    let mut all_servers = three_refs.clone();
+    all_servers.push(&one);
+    // 1. The first half consumed: on every instance the global watermark is
+    // the minimum over all four partitions (the others' partitions come
+    // through the watermark topic), the same everywhere.
+    wait_consumed(&[&one], &sent);
+    wait_consumed(&three_refs, &sent);
+    let g = settled_watermark(&all[..half]);
+    for s in &all_servers {
+        wait_until("the settled watermark", Duration::from_secs(30), || {
+            (watermark(s) == Some(g)).then_some(())
+        });
+    }
+    // 2. Events far behind it, in every partition: late on every instance,
+    // against the same watermark.
+    let first = all.iter().map(|(_, e)| e.ts).min().unwrap();
+    let behind: Vec<(u32, Ev)> = (0..24)
+        .map(|i| {
+            let key = all[i * 37].1.key.clone();
+            (
+                partition_of(&key, PARTITIONS),
+                Ev {
+                    id: format!("late{i}"),
+                    key,
+                    ts: first + i as i64,
+                    value: i as i64,
+                },
+            )
+        })
+        .collect();
+    assert!(
+        (0..PARTITIONS).all(|p| behind.iter().any(|(q, _)| *q == p)),
+        "late events in every partition"
+    );
+    produce(&b.addr(), "bids", &behind, &mut sent);
+    wait_consumed(&[&one], &sent);
+    wait_consumed(&three_refs, &sent);
+    let mut want_late: Vec<(String, i64)> = behind.iter().map(|(_, e)| (e.id.clone(), g)).collect();
+    want_late.sort();
+    let mut single_late = late(&one);
+    single_late.sort();
+    assert_eq!(single_late, want_late, "one instance's late records");
+    let mut three_late: Vec<(String, i64)> = three.iter().flat_map(late).collect();
+    three_late.sort();
+    assert_eq!(three_late, want_late, "three instances' late records");
+    // 3. The other half through POST /events of one instance: it produces
+    // each event to its key's partition (202 once the broker has it).
     for chunk in all[half..].chunks(400) {
         let body: String = chunk
             .iter()
@@ -292,23 +369,8 @@ fn one_and_three_instances_end_with_the_oracles_rows_and_the_same_watermark() {
         .problem(422, "invalid_request");
     wait_consumed(&[&one], &sent);
     wait_consumed(&three_refs, &sent);
-    // the watermark is the minimum over all four partitions on every
-    // instance: the others' partitions come through the watermark topic
-    let w = wait_until(
-        "the single instance's watermark",
-        Duration::from_secs(30),
-        || watermark(&one),
-    );
-    for s in &three {
-        wait_until(
-            "the same watermark on every instance",
-            Duration::from_secs(30),
-            || (watermark(s) == Some(w)).then_some(()),
-        );
-    }
-    let mut all_servers = three_refs.clone();
-    all_servers.push(&one);
     finish(&b.addr(), "bids", &all_servers);
+    // the late events count in no event-time window
     let want = oracle(&all);
     assert!(want.len() > 1000, "a workload across many windows and keys");
     let mut single = rows(&one);
@@ -321,9 +383,7 @@ fn one_and_three_instances_end_with_the_oracles_rows_and_the_same_watermark() {
         three.iter().all(|s| !rows(s).is_empty()),
         "every instance holds a share of the keys"
     );
-    for s in all_servers {
-        assert!(s.all_late().is_empty(), "no event is ever late here");
-    }
+    assert_eq!(late(&one).len(), behind.len(), "nothing else was late");
 }
 
 #[test]
