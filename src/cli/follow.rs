@@ -12,6 +12,11 @@
 //! last id it saw, so nothing is missed or repeated; a restore that happened
 //! meanwhile arrives as a rewind. A reconnect that fails ends the command
 //! with the error.
+//!
+//! `--also URL` follows other instances too (instances sharing a Kafka
+//! topic each serve their share of the keys): one connection and one cursor
+//! per instance, their records printed as they come, each line naming its
+//! instance.
 
 use std::io::{BufRead, BufReader};
 
@@ -20,7 +25,7 @@ use serde::Deserialize;
 
 use super::http::{parse, Api};
 use super::wire::Change;
-use super::{item, print, rewind_note, text};
+use super::{item, print, rewind_note, text, Conn, Paging};
 
 /// The data of an `event: rewind`.
 #[derive(Debug, Deserialize, serde::Serialize)]
@@ -36,17 +41,28 @@ pub struct Stream<'a> {
     /// What the reconnect note calls it (`change stream`).
     pub name: &'a str,
     /// One record's `data:` (its JSON) as the line to print.
-    pub render: &'a dyn Fn(&str) -> anyhow::Result<String>,
+    pub render: &'a (dyn Fn(&str) -> anyhow::Result<String> + Sync),
 }
 
-/// Follows the changelog from `after`; returns only on an error.
-pub fn changes(api: &Api, after: u64, json: bool) -> anyhow::Result<()> {
+/// `--also` without `--follow` is refused (pages are per instance).
+pub fn only_with_follow(paging: &Paging) -> anyhow::Result<()> {
+    if paging.also.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!("--also needs --follow (pages are read from one instance)")
+    }
+}
+
+/// Follows the changelog from `after` (of `conn`'s instance and the
+/// `also` ones); returns only on an error.
+pub fn changes(conn: &Conn, also: &[String], after: u64, json: bool) -> anyhow::Result<()> {
     let render = |data: &str| -> anyhow::Result<String> {
         let change: Change = parse(data)?;
         item(&change, json, text::change)
     };
-    follow(
-        api,
+    follow_all(
+        conn,
+        also,
         &Stream {
             segments: &["changes", "stream"],
             name: "change stream",
@@ -57,8 +73,75 @@ pub fn changes(api: &Api, after: u64, json: bool) -> anyhow::Result<()> {
     )
 }
 
-/// Follows `stream` from `after`; returns only on an error.
-pub fn follow(api: &Api, stream: &Stream<'_>, after: u64, json: bool) -> anyhow::Result<()> {
+/// Follows `stream` of `conn`'s instance, and of the `also` ones (each
+/// from `after`, in a thread of its own); returns on the first error.
+pub fn follow_all(
+    conn: &Conn,
+    also: &[String],
+    stream: &Stream<'_>,
+    after: u64,
+    json: bool,
+) -> anyhow::Result<()> {
+    if also.is_empty() {
+        return follow(&Api::new(conn, None)?, stream, after, json, None);
+    }
+    let mut apis = Vec::new();
+    for url in std::iter::once(&conn.url).chain(also) {
+        let c = Conn {
+            url: url.clone(),
+            token: conn.token.clone(),
+        };
+        apis.push((url.clone(), Api::new(&c, None)?));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        for (url, api) in &apis {
+            let tx = tx.clone();
+            scope.spawn(move || {
+                let r = follow(api, stream, after, json, Some(url))
+                    .with_context(|| format!("following {url}"));
+                let _ = tx.send(r);
+            });
+        }
+        drop(tx);
+        // The first to end ends the command (each runs until an error).
+        match rx.recv() {
+            Ok(r) => r.and_then(|()| anyhow::bail!("a stream ended")),
+            Err(_) => anyhow::bail!("no stream to follow"),
+        }
+        .map_err(|e| {
+            // The others follow on forever: this process ends with the error.
+            eprintln!("streamforge: error: {e:#}");
+            std::process::exit(1)
+        })
+    })
+}
+
+/// A line of instance `url`: text prefixed with it, a JSON object with an
+/// `"instance"` field first.
+fn tagged(line: String, instance: Option<&str>, json: bool) -> String {
+    match instance {
+        None => line,
+        Some(url) if json => match line.strip_prefix('{') {
+            Some(rest) => format!(
+                "{{\"instance\":{},{rest}",
+                serde_json::Value::String(url.to_string())
+            ),
+            None => line,
+        },
+        Some(url) => format!("{url}  {line}"),
+    }
+}
+
+/// Follows `stream` from `after`; returns only on an error. Lines name
+/// `instance` when several are followed.
+pub fn follow(
+    api: &Api,
+    stream: &Stream<'_>,
+    after: u64,
+    json: bool,
+    instance: Option<&str>,
+) -> anyhow::Result<()> {
     let mut last: Option<String> = None;
     let mut reconnect = false;
     loop {
@@ -86,13 +169,14 @@ pub fn follow(api: &Api, stream: &Stream<'_>, after: u64, json: bool) -> anyhow:
                 if !data.is_empty() {
                     if event == "rewind" {
                         let r: Rewind = parse(&data).context("a rewind event")?;
-                        eprintln!("{}", rewind_note(r.epoch, r.after));
+                        eprintln!("{}", tagged(rewind_note(r.epoch, r.after), instance, false));
                         if json {
-                            print(&[serde_json::json!({ "rewind": r }).to_string()])?;
+                            let line = serde_json::json!({ "rewind": r }).to_string();
+                            print(&[tagged(line, instance, true)])?;
                         }
                     } else {
                         let line = (stream.render)(&data).context("a server-sent event")?;
-                        print(&[line])?;
+                        print(&[tagged(line, instance, json)])?;
                     }
                     if let Some(i) = id.take() {
                         last = Some(i);

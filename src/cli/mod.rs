@@ -65,6 +65,13 @@ pub struct Paging {
     /// long polls).
     #[arg(long, short)]
     pub follow: bool,
+    /// With --follow (changes, patterns output): follow this other instance
+    /// too (repeatable; instances sharing a Kafka topic, docs/cluster.md).
+    /// Their records are printed as they come, each instance with its own
+    /// cursor: text lines start with the instance's URL, JSON objects get
+    /// an "instance" field.
+    #[arg(long = "also", value_name = "URL")]
+    pub also: Vec<String>,
     /// Print each entry as one line of JSON (the API's object) instead.
     #[arg(long)]
     pub json: bool,
@@ -344,8 +351,9 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Changes { conn, paging } => {
             let api = Api::new(&conn, None)?;
             if paging.follow {
-                return follow::changes(&api, paging.after, paging.json);
+                return follow::changes(&conn, &paging.also, paging.after, paging.json);
             }
+            follow::only_with_follow(&paging)?;
             pages(&paging, |query| {
                 let page: ChangesPage = api.get(&["changes"], query)?;
                 let lines = page
@@ -364,6 +372,9 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
         }
         ClientCommand::Late { conn, paging } => {
             let api = Api::new(&conn, None)?;
+            if !paging.also.is_empty() {
+                anyhow::bail!("--also follows the server-sent streams: changes --follow and patterns output --follow");
+            }
             pages(&paging, |query| {
                 let page: LatePage = api.get(&["late"], query)?;
                 let lines = page

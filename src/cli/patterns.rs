@@ -184,8 +184,9 @@ pub fn run(cmd: PatternsCommand) -> anyhow::Result<()> {
             let json = paging.json;
             let render = move |data: &str| record_line(data, json);
             if paging.follow {
-                return follow::follow(
-                    &api,
+                return follow::follow_all(
+                    &conn,
+                    &paging.also,
                     &follow::Stream {
                         segments: &["patterns", "output", "stream"],
                         name: "pattern output stream",
@@ -195,6 +196,7 @@ pub fn run(cmd: PatternsCommand) -> anyhow::Result<()> {
                     json,
                 );
             }
+            follow::only_with_follow(&paging)?;
             pages(&paging, |query| {
                 let page: PatternOutputPage = api.get(&["patterns", "output"], query)?;
                 let lines = page

@@ -626,3 +626,63 @@ fn send_lanes_send_partitions_side_by_side_with_the_same_result() {
         r.stderr
     );
 }
+
+/// `changes --follow --also URL` follows two instances at once, each with
+/// its own cursor: every change of both arrives once, named by its instance
+/// (as text and as JSON); `--also` without `--follow` is refused.
+#[test]
+fn follow_also_merges_the_streams_of_several_instances() {
+    let dir = tempdir();
+    let a = start(&dir.path().join("a.db"), &["--pipeline", PIPELINE]);
+    let b = start(&dir.path().join("b.db"), &["--pipeline", PIPELINE]);
+    let text = Follower::start(&a, &["changes", "--follow", "--also", &b.base]);
+    let json = Follower::start(&a, &["changes", "--follow", "--json", "--also", &b.base]);
+    let deliver = |s: &Server, key: &str, ts: i64, v: i64| {
+        s.ok(
+            "/events",
+            &format!(r#"{{"partition":"web","event":{{"id":"{key}{ts}","key":"{key}","timestamp":{ts},"value":{v}}}}}"#),
+        );
+    };
+    deliver(&a, "alice", 1_000, 5);
+    deliver(&b, "bob", 2_000, 7);
+    for s in [&a, &b] {
+        s.ok("/watermarks", r#"{"partition":"web","watermark":400000}"#);
+        s.ok(
+            "/watermarks",
+            r#"{"partition":"mobile","watermark":400000}"#,
+        );
+    }
+    let want_a = sf(&a, &["changes"]).ok().stdout;
+    let want_b = sf(&b, &["changes"]).ok().stdout;
+    let (na, nb) = (want_a.lines().count(), want_b.lines().count());
+    assert!(na > 0 && nb > 0);
+    let mut got: Vec<String> = text.take(na + nb).lines().map(str::to_string).collect();
+    got.sort();
+    let mut want: Vec<String> = want_a
+        .lines()
+        .map(|l| format!("{}  {l}", a.base))
+        .chain(want_b.lines().map(|l| format!("{}  {l}", b.base)))
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+    // JSON: the API's change object with the instance first
+    let mut seen = std::collections::BTreeMap::new();
+    for line in json.take(na + nb).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        assert!(line.starts_with("{\"instance\":"), "{line}");
+        assert!(
+            v["seq"].as_u64().is_some() && v["result"].is_object(),
+            "{line}"
+        );
+        *seen
+            .entry(v["instance"].as_str().unwrap().to_string())
+            .or_insert(0) += 1;
+    }
+    assert_eq!(seen[&a.base], na);
+    assert_eq!(seen[&b.base], nb);
+    let refused = sf(&a, &["changes", "--also", &b.base]).failed();
+    assert!(
+        refused.stderr.contains("--also needs --follow"),
+        "{refused:?}"
+    );
+}
