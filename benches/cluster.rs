@@ -151,17 +151,21 @@ fn status(addr: &str) -> serde_json::Value {
 struct Figures {
     rate: f64,
     cpu_per_m: f64,
+    broker_cpu_per_m: f64,
     lag_ms: f64,
 }
 
 fn run(
     bin: &Path,
     dir: &Path,
-    broker: &str,
+    broker: &Broker,
     topic: &str,
     n: u32,
     counts: &BTreeMap<usize, i64>,
 ) -> Figures {
+    let broker_pid = broker.pid();
+    let broker_cpu = cpu_seconds(broker_pid);
+    let broker = &broker.addr();
     let pipeline = dir.join("pipeline.json");
     std::fs::write(&pipeline, pipeline_json(PARTITIONS)).unwrap();
     let t = Instant::now();
@@ -214,12 +218,14 @@ fn run(
     }
     let secs = t.elapsed().as_secs_f64();
     let cpu: f64 = servers.iter().map(|s| cpu_seconds(s.pid())).sum();
+    let broker_cpu = cpu_seconds(broker_pid) - broker_cpu;
     for s in servers {
         s.terminate();
     }
     Figures {
         rate: total as f64 / secs,
         cpu_per_m: cpu / total as f64 * 1e6,
+        broker_cpu_per_m: broker_cpu / total as f64 * 1e6,
         lag_ms: if lags.is_empty() { 0.0 } else { median(lags) },
     }
 }
@@ -246,10 +252,10 @@ fn main() {
             // a topic per run: each run consumes from offset 0 on fresh databases
             let topic = format!("bench-{r}-{n}");
             let counts = fill(&broker.addr(), &topic, &records);
-            let f = run(&bin, dir.path(), &broker.addr(), &topic, n, &counts);
+            let f = run(&bin, dir.path(), &broker, &topic, n, &counts);
             println!(
-                "  run {r}, {n} instance(s): {:.0} events/s, {:.2} CPU s per 1M events (all instances), watermark lag {:.0} ms (median of samples)",
-                f.rate, f.cpu_per_m, f.lag_ms
+                "  run {r}, {n} instance(s): {:.0} events/s, {:.2} CPU s per 1M events (all instances; broker {:.2}), watermark lag {:.0} ms (median of samples)",
+                f.rate, f.cpu_per_m, f.broker_cpu_per_m, f.lag_ms
             );
             figures.entry(n).or_default().push(f);
         }
@@ -261,10 +267,11 @@ fn main() {
     for (n, fs) in &figures {
         let cpu = median(fs.iter().map(|x| x.cpu_per_m).collect());
         println!(
-            "  {n} instance(s): {:.0} events/s, {:.2} CPU s per 1M events{}, watermark lag {:.0} ms",
+            "  {n} instance(s): {:.0} events/s, {:.2} CPU s per 1M events{} (broker {:.2}), watermark lag {:.0} ms",
             median(fs.iter().map(|x| x.rate).collect()),
             cpu,
             base.map_or(String::new(), |b| format!(" ({:.2}x of 1 instance)", cpu / b)),
+            median(fs.iter().map(|x| x.broker_cpu_per_m).collect()),
             median(fs.iter().map(|x| x.lag_ms).collect()),
         );
     }

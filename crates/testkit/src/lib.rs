@@ -231,6 +231,11 @@ impl Broker {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// The broker's process id (0 when it is not running).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
     /// Kills the broker (SIGKILL) and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
