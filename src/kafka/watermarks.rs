@@ -129,7 +129,11 @@ impl Reader {
         }
     }
 
+    /// Applies `records` in order: each run of consecutive watermarks as
+    /// one `advance_all` call (one command, one commit), an idle mark as a
+    /// `mark_idle` call.
     async fn apply(&mut self, records: Vec<rskafka::record::RecordAndOffset>) {
+        let mut run: Vec<(String, i64)> = Vec::new();
         for r in records {
             if r.offset < self.next {
                 continue;
@@ -146,20 +150,53 @@ impl Reader {
             if mark.from.is_some() && self.owned.contains(&mark.partition) {
                 continue;
             }
-            let svc = self.svc.clone();
-            let applied = blocking(move || match (mark.watermark, mark.idle) {
-                (Some(w), None | Some(false)) => {
-                    svc.advance(&mark.partition, w, Reply::Minimal).map(|_| ())
+            match (mark.watermark, mark.idle) {
+                (Some(w), None | Some(false)) => run.push((mark.partition, w)),
+                (None, Some(true)) => {
+                    self.advance_all(std::mem::take(&mut run)).await;
+                    let svc = self.svc.clone();
+                    let p = mark.partition;
+                    if let Err(e) =
+                        blocking(move || svc.mark_idle(&p, Reply::Minimal).map(|_| ())).await
+                    {
+                        tracing::warn!(offset = r.offset, error = %e, "an idle record was not applied");
+                    }
                 }
-                (None, Some(true)) => svc.mark_idle(&mark.partition, Reply::Minimal).map(|_| ()),
-                _ => Err(ServiceError::Invalid(
-                    "a watermark record holds either a watermark or \"idle\":true".into(),
-                )),
-            })
-            .await;
-            if let Err(e) = applied {
-                tracing::warn!(offset = r.offset, error = %e, "a watermark record was not applied");
+                _ => tracing::warn!(
+                    offset = r.offset,
+                    "skipping a watermark record that holds neither a watermark nor \"idle\":true"
+                ),
             }
+        }
+        self.advance_all(run).await;
+    }
+
+    /// Applies `advances` as one call; when the call is refused (an unknown
+    /// partition), the others one by one.
+    async fn advance_all(&self, advances: Vec<(String, i64)>) {
+        if advances.is_empty() {
+            return;
+        }
+        let svc = self.svc.clone();
+        let all = blocking(move || match svc.advance_all(&advances, Reply::Minimal) {
+            Ok(_) => Ok(Vec::new()),
+            Err(ServiceError::BatchRejected(_) | ServiceError::Rejected(_)) => Ok(advances),
+            Err(e) => Err(e),
+        })
+        .await;
+        match all {
+            Ok(one_by_one) => {
+                for (p, w) in one_by_one {
+                    let svc = self.svc.clone();
+                    let q = p.clone();
+                    if let Err(e) =
+                        blocking(move || svc.advance(&q, w, Reply::Minimal).map(|_| ())).await
+                    {
+                        tracing::warn!(partition = %p, error = %e, "a watermark record was not applied");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "watermark records were not applied"),
         }
     }
 }
