@@ -221,7 +221,9 @@ impl Source {
             svc: svc.clone(),
             client: wm_client.clone(),
             owned: owned.clone(),
+            topic: wm_topic.clone(),
             next: 0,
+            epoch: 0,
         };
         reader.catch_up().await?;
         let publisher = (opts.instance.count > 1).then(|| watermarks::Publisher {
@@ -229,9 +231,12 @@ impl Source {
             instance: opts.instance,
         });
         let s = svc.clone();
-        let status = blocking(move || s.status())
-            .await
-            .map_err(|e| format!("reading the state: {e}"))?;
+        let (epoch, status) = blocking(move || {
+            let epoch = s.heads().epoch;
+            s.status().map(|st| (epoch, st))
+        })
+        .await
+        .map_err(|e| format!("reading the state: {e}"))?;
         let mut producing = Vec::new();
         for k in 0..count {
             producing.push(Arc::new(
@@ -276,6 +281,8 @@ impl Source {
                 idle: p.idle,
                 publisher: publisher.clone(),
                 state: state.clone(),
+                epoch,
+                bound: opts.max_out_of_orderness,
             };
             tracing::info!(partition = %name, from = p.offset + 1, "consuming");
             tasks.push(tokio::spawn(task.run(stop_rx.clone())));

@@ -49,6 +49,10 @@ pub(super) struct PartitionTask {
     pub publisher: Option<Publisher>,
     /// What `/metrics` shows of this partition.
     pub state: Arc<SourceState>,
+    /// The window engine's restore epoch `next` belongs to.
+    pub epoch: u64,
+    /// The bound of `strategy`, to rebuild it after a restore.
+    pub bound: Option<i64>,
 }
 
 /// Why a partition stopped consuming.
@@ -67,6 +71,15 @@ impl PartitionTask {
         loop {
             if *stop.borrow() {
                 return;
+            }
+            // A restore put the engine back to a checkpoint: consume again
+            // from the partition's offset there.
+            if self.svc.heads().epoch != self.epoch {
+                match self.resync().await {
+                    Ok(()) => {}
+                    Err(Stop::Shutdown) => return,
+                    Err(Stop::Stalled(m)) => return self.stall(m),
+                }
             }
             let fetched = tokio::select! {
                 r = self.client.fetch_records(self.next, 1..FETCH_BYTES, FETCH_WAIT_MS) => r,
@@ -113,10 +126,42 @@ impl PartitionTask {
             match self.consume(records, &mut stop).await {
                 Ok(()) => {}
                 Err(Stop::Shutdown) => return,
+                // Refused because a restore moved the partition meanwhile:
+                // the loop's top consumes again from the restored offset.
+                Err(Stop::Stalled(_)) if self.svc.heads().epoch != self.epoch => {}
                 Err(Stop::Stalled(m)) => return self.stall(m),
             }
             self.state.set_lag(&self.name, high - self.next);
         }
+    }
+
+    /// Takes the partition's offset, watermark and idleness from the
+    /// engine (after a restore).
+    async fn resync(&mut self) -> Result<(), Stop> {
+        let svc = self.svc.clone();
+        let (epoch, status) = blocking(move || {
+            let epoch = svc.heads().epoch;
+            svc.status().map(|s| (epoch, s))
+        })
+        .await
+        .map_err(|e| Stop::Stalled(format!("reading the restored state: {e}")))?;
+        let Some(p) = status.partitions.iter().find(|p| p.name == self.name) else {
+            return Err(Stop::Stalled(
+                "the partition is not in the restored state".into(),
+            ));
+        };
+        tracing::info!(
+            partition = %self.name,
+            from = p.offset + 1,
+            "a restore moved the partition: consuming again from its offset"
+        );
+        self.next = p.offset + 1;
+        self.idle = p.idle;
+        self.strategy = self
+            .bound
+            .map(|b| BoundedOutOfOrderness::new(b, p.progress));
+        self.epoch = epoch;
+        Ok(())
     }
 
     fn stall(&self, why: String) {

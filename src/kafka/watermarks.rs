@@ -88,20 +88,38 @@ pub(super) struct Reader {
     pub client: Arc<PartitionClient>,
     /// The partitions this instance consumes itself.
     pub owned: Vec<String>,
+    /// The watermark topic's name (the key of its stored position).
+    pub topic: String,
     pub next: i64,
+    /// The window engine's restore epoch the records up to `next` were
+    /// applied in.
+    pub epoch: u64,
 }
 
 impl Reader {
     /// Applies everything up to the topic's end as of now (before the
     /// partitions are consumed: a restart starts from the others' current
-    /// watermarks).
+    /// watermarks), from the position stored at the last read.
     pub async fn catch_up(&mut self) -> Result<(), String> {
+        let (svc, topic) = (self.svc.clone(), self.topic.clone());
+        let (epoch, stored) = blocking(move || {
+            let epoch = svc.heads().epoch;
+            svc.sink_read(|r| r.source_position(&topic))
+                .map(|p| (epoch, p))
+        })
+        .await
+        .map_err(|e| format!("reading the watermark topic's position: {e}"))?;
+        self.next = stored.unwrap_or(0);
+        self.epoch = epoch;
         loop {
-            let (records, high) = self
-                .client
-                .fetch_records(self.next, 1..(1 << 20), 0)
-                .await
-                .map_err(|e| format!("reading the watermark topic: {e}"))?;
+            let fetched = self.client.fetch_records(self.next, 1..(1 << 20), 0).await;
+            let (records, high) = match fetched {
+                Err(e) if out_of_range(&e) => {
+                    self.next = self.earliest().await?;
+                    continue;
+                }
+                r => r.map_err(|e| format!("reading the watermark topic: {e}"))?,
+            };
             self.apply(records).await;
             if self.next >= high {
                 return Ok(());
@@ -112,12 +130,25 @@ impl Reader {
     /// Follows the topic until `stop` turns true.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
         loop {
+            // A restore may have put the others' partitions back: read the
+            // topic again from its start (its records are idempotent).
+            if self.svc.heads().epoch != self.epoch {
+                self.epoch = self.svc.heads().epoch;
+                self.next = 0;
+            }
             let fetched = tokio::select! {
                 r = self.client.fetch_records(self.next, 1..(1 << 20), 200) => r,
                 _ = stop.changed() => return,
             };
             match fetched {
                 Ok((records, _)) => self.apply(records).await,
+                // A retention policy deleted what was not read yet (only
+                // the latest record of a partition matters): read on from
+                // the oldest one kept.
+                Err(e) if out_of_range(&e) => match self.earliest().await {
+                    Ok(o) => self.next = o,
+                    Err(e) => tracing::warn!(error = %e, "reading the watermark topic failed"),
+                },
                 Err(e) => {
                     tracing::warn!(error = %e, "reading the watermark topic failed; retrying");
                     tokio::select! {
@@ -129,10 +160,21 @@ impl Reader {
         }
     }
 
+    /// The oldest offset the watermark topic still holds.
+    async fn earliest(&self) -> Result<i64, String> {
+        self.client
+            .get_offset(rskafka::client::partition::OffsetAt::Earliest)
+            .await
+            .map_err(|e| format!("reading the watermark topic's oldest offset: {e}"))
+    }
+
     /// Applies `records` in order: each run of consecutive watermarks as
     /// one `advance_all` call (one command, one commit), an idle mark as a
     /// `mark_idle` call.
     async fn apply(&mut self, records: Vec<rskafka::record::RecordAndOffset>) {
+        if records.is_empty() {
+            return;
+        }
         let mut run: Vec<(String, i64)> = Vec::new();
         for r in records {
             if r.offset < self.next {
@@ -169,6 +211,18 @@ impl Reader {
             }
         }
         self.advance_all(run).await;
+        self.store_position().await;
+    }
+
+    /// Stores `next`, so that a restart reads on from here (a failure is
+    /// logged: the restart then reads more again, which is harmless).
+    async fn store_position(&self) {
+        let (svc, topic, next) = (self.svc.clone(), self.topic.clone(), self.next);
+        if let Err(e) =
+            blocking(move || svc.sink_write(|w| w.set_source_position(&topic, next))).await
+        {
+            tracing::warn!(error = %e, "storing the watermark topic's position failed");
+        }
     }
 
     /// Applies `advances` as one call; when the call is refused (an unknown
@@ -199,4 +253,15 @@ impl Reader {
             Err(e) => tracing::warn!(error = %e, "watermark records were not applied"),
         }
     }
+}
+
+/// Whether `e` says the offset asked for is not in the topic partition.
+fn out_of_range(e: &rskafka::client::error::Error) -> bool {
+    matches!(
+        e,
+        rskafka::client::error::Error::ServerError {
+            protocol_error: rskafka::client::error::ProtocolError::OffsetOutOfRange,
+            ..
+        }
+    )
 }

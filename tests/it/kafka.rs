@@ -387,7 +387,7 @@ fn one_and_three_instances_end_with_the_oracles_rows_the_same_late_records_and_w
 }
 
 #[test]
-fn a_killed_instance_and_a_restarted_broker_lose_nothing_and_count_nothing_twice() {
+fn a_killed_instance_a_restored_one_and_a_restarted_broker_lose_nothing_and_count_nothing_twice() {
     let dir = common::tempdir();
     let Some(mut b) = broker(dir.path()) else {
         return;
@@ -409,12 +409,21 @@ fn a_killed_instance_and_a_restarted_broker_lose_nothing_and_count_nothing_twice
         })
         .collect();
     wait_consumed(&three.iter().collect::<Vec<_>>(), &sent);
+    // instance 2's state after the first quarter, restored below
+    let checkpoint = three[2].post_empty("/checkpoints");
+    assert_eq!(checkpoint.status, 201, "{}", checkpoint.body);
+    let id = checkpoint.json()["id"].as_i64().expect("checkpoint id");
     // more records, and a SIGKILL of instance 1 while it consumes them
     produce(&addr, "bids", &all[quarter..2 * quarter], &mut sent);
     three[1].kill();
     // records it misses while down
     produce(&addr, "bids", &all[2 * quarter..3 * quarter], &mut sent);
     three[1] = instance(dir.path(), "i1", &addr, "bids", "1/3");
+    wait_consumed(&three.iter().collect::<Vec<_>>(), &sent);
+    // instance 2 goes back to its checkpoint: it consumes its partitions
+    // again from the offsets there
+    let restored = three[2].post_empty(&format!("/checkpoints/{id}/restore"));
+    assert_eq!(restored.status, 200, "{}", restored.body);
     wait_consumed(&three.iter().collect::<Vec<_>>(), &sent);
     // the broker goes down and comes back on its data: the instances
     // reconnect and consume what comes after

@@ -30,6 +30,7 @@ mod lock;
 mod log;
 pub mod migrate;
 mod pages;
+mod positions;
 pub mod segments;
 mod sinks;
 mod window;

@@ -45,6 +45,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0008_history_on_disk",
         include_str!("../../../migrations/0008_history_on_disk.sql"),
     ),
+    (
+        "0009_source_positions",
+        include_str!("../../../migrations/0009_source_positions.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.
