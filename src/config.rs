@@ -78,6 +78,10 @@ pub struct ServeArgs {
     /// them all), as for --retain-changes.
     #[arg(long, env = "STREAMFORGE_RETAIN_LATE", default_value_t = 0)]
     pub retain_late: u64,
+    /// Idempotency keys of pattern pushes and advances kept (the newest N;
+    /// 0 keeps every key). A retry whose key was dropped is applied again.
+    #[arg(long, env = "STREAMFORGE_IDEMPOTENCY_KEYS", default_value_t = crate::service::DEFAULT_KEYS_KEPT)]
+    pub idempotency_keys: u64,
     /// Webhook sinks: the delay before the first retry of a failed batch,
     /// in milliseconds; it doubles per failed attempt (with jitter), up to
     /// --sink-backoff-max-ms. A 429 or 503 with Retry-After waits that long

@@ -76,6 +76,7 @@ impl Config {
                     checkpoints: usize::try_from(args.keep_checkpoints).unwrap_or(usize::MAX),
                     changes: args.retain_changes,
                     late: args.retain_late,
+                    keys: args.idempotency_keys,
                 },
                 metrics: Arc::new(Metrics::default()),
                 shards: match args.shards {

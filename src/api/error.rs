@@ -30,6 +30,10 @@ pub enum Code {
     WatermarkRegression,
     /// 409: a sink with that name exists.
     SinkExists,
+    /// 409: a call with the same `Idempotency-Key` is still in progress.
+    IdempotencyKeyInUse,
+    /// 422: an `Idempotency-Key` already used for another request.
+    IdempotencyKeyReused,
     /// 410: the records asked for were pruned by the retention policy.
     Pruned,
     /// 413: body over the configured limit.
@@ -57,13 +61,15 @@ impl Code {
             | Code::IdentityConflict
             | Code::LateEvent
             | Code::WatermarkRegression
-            | Code::SinkExists => StatusCode::CONFLICT,
+            | Code::SinkExists
+            | Code::IdempotencyKeyInUse => StatusCode::CONFLICT,
             Code::Pruned => StatusCode::GONE,
             Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Code::UnknownPartition
             | Code::InvalidCheckpoint
             | Code::InvalidRequest
-            | Code::LimitExceeded => StatusCode::UNPROCESSABLE_ENTITY,
+            | Code::LimitExceeded
+            | Code::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -79,6 +85,8 @@ impl Code {
             Code::LateEvent => "late_event",
             Code::WatermarkRegression => "watermark_regression",
             Code::SinkExists => "sink_exists",
+            Code::IdempotencyKeyInUse => "idempotency_key_in_use",
+            Code::IdempotencyKeyReused => "idempotency_key_reused",
             Code::Pruned => "pruned",
             Code::PayloadTooLarge => "payload_too_large",
             Code::UnknownPartition => "unknown_partition",
@@ -99,13 +107,15 @@ impl Code {
             | Code::IdentityConflict
             | Code::LateEvent
             | Code::WatermarkRegression
-            | Code::SinkExists => "Conflict",
+            | Code::SinkExists
+            | Code::IdempotencyKeyInUse => "Conflict",
             Code::Pruned => "Gone",
             Code::PayloadTooLarge => "Payload Too Large",
             Code::UnknownPartition
             | Code::InvalidCheckpoint
             | Code::InvalidRequest
-            | Code::LimitExceeded => "Unprocessable Content",
+            | Code::LimitExceeded
+            | Code::IdempotencyKeyReused => "Unprocessable Content",
             Code::Unavailable => "Service Unavailable",
         }
     }
@@ -190,8 +200,14 @@ impl ApiError {
                     R::InvalidRequest(_) => Code::InvalidRequest,
                     R::LimitExceeded(_) => Code::LimitExceeded,
                 };
-                ApiError::new(code, r.rejection.to_string()).at(r.index.filter(|_| batch))
+                let mut detail = r.rejection.to_string();
+                if let Some(hint) = finished_hint(&r.rejection) {
+                    detail.push_str(hint);
+                }
+                ApiError::new(code, detail).at(r.index.filter(|_| batch))
             }
+            ServiceError::KeyInUse(d) => ApiError::new(Code::IdempotencyKeyInUse, d),
+            ServiceError::KeyReused(d) => ApiError::new(Code::IdempotencyKeyReused, d),
             ServiceError::Malformed { index, detail } => ApiError::bad_request(detail).at(index),
             ServiceError::Gone { detail, earliest } => ApiError {
                 earliest: Some(earliest),
@@ -224,6 +240,25 @@ impl ApiError {
         }
         out.push(b'}');
         out
+    }
+}
+
+/// The hint a refusal gets when the pattern engine is finished (its
+/// watermark is the final one): nothing can be pushed or advanced any more,
+/// and the detail says what to do instead.
+fn finished_hint(r: &crate::patterns::Rejection) -> Option<&'static str> {
+    use crate::patterns::{Rejection as R, FINAL_WATERMARK};
+    match r {
+        R::LateEvent { watermark, .. }
+        | R::WatermarkRegression {
+            current: watermark, ..
+        } if *watermark == FINAL_WATERMARK => Some(
+            "; the pattern engine is finished (POST /patterns/finish set its watermark to \
+                 the final one): it takes no more events or advances. To go on, restore a \
+                 checkpoint taken before the finish (POST /patterns/checkpoints/{id}/restore), \
+                 or start the server on another --db",
+        ),
+        _ => None,
     }
 }
 

@@ -60,6 +60,25 @@ impl FromRequest<AppState> for WriteCall {
     }
 }
 
+/// The `Idempotency-Key` header of a pattern push or advance, if sent: 1 to
+/// 255 printable ASCII characters, else 400 `bad_request`.
+pub struct IdempotencyKey(pub Option<String>);
+
+impl FromRequestParts<AppState> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
+        let Some(v) = parts.headers.get("idempotency-key") else {
+            return Ok(IdempotencyKey(None));
+        };
+        let key = v.to_str().map_err(|_| {
+            ApiError::bad_request("Idempotency-Key must be printable ASCII without spaces")
+        })?;
+        crate::service::check_key(key).map_err(ApiError::bad_request)?;
+        Ok(IdempotencyKey(Some(key.to_string())))
+    }
+}
+
 /// The service, for a handler: 503 `unavailable` while it recovers. Listed
 /// after the extractors that validate the request (axum runs them in
 /// order), so a bad request is answered as such whatever the service's

@@ -14,12 +14,12 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::dto::page_body;
 use super::error::ApiError;
-use super::extract::{self, CheckpointId, PageQuery, Svc, WriteCall};
+use super::extract::{self, CheckpointId, IdempotencyKey, PageQuery, Svc, WriteCall};
 use super::routes::{blocking, json_response, long_poll, to_json};
 use super::AppState;
 use crate::patterns::PatternStatus;
 use crate::service::parse::{self, Framing, ParseError};
-use crate::service::{AdvanceAnswer, RestoreSource, Service};
+use crate::service::{AdvanceAnswer, Keyed, KeyedRequest, PushAnswer, RestoreSource, Service};
 use crate::store::{EngineId, Stream};
 use std::sync::Arc;
 
@@ -33,14 +33,6 @@ struct AdvanceBody {
 
 fn watermark_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     crate::canonical::strict::int_field(d, "watermark")
-}
-
-/// `POST /patterns/events` answer.
-#[derive(Serialize)]
-struct PushResponse {
-    first: u64,
-    last: u64,
-    buffered: u64,
 }
 
 /// `GET /patterns/status` answer.
@@ -83,23 +75,27 @@ struct RestoreResponse {
     watermark: i64,
 }
 
-/// `{"output":[..],"watermark":W,"processed":n}` around the stored bytes.
-fn advance_body(a: &AdvanceAnswer) -> Vec<u8> {
-    let mut out = Vec::with_capacity(a.output.len() + 64);
-    out.extend_from_slice(b"{\"output\":");
-    out.extend_from_slice(&a.output);
-    out.extend_from_slice(
-        format!(
-            ",\"watermark\":{},\"processed\":{}}}",
-            a.watermark, a.processed
-        )
-        .as_bytes(),
-    );
-    out
+/// A keyed call's answer: 200 with the body, and `Idempotent-Replayed:
+/// true` when it is the stored answer of an earlier call.
+fn keyed_response<T>(k: Keyed<T>, body: impl FnOnce(&T) -> Vec<u8>) -> Response {
+    match k {
+        Keyed::Applied(a) => json_response(StatusCode::OK, body(&a)),
+        Keyed::Replayed(stored) => {
+            let mut r = json_response(StatusCode::OK, stored);
+            r.headers_mut().insert(
+                "idempotent-replayed",
+                axum::http::HeaderValue::from_static("true"),
+            );
+            r
+        }
+    }
 }
 
 /// `POST /patterns/events`: one event, a JSON array, or NDJSON; atomic.
-pub async fn post_events(call: WriteCall) -> Result<Response, ApiError> {
+pub async fn post_events(
+    IdempotencyKey(key): IdempotencyKey,
+    call: WriteCall,
+) -> Result<Response, ApiError> {
     let WriteCall {
         svc, body, ndjson, ..
     } = call;
@@ -119,33 +115,43 @@ pub async fn post_events(call: WriteCall) -> Result<Response, ApiError> {
             }
         };
         let batch = parsed.batch;
+        // The request is its framing and body as sent.
+        let key = key.map(|k| {
+            KeyedRequest::new(
+                k,
+                "POST /patterns/events",
+                &[framing.kind().as_bytes(), &body],
+            )
+        });
         let a = svc
-            .pattern_push(&body, framing, parsed)
+            .pattern_push(&body, framing, parsed, key.as_ref())
             .map_err(|e| ApiError::from_service(e, batch))?;
-        to_json(&PushResponse {
-            first: a.first,
-            last: a.last,
-            buffered: a.buffered,
-        })
+        Ok(keyed_response(a, PushAnswer::json))
     })
     .await
-    .map(|b| json_response(StatusCode::OK, b))
 }
 
 /// `POST /patterns/advance`.
-pub async fn post_advance(call: WriteCall) -> Result<Response, ApiError> {
+pub async fn post_advance(
+    IdempotencyKey(key): IdempotencyKey,
+    call: WriteCall,
+) -> Result<Response, ApiError> {
     let WriteCall { svc, body, .. } = call;
     blocking(move || {
         let req: AdvanceBody = extract::json(&body, "an advance object {\"watermark\"}")?;
-        Ok(advance_body(&svc.pattern_advance(req.watermark)?))
+        // The request is its watermark (however the body was spelled).
+        let key = key.map(|k| {
+            KeyedRequest::new(k, "POST /patterns/advance", &[&req.watermark.to_be_bytes()])
+        });
+        let a = svc.pattern_advance(req.watermark, key.as_ref())?;
+        Ok(keyed_response(a, AdvanceAnswer::json))
     })
     .await
-    .map(|b| json_response(StatusCode::OK, b))
 }
 
 /// `POST /patterns/finish` (no body).
 pub async fn post_finish(Svc(svc): Svc) -> Result<Response, ApiError> {
-    blocking(move || Ok(advance_body(&svc.pattern_finish()?)))
+    blocking(move || Ok(svc.pattern_finish()?.json()))
         .await
         .map(|b| json_response(StatusCode::OK, b))
 }

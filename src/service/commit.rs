@@ -101,6 +101,15 @@ pub(super) struct Encoded {
     /// The records of a record stream (late records or pattern output) as
     /// `(seq, compact JSON)`.
     records: (Stream, Vec<(u64, String)>),
+    /// The answer of a call made with an idempotency key, stored with it.
+    pub key: Option<KeyAnswer>,
+}
+
+/// A keyed call's answer as stored with the call.
+pub(super) struct KeyAnswer {
+    pub request: super::KeyedRequest,
+    pub response: Vec<u8>,
+    pub at: store::KeyAt,
 }
 
 impl Encoded {
@@ -126,7 +135,11 @@ impl Encoded {
         } else {
             (Stream::Patterns, records(out.patterns, |o| o.seq)?)
         };
-        Ok(Encoded { changes, records })
+        Ok(Encoded {
+            changes,
+            records,
+            key: None,
+        })
     }
 
     /// The stored records, `(seq, compact JSON)`.
@@ -244,6 +257,9 @@ impl Service {
                         records: e.map_or((Stream::Late, &[][..]), |e| {
                             (e.records.0, e.records.1.as_slice())
                         }),
+                        key: e
+                            .and_then(|e| e.key.as_ref())
+                            .map(|k| k.request.row(&k.response, k.at)),
                     }
                 })
                 .collect();

@@ -30,6 +30,10 @@ pub enum ServiceError {
         /// What is wrong.
         detail: String,
     },
+    /// A call with the same idempotency key is in progress.
+    KeyInUse(String),
+    /// The idempotency key was used for another request.
+    KeyReused(String),
     /// The records asked for were pruned by the retention policy.
     Gone {
         /// What is missing and how to resync.
@@ -50,6 +54,7 @@ impl fmt::Display for ServiceError {
             ServiceError::Patterns(r) => write!(f, "{}: {}", r.rejection.code(), r.rejection),
             ServiceError::Malformed { detail, .. } => write!(f, "bad request: {detail}"),
             ServiceError::Gone { detail, .. } => write!(f, "gone: {detail}"),
+            ServiceError::KeyInUse(s) | ServiceError::KeyReused(s) => f.write_str(s),
         }
     }
 }

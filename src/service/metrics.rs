@@ -74,6 +74,8 @@ pub struct Metrics {
     pub pattern_events: AtomicU64,
     /// Pattern output records (matches and timeouts) emitted.
     pub pattern_output: AtomicU64,
+    /// Keyed pattern calls answered from their stored answer (retries).
+    pub idempotent_replays: AtomicU64,
     /// Calls rejected by the engine.
     pub rejected: AtomicU64,
     /// Storage failures answered with 503.
@@ -141,7 +143,7 @@ impl Metrics {
     /// The Prometheus text exposition, with the current state's `gauges`.
     pub fn render(&self, gauges: &[Gauge]) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 15] = [
+        let counters: [(&str, &str, &AtomicU64); 16] = [
             (
                 "streamforge_deliveries_total",
                 "Deliveries in acknowledged ingest calls (duplicates and redeliveries included).",
@@ -181,6 +183,12 @@ impl Metrics {
                 "streamforge_pattern_output_total",
                 "Pattern output records (matches and timeouts) emitted.",
                 &self.pattern_output,
+            ),
+            (
+                "streamforge_idempotent_replays_total",
+                "Pattern calls with an Idempotency-Key answered from the stored answer of an \
+                 earlier call (retries; nothing applied).",
+                &self.idempotent_replays,
             ),
             (
                 "streamforge_rejected_total",

@@ -33,6 +33,7 @@ mod cmd;
 mod commit;
 pub mod error;
 pub mod faults;
+mod idempotency;
 pub mod metrics;
 mod order;
 pub mod parse;
@@ -59,6 +60,7 @@ use order::{Before, Held, Locked};
 pub use apply::{IngestAnswer, Reply, TickAnswer};
 pub use checkpoint::Download;
 pub use error::{PatternRejection, ServiceError, StartError};
+pub use idempotency::{check_key, Keyed, KeyedRequest};
 pub use metrics::{Gauge, Metrics};
 pub use patterns::{AdvanceAnswer, PatternsRestored, PatternsStatus, PushAnswer};
 pub use restore::{RestoreOutcome, RestoreSource};
@@ -181,7 +183,12 @@ pub struct Retention {
     pub changes: u64,
     /// Late records kept behind the head, at least (0: keep them all).
     pub late: u64,
+    /// Idempotency keys of pattern calls kept (the newest; 0: every key).
+    pub keys: u64,
 }
+
+/// Idempotency keys kept by default.
+pub const DEFAULT_KEYS_KEPT: u64 = 100_000;
 
 impl Default for Retention {
     fn default() -> Self {
@@ -189,6 +196,7 @@ impl Default for Retention {
             checkpoints: 3,
             changes: 0,
             late: 0,
+            keys: DEFAULT_KEYS_KEPT,
         }
     }
 }
@@ -304,6 +312,8 @@ struct Commits {
     /// outside the processor lock, stores its checkpoint only if no other
     /// base change happened since its snapshot.
     base_version: std::sync::atomic::AtomicU64,
+    /// Idempotency keys between their lookup and their commit.
+    keys: idempotency::InFlight,
 }
 
 /// What readers wait on and read with.
@@ -461,6 +471,7 @@ impl Service {
             );
         }
         let mut writer = Writer::open(&opts.db).map_err(|e| fail("cannot open", &e))?;
+        writer.set_key_retention(opts.retention.keys);
         let setup = Self::resolve(&mut writer, &opts)?;
         let (engines, logged) =
             recover::replay(&writer, &opts.db, &setup).map_err(|e| fail("recovery failed", &e))?;
@@ -498,6 +509,7 @@ impl Service {
                     .map_err(|e| fail("cannot start the WAL copier", &e))?,
                 wal_bytes: std::sync::atomic::AtomicU64::new(0),
                 base_version: std::sync::atomic::AtomicU64::new(0),
+                keys: idempotency::InFlight::default(),
             },
             output: OutputHeads {
                 heads: watch::Sender::new(heads),

@@ -8,11 +8,13 @@ use crate::store::RestoredLate;
 use crate::store::{EngineId, Restored, StoredBody};
 
 use super::cmd::{Cmd, Output, PatternAdvance, PatternFinish, PatternPush};
-use super::commit::{json_records, Encoded};
+use super::commit::{json_records, Encoded, KeyAnswer};
+use super::idempotency::{Keyed, KeyedRequest};
 use super::order::Held;
 use super::parse::{Framing, PatternBatch};
 use super::restore::RestoreSource;
 use super::{Metrics, Service, ServiceError};
+use crate::store::KeyAt;
 
 /// An acknowledged `POST /patterns/events`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +27,17 @@ pub struct PushAnswer {
     pub buffered: u64,
 }
 
+impl PushAnswer {
+    /// The answer's body: `{"first":F,"last":L,"buffered":B}`.
+    pub fn json(&self) -> Vec<u8> {
+        format!(
+            "{{\"first\":{},\"last\":{},\"buffered\":{}}}",
+            self.first, self.last, self.buffered
+        )
+        .into_bytes()
+    }
+}
+
 /// An acknowledged `POST /patterns/advance` or `/patterns/finish`.
 #[derive(Debug, Clone)]
 pub struct AdvanceAnswer {
@@ -34,6 +47,24 @@ pub struct AdvanceAnswer {
     pub watermark: i64,
     /// Buffered events the call processed.
     pub processed: u64,
+}
+
+impl AdvanceAnswer {
+    /// The answer's body: `{"output":[..],"watermark":W,"processed":n}`
+    /// around the stored records.
+    pub fn json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.output.len() + 64);
+        out.extend_from_slice(b"{\"output\":");
+        out.extend_from_slice(&self.output);
+        out.extend_from_slice(
+            format!(
+                ",\"watermark\":{},\"processed\":{}}}",
+                self.watermark, self.processed
+            )
+            .as_bytes(),
+        );
+        out
+    }
 }
 
 /// `GET /patterns/status`.
@@ -56,13 +87,20 @@ pub struct PatternsRestored {
 
 impl Service {
     /// `POST /patterns/events`: `raw` is the body as received (the command
-    /// row), `batch` its parse.
+    /// row), `batch` its parse; with `key`, a retry of an acknowledged call
+    /// gets that call's answer back (see `idempotency`).
     pub fn pattern_push(
         &self,
         raw: &[u8],
         framing: Framing,
         batch: PatternBatch,
-    ) -> Result<PushAnswer, ServiceError> {
+        key: Option<&KeyedRequest>,
+    ) -> Result<Keyed<PushAnswer>, ServiceError> {
+        let _claim = match key.map(|k| self.claim_key(k)).transpose()? {
+            Some(Err(stored)) => return Ok(Keyed::Replayed(stored)),
+            Some(Ok(claim)) => Some(claim),
+            None => None,
+        };
         let n = batch.events.len() as u64;
         let cmd = PatternPush {
             framing,
@@ -71,38 +109,58 @@ impl Service {
         };
         let at = &mut Held::entry();
         let (ticket, o) = self.apply(at, cmd, StoredBody::pack(raw))?;
-        // a push only buffers: no output records
-        let enc = Encoded::new(&Output::default());
-        self.commit(at, ticket, enc, || ())?;
-        Metrics::inc(&self.env.metrics.pattern_events, n);
-        Ok(PushAnswer {
+        let answer = PushAnswer {
             first: o.first,
             last: o.last,
             buffered: o.buffered,
-        })
+        };
+        // a push only buffers: no output records
+        let mut enc = Encoded::new(&Output::default());
+        if let (Some(request), Ok(e)) = (key, enc.as_mut()) {
+            e.key = Some(KeyAnswer {
+                request: request.clone(),
+                response: answer.json(),
+                at: KeyAt::Push {
+                    last_ordinal: o.last,
+                },
+            });
+        }
+        self.commit(at, ticket, enc, || ())?;
+        Metrics::inc(&self.env.metrics.pattern_events, n);
+        Ok(Keyed::Applied(answer))
     }
 
-    /// `POST /patterns/advance`.
-    pub fn pattern_advance(&self, watermark: i64) -> Result<AdvanceAnswer, ServiceError> {
+    /// `POST /patterns/advance` (with `key`: as [`Service::pattern_push`]).
+    pub fn pattern_advance(
+        &self,
+        watermark: i64,
+        key: Option<&KeyedRequest>,
+    ) -> Result<Keyed<AdvanceAnswer>, ServiceError> {
+        let _claim = match key.map(|k| self.claim_key(k)).transpose()? {
+            Some(Err(stored)) => return Ok(Keyed::Replayed(stored)),
+            Some(Ok(claim)) => Some(claim),
+            None => None,
+        };
         let cmd = PatternAdvance { watermark };
         let body = StoredBody::raw(cmd.body()?);
-        self.pattern_tick(cmd, body)
+        self.pattern_tick(cmd, body, key).map(Keyed::Applied)
     }
 
     /// `POST /patterns/finish`.
     pub fn pattern_finish(&self) -> Result<AdvanceAnswer, ServiceError> {
         let body = StoredBody::raw(PatternFinish.body()?);
-        self.pattern_tick(PatternFinish, body)
+        self.pattern_tick(PatternFinish, body, None)
     }
 
     fn pattern_tick<C: Cmd<Out = patterns::AdvanceOutcome>>(
         &self,
         cmd: C,
         body: StoredBody,
+        key: Option<&KeyedRequest>,
     ) -> Result<AdvanceAnswer, ServiceError> {
         let at = &mut Held::entry();
         let (ticket, o) = self.apply(at, cmd, body)?;
-        let enc = Encoded::new(&Output {
+        let mut enc = Encoded::new(&Output {
             patterns: &o.output,
             ..Output::default()
         });
@@ -111,13 +169,23 @@ impl Service {
             .as_ref()
             .map(|e| json_records(e.records()))
             .unwrap_or_default();
-        self.commit(at, ticket, enc, || ())?;
-        Metrics::inc(&self.env.metrics.pattern_output, o.output.len() as u64);
-        Ok(AdvanceAnswer {
+        let answer = AdvanceAnswer {
             output,
             watermark: o.watermark,
             processed: o.processed,
-        })
+        };
+        if let (Some(request), Ok(e)) = (key, enc.as_mut()) {
+            e.key = Some(KeyAnswer {
+                request: request.clone(),
+                response: answer.json(),
+                at: KeyAt::Advance {
+                    watermark: o.watermark,
+                },
+            });
+        }
+        self.commit(at, ticket, enc, || ())?;
+        Metrics::inc(&self.env.metrics.pattern_output, o.output.len() as u64);
+        Ok(answer)
     }
 
     /// `GET /patterns/status`.
@@ -156,6 +224,7 @@ impl Service {
                 },
             ))
         })?;
+        let next_ordinal = engine.status().next_ordinal;
         let out = PatternsRestored {
             sequence: engine.sequence(),
             watermark: engine.watermark(),
@@ -168,6 +237,7 @@ impl Service {
                 envelope: Some(&envelope),
                 sequence: out.sequence,
                 late: RestoredLate::Records(&[]),
+                keys_through: Some((next_ordinal, out.watermark)),
             },
             |engines| engines.patterns = engine,
         )?;

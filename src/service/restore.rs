@@ -96,6 +96,7 @@ impl Service {
                         envelope: None,
                         sequence: out.sequence,
                         late: RestoredLate::Segments(&row.state.flushed.late),
+                        keys_through: None,
                     },
                     |engines| engines.window = processor,
                 )?;
@@ -129,6 +130,7 @@ impl Service {
                 envelope: Some(&envelope),
                 sequence: out.sequence,
                 late: RestoredLate::Records(&late),
+                keys_through: None,
             },
             |engines| engines.window = processor,
         )?;

@@ -347,6 +347,7 @@ impl Service {
                 envelope: None,
                 sequence: out.sequence,
                 late: RestoredLate::Segments(&flushed.late),
+                keys_through: None,
             },
             |engines| engines.window = processor,
         )?;

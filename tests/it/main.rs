@@ -43,6 +43,7 @@ mod epochs;
 mod kafka;
 mod migrations;
 mod patterns_http;
+mod patterns_keys;
 mod restore_mutations;
 mod schemathesis;
 mod shards;

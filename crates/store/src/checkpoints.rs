@@ -479,6 +479,7 @@ mod tests {
                 encoding: crate::body::RAW,
                 changes: None,
                 records: (Stream::Late, &[]),
+                key: None,
             }])
             .unwrap();
         }

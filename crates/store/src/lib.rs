@@ -26,6 +26,7 @@ mod checkpoints;
 pub mod chunk;
 mod error;
 pub mod ids;
+mod keys;
 mod lock;
 mod log;
 pub mod migrate;
@@ -46,6 +47,7 @@ pub use body::StoredBody;
 pub use checkpoints::{sha256_hex, CheckpointMeta, Origin, PIECE_BYTES};
 pub use chunk::chunk_rows;
 pub use error::{Error, Result};
+pub use keys::{KeyAt, KeyRow, StoredKey};
 pub use lock::{lock_path, DbLock, LockError};
 pub use log::{Base, BaseState, CommandRow, Restored, RestoredLate};
 pub use pages::{Page, PageRefusal, Stream};
@@ -113,6 +115,8 @@ pub struct Writer {
     /// Commits of [`Writer::append`] so far: each syncs the WAL, and with
     /// it every frame written before (the sinks' unsynced writes).
     appends: Arc<std::sync::atomic::AtomicU64>,
+    /// Idempotency keys kept (the newest; 0: every key).
+    keep_keys: u64,
 }
 
 /// A reading connection (pages, checkpoints).
@@ -148,10 +152,17 @@ impl Writer {
         let mut w = Writer {
             conn,
             appends: Arc::default(),
+            keep_keys: 0,
         };
         w.drop_orphan_pieces()?;
         w.drop_unreferenced_segments()?;
         Ok(w)
+    }
+
+    /// Keeps only the newest `keep` idempotency keys from now on (0: every
+    /// key).
+    pub fn set_key_retention(&mut self, keep: u64) {
+        self.keep_keys = keep;
     }
 
     /// Copies what is left of the WAL into the database and starts the WAL
@@ -360,6 +371,7 @@ mod tests {
             encoding: crate::body::RAW,
             changes: None,
             records: (Stream::Late, &[]),
+            key: None,
         };
         w.append(&[row]).unwrap();
         let r = Reader::open(&db).unwrap();

@@ -108,6 +108,9 @@ impl Writer {
                     chg.execute(params![seq_i64(first)?, body, seq_i64(last)?])
                         .op("INSERT changes")?;
                 }
+                if let Some(key) = &r.key {
+                    super::keys::insert(&tx, key, self.keep_keys)?;
+                }
                 let (stream, records) = r.records;
                 if records.is_empty() {
                     continue;
@@ -275,6 +278,9 @@ impl Writer {
             EngineId::Patterns => {
                 tx.execute("DELETE FROM pattern_output WHERE seq > ?1", [seq])
                     .op("DELETE FROM pattern_output WHERE seq > ?")?;
+                if let Some((next_ordinal, watermark)) = r.keys_through {
+                    super::keys::restore(&tx, next_ordinal, watermark)?;
+                }
             }
         }
         if r.engine == EngineId::Window {
@@ -537,6 +543,8 @@ pub struct CommandRow<'a> {
     /// Records of a record stream (late records, pattern output): the
     /// stream, and each record's sequence and compact JSON.
     pub records: (Stream, &'a [(u64, String)]),
+    /// The answer of a call made with an idempotency key.
+    pub key: Option<super::keys::KeyRow<'a>>,
 }
 
 /// A restore as [`Writer::restore`] stores it.
@@ -554,6 +562,9 @@ pub struct Restored<'a> {
     pub sequence: u64,
     /// Window engine: the checkpoint's late records.
     pub late: RestoredLate<'a>,
+    /// Pattern engine: the checkpoint's next ordinal and watermark (the
+    /// idempotency keys of calls past them are forgotten).
+    pub keys_through: Option<(u64, i64)>,
 }
 
 #[cfg(test)]
@@ -569,6 +580,7 @@ mod tests {
             envelope: Some(b"{}"),
             sequence,
             late: RestoredLate::Records(&[]),
+            keys_through: None,
         }
     }
 
@@ -612,6 +624,7 @@ mod tests {
                 encoding: crate::body::RAW,
                 changes: Some((1, 5, &a)),
                 records: (Stream::Late, &[]),
+                key: None,
             },
             CommandRow {
                 engine: EngineId::Window,
@@ -620,6 +633,7 @@ mod tests {
                 encoding: crate::body::RAW,
                 changes: None,
                 records: (Stream::Late, &[]),
+                key: None,
             },
             CommandRow {
                 engine: EngineId::Window,
@@ -628,6 +642,7 @@ mod tests {
                 encoding: crate::body::RAW,
                 changes: Some((6, 8, &b)),
                 records: (Stream::Late, &[]),
+                key: None,
             },
         ])
         .unwrap();
@@ -744,6 +759,7 @@ mod tests {
                 encoding: crate::body::RAW,
                 changes: Some((23 + 2 * i as u64, 24 + 2 * i as u64, c)),
                 records: (Stream::Late, &[]),
+                key: None,
             })
             .collect();
         w.append(&rows).unwrap();

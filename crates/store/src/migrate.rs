@@ -49,6 +49,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0009_source_positions",
         include_str!("../../../migrations/0009_source_positions.sql"),
     ),
+    (
+        "0010_idempotency_keys",
+        include_str!("../../../migrations/0010_idempotency_keys.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.
