@@ -180,7 +180,50 @@ impl Api {
         content_type: &str,
         body: Option<Vec<u8>>,
     ) -> Result<String, CallError> {
+        self.post_keyed(segments, content_type, body, None)
+    }
+
+    /// [`Api::post_text`] with an `Idempotency-Key` header (pattern pushes
+    /// and advances): a retry with the same key and body is answered with
+    /// the first answer, nothing applied twice. With a key, a call that got
+    /// no answer (or found its key still in progress) is sent again, up to
+    /// 5 times, 0.2 s to 3.2 s apart.
+    pub fn post_keyed(
+        &self,
+        segments: &[&str],
+        content_type: &str,
+        body: Option<Vec<u8>>,
+        key: Option<&str>,
+    ) -> Result<String, CallError> {
+        let Some(key) = key else {
+            return self.post_once(segments, content_type, body, None);
+        };
+        let mut delay = Duration::from_millis(200);
+        let mut tries = 1;
+        loop {
+            match self.post_once(segments, content_type, body.clone(), Some(key)) {
+                Err(CallError::Transport(_)) if tries < 5 => {}
+                Err(CallError::Problem(p)) if tries < 5 && p.code == "idempotency_key_in_use" => {}
+                other => return other,
+            }
+            // a back-off between attempts, not a wait for a condition
+            std::thread::sleep(delay);
+            delay *= 2;
+            tries += 1;
+        }
+    }
+
+    fn post_once(
+        &self,
+        segments: &[&str],
+        content_type: &str,
+        body: Option<Vec<u8>>,
+        key: Option<&str>,
+    ) -> Result<String, CallError> {
         let mut rb = self.request(Method::POST, self.url(segments));
+        if let Some(k) = key {
+            rb = rb.header("idempotency-key", k);
+        }
         if let Some(p) = self.prefer {
             rb = rb.header("prefer", p);
         }

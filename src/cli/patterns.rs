@@ -30,8 +30,13 @@
 //! everything before it was sent. A rejected batch (a `late_event`, ...) is
 //! applied not at all, and the error names the file line of the failing
 //! event. Pattern events are not deduplicated (an event pushed twice is two
-//! occurrences), so after an error the file is sent again from that line
-//! on, not from the start.
+//! occurrences), so every push and advance carries an `Idempotency-Key`
+//! made of the file and its lines: a call that got no answer is sent again
+//! with the same key, and after an error the file is sent again with
+//! `--from-line N` (the line named); a batch the server applied already is
+//! answered from its key. `--watermark-lag MS` advances the watermark from
+//! the client side (the largest time sent minus MS, every
+//! `--advance-every` events).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -74,8 +79,12 @@ pub enum PatternsCommand {
     /// A progress bar (events/s, ETA) is drawn on stderr when it is a
     /// terminal; the final line gives the counts and events/s. On an error
     /// the file line and the server's detail are printed, exit status 1.
-    /// Pattern events are not deduplicated: after an error, send the file
-    /// again from the line named, not from the start.
+    ///
+    /// Every push and advance carries an Idempotency-Key made of the file
+    /// and its lines (`PREFIX:FIRST-LAST`), so a call that got no answer is
+    /// sent again safely (up to 5 times), and after an error the file can be
+    /// sent again with `--from-line N` (the line named): a batch or advance
+    /// that was applied already is answered from its key, not applied twice.
     Send {
         #[command(flatten)]
         conn: Conn,
@@ -84,6 +93,30 @@ pub enum PatternsCommand {
         /// Events per POST /patterns/events.
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
         batch: u32,
+        /// Start at this line of the file (1 = the first): the lines before
+        /// it are skipped, not sent.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        from_line: u64,
+        /// The keys' prefix (default: `send-` and 16 hex digits of the
+        /// SHA-256 of the file's absolute path; standard input has none
+        /// unless given, and is then sent without keys).
+        #[arg(long, conflicts_with = "no_keys")]
+        key_prefix: Option<String>,
+        /// Send without Idempotency-Key headers (a retried call then counts
+        /// twice).
+        #[arg(long)]
+        no_keys: bool,
+        /// Advance the pattern watermark from the client side: every
+        /// --advance-every events, to the largest event time sent so far
+        /// minus MS (never below the engine's watermark). The watermark
+        /// stays the caller's assertion: an event sent later at or before it
+        /// is refused as late.
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(0..))]
+        watermark_lag: Option<i64>,
+        /// Events between two --watermark-lag advances.
+        #[arg(long, default_value_t = 10_000, requires = "watermark_lag",
+              value_parser = clap::value_parser!(u64).range(1..))]
+        advance_every: u64,
     },
     /// Advance the pattern watermark (POST /patterns/advance); prints the output.
     ///
@@ -159,8 +192,28 @@ pub enum PatternsCommand {
 pub fn run(cmd: PatternsCommand) -> anyhow::Result<()> {
     match cmd {
         PatternsCommand::Check { file } => print(&[check(&file)?.trim_end().to_string()]),
-        PatternsCommand::Send { conn, file, batch } => {
-            send_file(&Api::new(&conn, None)?, &file, batch as usize)
+        PatternsCommand::Send {
+            conn,
+            file,
+            batch,
+            from_line,
+            key_prefix,
+            no_keys,
+            watermark_lag,
+            advance_every,
+        } => {
+            let keys = match (no_keys, key_prefix) {
+                (true, _) => None,
+                (false, Some(p)) => Some(p),
+                (false, None) => default_key_prefix(&file)?,
+            };
+            let opts = SendOptions {
+                batch_size: batch as usize,
+                from_line,
+                keys,
+                lag: watermark_lag.map(|lag| (lag, advance_every)),
+            };
+            send_file(&Api::new(&conn, None)?, &file, opts)
         }
         PatternsCommand::Advance {
             conn,
@@ -560,8 +613,8 @@ const EVENTS: Wording = Wording {
     scope: "",
     advice: |first| {
         format!(
-            "fix the cause and send the file again from line {first} on \
-             (a pattern event sent twice counts twice)"
+            "fix the cause and send the file again with --from-line {first} \
+             (with keys, a batch or advance already applied is not applied twice)"
         )
     },
 };
@@ -577,11 +630,106 @@ struct Tally {
     timeouts: u64,
 }
 
+/// How `patterns send` sends.
+struct SendOptions {
+    batch_size: usize,
+    from_line: u64,
+    /// The Idempotency-Key prefix (none: no keys).
+    keys: Option<String>,
+    /// `--watermark-lag MS` and `--advance-every N`.
+    lag: Option<(i64, u64)>,
+}
+
+/// `send-` and 16 hex digits of the SHA-256 of `path` made absolute (none
+/// for standard input).
+fn default_key_prefix(path: &Path) -> anyhow::Result<Option<String>> {
+    if path == Path::new("-") {
+        return Ok(None);
+    }
+    let abs =
+        std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()))?;
+    let hex = crate::canonical::sha256_hex(abs.as_os_str().as_encoded_bytes());
+    Ok(Some(format!("send-{}", &hex[..16])))
+}
+
 struct Sender<'a> {
     api: &'a Api,
-    batch_size: usize,
+    opts: SendOptions,
     batch: Batch,
     tally: Tally,
+    /// `--watermark-lag`: the largest event time sent, the events sent
+    /// since the last lag advance, and the watermark known to be in force.
+    max_time: Option<i64>,
+    since_advance: u64,
+    watermark: Option<i64>,
+}
+
+impl Sender<'_> {
+    fn key(&self, lines: &str) -> Option<String> {
+        self.opts.keys.as_ref().map(|p| format!("{p}:{lines}"))
+    }
+
+    /// A keyed advance (or finish, never keyed: it is idempotent) from
+    /// `line_no`; counts its output records.
+    fn tick(
+        &mut self,
+        segments: &[&str],
+        body: Option<Vec<u8>>,
+        key: Option<String>,
+        what: &str,
+        line_no: u64,
+    ) -> anyhow::Result<()> {
+        let answer = self
+            .api
+            .post_keyed(segments, "application/json", body, key.as_deref())
+            .with_context(|| format!("line {line_no} ({what})"))?;
+        let t: PatternTicked =
+            parse(&answer).with_context(|| format!("line {line_no} ({what})"))?;
+        self.watermark = Some(t.watermark);
+        if what == "finish" {
+            self.tally.finishes += 1;
+        } else {
+            self.tally.advances += 1;
+        }
+        for r in &t.output {
+            if r.kind == "timeout" {
+                self.tally.timeouts += 1;
+            } else {
+                self.tally.matches += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// `--watermark-lag`: after a flush, every `--advance-every` events,
+    /// advances to the largest time sent minus the lag, when that is above
+    /// the watermark in force.
+    fn lag_advance(&mut self, line_no: u64) -> anyhow::Result<()> {
+        let (Some((lag, every)), Some(max)) = (self.opts.lag, self.max_time) else {
+            return Ok(());
+        };
+        if self.since_advance < every {
+            return Ok(());
+        }
+        self.since_advance = 0;
+        if self.watermark.is_none() {
+            let st: PatternStatus = parse(&self.api.get_text(&["patterns", "status"], &[])?)?;
+            self.watermark = Some(st.watermark);
+        }
+        let w = max.saturating_sub(lag);
+        if self.watermark.is_some_and(|now| w <= now) {
+            return Ok(());
+        }
+        let body = serde_json::to_vec(&PatternAdvance { watermark: w })?;
+        let key = self.key(&format!("lag@{line_no}"));
+        self.tick(
+            &["patterns", "advance"],
+            Some(body),
+            key,
+            "--watermark-lag advance",
+            line_no,
+        )
+    }
 }
 
 impl Replay for Sender<'_> {
@@ -591,14 +739,22 @@ impl Replay for Sender<'_> {
         text: &str,
         progress: &Progress,
     ) -> anyhow::Result<Result<(), String>> {
+        if line_no < self.opts.from_line {
+            return Ok(Ok(()));
+        }
         let op = match parse_line(text) {
             Ok(op) => op,
             Err(e) => return Ok(Err(e)),
         };
         let (segments, body, what): (&[&str], _, _) = match op {
             Operation::Event(json) => {
+                if self.opts.lag.is_some() {
+                    // the line was checked: it parses
+                    let time = parse_event(json.as_bytes()).map_or(i64::MIN, |e| e.time);
+                    self.max_time = self.max_time.max(Some(time));
+                }
                 self.batch.add(line_no, json.as_bytes());
-                if self.batch.len() >= self.batch_size {
+                if self.batch.len() >= self.opts.batch_size {
                     self.flush(progress)?;
                 }
                 return Ok(Ok(()));
@@ -611,49 +767,56 @@ impl Replay for Sender<'_> {
             Operation::Finish => (&["patterns", "finish"], None, "finish"),
         };
         self.flush(progress)?;
-        let answer = self
-            .api
-            .post_text(segments, "application/json", body)
-            .with_context(|| format!("line {line_no} ({what})"))?;
-        let t: PatternTicked =
-            parse(&answer).with_context(|| format!("line {line_no} ({what})"))?;
-        if what == "advance" {
-            self.tally.advances += 1;
-        } else {
-            self.tally.finishes += 1;
-        }
-        for r in &t.output {
-            if r.kind == "timeout" {
-                self.tally.timeouts += 1;
-            } else {
-                self.tally.matches += 1;
-            }
-        }
+        let key = match what {
+            "advance" => self.key(&line_no.to_string()),
+            _ => None,
+        };
+        self.tick(segments, body, key, what, line_no)?;
         Ok(Ok(()))
     }
 
     fn flush(&mut self, progress: &Progress) -> anyhow::Result<()> {
-        let Some((answer, n)) = self
-            .batch
-            .post(self.api, &["patterns", "events"], &EVENTS)?
+        let prefix = self.opts.keys.clone();
+        let key = |first: u64, last: u64| {
+            format!("{}:{first}-{last}", prefix.as_deref().unwrap_or_default())
+        };
+        let last = self.batch.lines().map(|(_, l)| l);
+        let Some((answer, n)) = self.batch.post_keyed(
+            self.api,
+            &["patterns", "events"],
+            &EVENTS,
+            prefix
+                .is_some()
+                .then_some(&key as &dyn Fn(u64, u64) -> String),
+        )?
         else {
             return Ok(());
         };
         let _: PatternPushed = parse(&answer).context("the answer to POST /patterns/events")?;
         self.tally.events += n;
         self.tally.batches += 1;
+        self.since_advance += n;
         progress.update(self.tally.events);
+        if let Some(line) = last {
+            self.lag_advance(line)?;
+        }
         Ok(())
     }
 }
 
 /// `patterns send`: sends the file, prints the final line.
-fn send_file(api: &Api, path: &Path, batch_size: usize) -> anyhow::Result<()> {
+fn send_file(api: &Api, path: &Path, opts: SendOptions) -> anyhow::Result<()> {
     let mut sender = Sender {
         api,
-        batch_size: batch_size.max(1),
+        opts: SendOptions {
+            batch_size: opts.batch_size.max(1),
+            ..opts
+        },
         batch: Batch::default(),
         tally: Tally::default(),
+        max_time: None,
+        since_advance: 0,
+        watermark: None,
     };
     let (shown, elapsed) = send::replay(path, &mut sender)?;
     print(&[sent_line(&shown, &sender.tally, elapsed)])

@@ -162,12 +162,30 @@ impl Batch {
         segments: &[&str],
         wording: &Wording,
     ) -> anyhow::Result<Option<(String, u64)>> {
-        if self.lines.is_empty() {
+        self.post_keyed(api, segments, wording, None)
+    }
+
+    /// The file lines of the first and the last item held.
+    pub(super) fn lines(&self) -> Option<(u64, u64)> {
+        Some((*self.lines.first()?, *self.lines.last()?))
+    }
+
+    /// [`Batch::post`] with `key(first line, last line)` as the
+    /// `Idempotency-Key` (see [`Api::post_keyed`]).
+    pub(super) fn post_keyed(
+        &mut self,
+        api: &Api,
+        segments: &[&str],
+        wording: &Wording,
+        key: Option<&dyn Fn(u64, u64) -> String>,
+    ) -> anyhow::Result<Option<(String, u64)>> {
+        let Some((first, last)) = self.lines() else {
             return Ok(None);
-        }
+        };
+        let key = key.map(|k| k(first, last));
         let Batch { body, lines } = std::mem::take(self);
         let answer = api
-            .post_text(segments, "application/x-ndjson", Some(body))
+            .post_keyed(segments, "application/x-ndjson", Some(body), key.as_deref())
             .map_err(|e| batch_error(e, &lines, wording))?;
         Ok(Some((answer, lines.len() as u64)))
     }

@@ -620,7 +620,8 @@ fn errors_name_the_line_and_the_detail() {
         format!(
             "streamforge: error: line 3: {detail} (409 late_event) at batch index 0\n  \
              the event of line 3 was not applied; everything before line 3 was; fix the cause \
-             and send the file again from line 3 on (a pattern event sent twice counts twice)\n"
+             and send the file again with --from-line 3 (with keys, a batch or advance already \
+             applied is not applied twice)\n"
         )
     );
     // Lines 1 and 2 were sent (one batch), line 3 was not.
@@ -631,7 +632,7 @@ fn errors_name_the_line_and_the_detail() {
         r.stderr.starts_with(&format!(
             "streamforge: error: line 3: {detail} (409 late_event) at batch index 2\n  \
              the batch of lines 1-3 was not applied; everything before line 1 was; \
-             fix the cause and send the file again from line 1 on"
+             fix the cause and send the file again with --from-line 1"
         )),
         "{r:?}"
     );

@@ -6,6 +6,7 @@
 //! concurrent retries of one key apply it once. And the hint a refusal
 //! gets once the engine is finished.
 
+use crate::common::client::sf;
 use crate::common::*;
 
 use std::path::Path;
@@ -233,4 +234,143 @@ fn after_finish_a_refusal_says_the_engine_is_finished() {
     let back = s.post("/patterns/advance", r#"{"watermark":20}"#);
     let p = back.problem(409, "watermark_regression");
     assert!(p["detail"].as_str().unwrap().contains("finished"), "{p}");
+}
+
+/// `patterns send` keys every push and advance by file and lines: sending
+/// the file again changes nothing; after an error, `--from-line` resumes
+/// where the error said, and the result equals one clean send.
+#[test]
+fn patterns_send_resumes_with_keys_and_sends_twice_as_once() {
+    let dir = tempdir();
+    // 3 keys, several windows each: a's and b's, with advances in between.
+    let mut lines = Vec::new();
+    for i in 0..60i64 {
+        let key = ["k", "j", "m"][i as usize % 3];
+        let kind = if i % 2 == 0 { "a" } else { "b" };
+        lines.push(ev(&format!("e{i}"), key, kind, 10 * i + 5));
+        if i % 20 == 19 {
+            lines.push(format!(r#"{{"op":"advance","watermark":{}}}"#, 10 * i + 5));
+        }
+    }
+    let good = dir.path().join("good.ndjson");
+    std::fs::write(&good, lines.join("\n")).unwrap();
+    let clean = serve(dir.path(), "clean", &[]);
+    let path = good.to_str().unwrap();
+    sf(&clean, &["patterns", "send", path, "--batch", "7"]).ok();
+    let want = (
+        status(&clean),
+        clean.get("/patterns/output?limit=1000").body,
+    );
+
+    // Sending it twice equals sending it once.
+    let twice = serve(dir.path(), "twice", &[]);
+    sf(&twice, &["patterns", "send", path, "--batch", "7"]).ok();
+    sf(&twice, &["patterns", "send", path, "--batch", "7"]).ok();
+    assert_eq!(status(&twice), want.0);
+    assert_eq!(twice.get("/patterns/output?limit=1000").body, want.1);
+    assert!(twice.metric("streamforge_idempotent_replays_total") >= 10.0);
+
+    // A file whose line 40 is late stops there; the message names the
+    // line to resume from; the fixed file sent --from-line it equals the
+    // clean send (the batches before were applied once).
+    let broken_lines: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            if i == 39 {
+                ev("late", "k", "a", 1)
+            } else {
+                l.clone()
+            }
+        })
+        .collect();
+    let file = dir.path().join("file.ndjson");
+    std::fs::write(&file, broken_lines.join("\n")).unwrap();
+    let f = file.to_str().unwrap();
+    let resumed = serve(dir.path(), "resumed", &[]);
+    let r = sf(&resumed, &["patterns", "send", f, "--batch", "7"]).failed();
+    let from = r
+        .stderr
+        .split("--from-line ")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .unwrap_or_else(|| panic!("no --from-line in {r:?}"))
+        .to_string();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    // resuming from the start instead would be safe too; from the line named
+    // sends only the rest
+    sf(
+        &resumed,
+        &["patterns", "send", f, "--batch", "7", "--from-line", &from],
+    )
+    .ok();
+    assert_eq!(status(&resumed), want.0);
+    assert_eq!(resumed.get("/patterns/output?limit=1000").body, want.1);
+    // and the whole fixed file again: nothing changes (a file has its own
+    // keys: the path is part of them)
+    sf(&resumed, &["patterns", "send", f, "--batch", "7"]).ok();
+    assert_eq!(status(&resumed), want.0);
+
+    // Without keys a second send counts twice (the contract).
+    let nokeys = serve(dir.path(), "nokeys", &[]);
+    let only_events: Vec<&String> = lines.iter().filter(|l| !l.contains("\"op\"")).collect();
+    let events_file = dir.path().join("events.ndjson");
+    std::fs::write(
+        &events_file,
+        only_events
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+    let e = events_file.to_str().unwrap();
+    sf(&nokeys, &["patterns", "send", e, "--no-keys"]).ok();
+    sf(&nokeys, &["patterns", "send", e, "--no-keys"]).ok();
+    assert_eq!(status(&nokeys)["buffered"], 120);
+}
+
+/// `--watermark-lag MS`: every `--advance-every` events the watermark goes
+/// to the largest time sent minus MS, never back.
+#[test]
+fn patterns_send_advances_by_the_watermark_lag() {
+    let dir = tempdir();
+    let s = serve(dir.path(), "db", &[]);
+    // times 10, 20, ..., 1000 for three keys; then one event far back in
+    // the file but after the lag's reach is refused as late.
+    let lines: Vec<String> = (1..=100i64)
+        .map(|i| {
+            ev(
+                &format!("e{i}"),
+                ["k", "j", "m"][i as usize % 3],
+                "a",
+                10 * i,
+            )
+        })
+        .collect();
+    let file = dir.path().join("lag.ndjson");
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let f = file.to_str().unwrap();
+    let args = [
+        "patterns",
+        "send",
+        f,
+        "--batch",
+        "10",
+        "--watermark-lag",
+        "100",
+        "--advance-every",
+        "20",
+    ];
+    let out = sf(&s, &args).ok();
+    assert!(out.stdout.contains("5 advances"), "{out:?}");
+    let st = status(&s);
+    assert_eq!(st["watermark"], 900, "the last advance: 1000 - 100");
+    assert_eq!(
+        st["buffered"], 10,
+        "the events after 900 wait for the next one"
+    );
+    // A second run of the same file: every call answered from its key.
+    sf(&s, &args).ok();
+    assert_eq!(status(&s), st);
 }
