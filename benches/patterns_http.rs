@@ -21,10 +21,19 @@
 //!
 //! Printed per run: events/s, push latency p50/p99/max, advances sent and
 //! their latency p50/p99, output records, server CPU seconds, peak RSS, disk
-//! bytes; then the median of the runs.
+//! bytes; then the median of the runs. Each run is done twice, alternating:
+//! plain, and with an `Idempotency-Key` on every push and advance (each
+//! answer stored with its call); the ratio of the medians is printed.
+//!
+//! Then `streamforge patterns send` of the same workload as an operation
+//! file (the batches in arrival order, an advance to the largest time so far
+//! minus 500 after each), with its default keys and with `--no-keys`,
+//! alternating on fresh servers, `BENCH_SEND_RUNS` times: the send rates and
+//! their ratio.
 //!
 //! Environment: `BENCH_EVENTS` (1000000), `BENCH_C` (4), `BENCH_B` (1000),
-//! `BENCH_KEYS` (10000), `BENCH_RUNS` (3), `STREAMFORGE_BIN`.
+//! `BENCH_KEYS` (10000), `BENCH_RUNS` (3), `BENCH_SEND_RUNS` (3),
+//! `STREAMFORGE_BIN`.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -34,7 +43,7 @@ use std::time::Instant;
 
 #[path = "http_support.rs"]
 mod http_support;
-use http_support::{cpu_seconds, proc_kib, Conn, Server};
+use http_support::{binary, cpu_seconds, proc_kib, Conn, Server};
 
 const DOC: &str = r#"{"patterns": [{"name": "pay-twice", "within": 600000, "skip": "skip_past_last",
   "stages": [{"name": "login", "where": {"kind": "login"}},
@@ -141,7 +150,7 @@ struct RunResult {
     disk: u64,
 }
 
-fn run(batches: &Arc<Vec<Batch>>, clients: usize) -> RunResult {
+fn run(batches: &Arc<Vec<Batch>>, clients: usize, keyed: bool) -> RunResult {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = start_server(dir.path());
     let addr = server.addr.clone();
@@ -164,10 +173,16 @@ fn run(batches: &Arc<Vec<Batch>>, clients: usize) -> RunResult {
                     return lat;
                 }
                 let t = Instant::now();
-                let st = c.call(
+                let key = if keyed {
+                    format!("idempotency-key: bench-push-{j}\r\n")
+                } else {
+                    String::new()
+                };
+                let st = c.call_with(
                     "POST",
                     "/patterns/events",
                     "application/x-ndjson",
+                    &key,
                     &batches[j].body,
                 );
                 assert_eq!(st, 200, "push: {}", String::from_utf8_lossy(&c.body));
@@ -199,10 +214,16 @@ fn run(batches: &Arc<Vec<Batch>>, clients: usize) -> RunResult {
         let w = max_time.saturating_sub(500);
         let t = Instant::now();
         let body = format!(r#"{{"watermark":{w}}}"#);
-        let st = c.call(
+        let key = if keyed {
+            format!("idempotency-key: bench-advance-{w}\r\n")
+        } else {
+            String::new()
+        };
+        let st = c.call_with(
             "POST",
             "/patterns/advance",
             "application/json",
+            &key,
             body.as_bytes(),
         );
         assert_eq!(st, 200, "advance: {}", String::from_utf8_lossy(&c.body));
@@ -245,29 +266,95 @@ fn main() {
         "pattern HTTP bench: {events} events, {keys} keys, C={clients}, B={b}, {} batches, durable (synchronous=FULL)",
         batches.len()
     );
-    let mut rates = Vec::new();
+    let mut rates = [Vec::new(), Vec::new()];
     for r in 1..=runs {
-        let x = run(&batches, clients);
-        println!(
-            "run {r}: {:>9.0} events/s pushed and processed; push p50 {:.1} ms p99 {:.1} ms max {:.1} ms; \
-             {} advances p50 {:.1} ms p99 {:.1} ms; {} output records; server CPU {:.2} s; peak RSS {:.0} MB; disk {:.0} MB",
-            x.events_per_s,
-            x.push_ms.0,
-            x.push_ms.1,
-            x.push_ms.2,
-            x.advances,
-            x.advance_ms.0,
-            x.advance_ms.1,
-            x.outputs,
-            x.cpu,
-            x.rss as f64 / 1e6,
-            x.disk as f64 / 1e6
-        );
-        rates.push(x.events_per_s);
+        for keyed in [false, true] {
+            let x = run(&batches, clients, keyed);
+            println!(
+                "run {r} {}: {:>9.0} events/s pushed and processed; push p50 {:.1} ms p99 {:.1} ms max {:.1} ms; \
+                 {} advances p50 {:.1} ms p99 {:.1} ms; {} output records; server CPU {:.2} s; peak RSS {:.0} MB; disk {:.0} MB",
+                if keyed { "keyed" } else { "plain" },
+                x.events_per_s,
+                x.push_ms.0,
+                x.push_ms.1,
+                x.push_ms.2,
+                x.advances,
+                x.advance_ms.0,
+                x.advance_ms.1,
+                x.outputs,
+                x.cpu,
+                x.rss as f64 / 1e6,
+                x.disk as f64 / 1e6
+            );
+            rates[usize::from(keyed)].push(x.events_per_s);
+        }
     }
-    rates.sort_by(f64::total_cmp);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let plain = median(&mut rates[0]);
+    let keyed = median(&mut rates[1]);
     println!(
-        "median of {runs}: {:.0} events/s (target: 300000)",
-        rates[rates.len() / 2]
+        "median of {runs}: plain {plain:.0} events/s, with Idempotency-Key {keyed:.0} events/s \
+         (keyed/plain {:.3}; target: 300000 with keys)",
+        keyed / plain
+    );
+    send_bench(&batches, env_usize("BENCH_SEND_RUNS", 3));
+}
+
+/// `streamforge patterns send FILE` with and without keys, alternating.
+fn send_bench(batches: &[Batch], runs: usize) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("ops.ndjson");
+    let mut ops = Vec::new();
+    let mut max_time = i64::MIN;
+    for b in batches {
+        ops.extend_from_slice(&b.body);
+        max_time = max_time.max(b.max_time);
+        let _ = writeln!(ops, r#"{{"op":"advance","watermark":{}}}"#, max_time - 500);
+    }
+    std::fs::write(&file, &ops).expect("write the operation file");
+    let events: usize = batches.iter().map(|b| b.events).sum();
+    let mut rates = [Vec::new(), Vec::new()];
+    for r in 1..=runs {
+        for keyed in [false, true] {
+            let sub = dir.path().join(format!("send-{r}-{keyed}"));
+            std::fs::create_dir_all(&sub).expect("mkdir");
+            let server = start_server(&sub);
+            let mut cmd = std::process::Command::new(binary());
+            cmd.args(["patterns", "send"])
+                .arg(&file)
+                .env("STREAMFORGE_URL", format!("http://{}", server.addr));
+            if !keyed {
+                cmd.arg("--no-keys");
+            }
+            let t = Instant::now();
+            let out = cmd.output().expect("patterns send");
+            let secs = t.elapsed().as_secs_f64();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let rate = events as f64 / secs;
+            println!(
+                "send run {r} {}: {rate:>9.0} events/s ({secs:.2} s)",
+                if keyed { "keyed" } else { "--no-keys" }
+            );
+            rates[usize::from(keyed)].push(rate);
+            server.kill9();
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let plain = median(&mut rates[0]);
+    let keyed = median(&mut rates[1]);
+    println!(
+        "patterns send, median of {runs}: --no-keys {plain:.0} events/s, with keys {keyed:.0} \
+         events/s (keyed/plain {:.3}; target: at least 0.9)",
+        keyed / plain
     );
 }

@@ -5,7 +5,10 @@
 -- (`serve --idempotency-keys N`). A pattern restore deletes the keys whose
 -- calls are not part of the restored state: pushes whose last ordinal is at
 -- or past the checkpoint's next ordinal, advances to a watermark past the
--- checkpoint's.
+-- checkpoint's. An advance's answer is stored without its output records
+-- (`"output":[]`): they are the pattern output `output_from..=output_to`,
+-- which no retention prunes and a restore cuts only past a watermark whose
+-- keys it deletes.
 CREATE TABLE idempotency_keys (
     id             INTEGER PRIMARY KEY,
     key            TEXT NOT NULL UNIQUE,
@@ -14,5 +17,7 @@ CREATE TABLE idempotency_keys (
     response       BLOB NOT NULL,
     last_ordinal   INTEGER,
     watermark      INTEGER,
+    output_from    INTEGER,
+    output_to      INTEGER,
     CHECK ((last_ordinal IS NULL) <> (watermark IS NULL))
 );

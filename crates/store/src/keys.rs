@@ -30,9 +30,17 @@ pub struct KeyRow<'a> {
 pub enum KeyAt {
     /// A push: the last ordinal it gave.
     Push { last_ordinal: u64 },
-    /// An advance: the watermark after it.
-    Advance { watermark: i64 },
+    /// An advance: the watermark after it, and the sequences of its first
+    /// and last output record (its stored answer has `"output":[]`: they
+    /// are read back from the pattern output).
+    Advance {
+        watermark: i64,
+        output: Option<(u64, u64)>,
+    },
 }
+
+/// How a stored advance answer starts: its output records go in between.
+const EMPTY_OUTPUT: &[u8] = b"{\"output\":[]";
 
 /// A stored key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,13 +56,22 @@ pub struct StoredKey {
 /// Stores `row` in the append transaction `tx` and keeps only the newest
 /// `keep` keys (0: keep every key).
 pub(crate) fn insert(tx: &Transaction<'_>, row: &KeyRow<'_>, keep: u64) -> Result<()> {
-    let (last_ordinal, watermark) = match row.at {
-        KeyAt::Push { last_ordinal } => (Some(crate::pages::seq_i64(last_ordinal)?), None),
-        KeyAt::Advance { watermark } => (None, Some(watermark)),
+    let seq = |s: Option<u64>| s.map(crate::pages::seq_i64).transpose();
+    let (last_ordinal, watermark, output) = match row.at {
+        KeyAt::Push { last_ordinal } => (seq(Some(last_ordinal))?, None, None),
+        KeyAt::Advance { watermark, output } => {
+            if output.is_some() && !row.response.starts_with(EMPTY_OUTPUT) {
+                return Err(crate::Error::Corrupt(
+                    "an advance answer is stored with \"output\":[]".into(),
+                ));
+            }
+            (None, Some(watermark), output)
+        }
     };
     tx.prepare_cached(
-        "INSERT INTO idempotency_keys (key, route, request_sha256, response, last_ordinal, watermark)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO idempotency_keys
+             (key, route, request_sha256, response, last_ordinal, watermark, output_from, output_to)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )
     .op("prepare INSERT idempotency_keys")?
     .execute(params![
@@ -63,7 +80,9 @@ pub(crate) fn insert(tx: &Transaction<'_>, row: &KeyRow<'_>, keep: u64) -> Resul
         &row.request_sha256[..],
         row.response,
         last_ordinal,
-        watermark
+        watermark,
+        seq(output.map(|o| o.0))?,
+        seq(output.map(|o| o.1))?
     ])
     .op("INSERT idempotency_keys")?;
     if keep > 0 {
@@ -89,21 +108,62 @@ pub(crate) fn restore(tx: &Transaction<'_>, next_ordinal: u64, watermark: i64) -
 }
 
 impl Reader {
-    /// The stored answer of `key`, if any.
-    pub fn idempotency_key(&self, key: &str) -> Result<Option<StoredKey>> {
-        self.conn
+    /// The stored answer of `key`, if any (an advance's with its output
+    /// records put back), read in one snapshot.
+    pub fn idempotency_key(&mut self, key: &str) -> Result<Option<StoredKey>> {
+        let tx = self.conn.transaction().op("BEGIN (idempotency key)")?;
+        let row = tx
             .prepare_cached(
-                "SELECT route, request_sha256, response FROM idempotency_keys WHERE key = ?1",
+                "SELECT route, request_sha256, response, output_from, output_to
+                 FROM idempotency_keys WHERE key = ?1",
             )
             .op("prepare SELECT idempotency_keys")?
             .query_row([key], |r| {
-                Ok(StoredKey {
-                    route: r.get(0)?,
-                    request_sha256: r.get(1)?,
-                    response: r.get(2)?,
-                })
+                Ok((
+                    StoredKey {
+                        route: r.get(0)?,
+                        request_sha256: r.get(1)?,
+                        response: r.get(2)?,
+                    },
+                    r.get::<_, Option<i64>>(3)?.zip(r.get::<_, Option<i64>>(4)?),
+                ))
             })
             .optional()
-            .op("SELECT idempotency_keys")
+            .op("SELECT idempotency_keys")?;
+        let Some((mut stored, output)) = row else {
+            return Ok(None);
+        };
+        if let Some((from, to)) = output {
+            let mut body = Vec::with_capacity(stored.response.len() + 512);
+            body.extend_from_slice(&EMPTY_OUTPUT[..EMPTY_OUTPUT.len() - 1]);
+            let mut st = tx
+                .prepare_cached(
+                    "SELECT seq, body FROM pattern_output WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq",
+                )
+                .op("prepare SELECT pattern_output (idempotency key)")?;
+            let mut rows = st.query([from, to]).op("SELECT pattern_output")?;
+            let mut next = from;
+            while let Some(r) = rows.next().op("SELECT pattern_output")? {
+                let seq: i64 = r.get(0).op("pattern_output.seq")?;
+                let text: String = r.get(1).op("pattern_output.body")?;
+                if seq != next {
+                    break;
+                }
+                if seq > from {
+                    body.push(b',');
+                }
+                body.extend_from_slice(text.as_bytes());
+                next += 1;
+            }
+            if next != to + 1 {
+                return Err(crate::Error::Corrupt(format!(
+                    "the pattern output {from}..={to} of idempotency key {key:?} is no longer held"
+                )));
+            }
+            body.push(b']');
+            body.extend_from_slice(&stored.response[EMPTY_OUTPUT.len()..]);
+            stored.response = body;
+        }
+        Ok(Some(stored))
     }
 }
