@@ -17,8 +17,10 @@
 //! taken on the shipped `pipelines/default.json` with epoch-millisecond
 //! times, goes to `target/dashboard.png` (and to `docs/dashboard.png` with
 //! `STREAMFORGE_UPDATE_SCREENSHOT=1`); one of the pattern part with its
-//! output goes to `target/dashboard-patterns.png`, one of a page reading
-//! two instances to `target/dashboard-instances.png`.
+//! output goes to `target/dashboard-patterns.png` (and paged back to its
+//! first record, after the end of the input, to
+//! `target/dashboard-patterns-paged.png`), one of a page reading two
+//! instances to `target/dashboard-instances.png`.
 
 use crate::common;
 
@@ -1459,6 +1461,145 @@ fn dashboard_shows_the_pattern_output() {
         browser.eval("return document.getElementById('notice').hidden"),
         json!(true)
     );
+
+    // The active part spans the page's width (wider than the results), and
+    // with everything on one page there is nothing to page through.
+    let widths = browser.eval(
+        "return ['patterns-card', 'results-card'].map(id => document.getElementById(id).offsetWidth)",
+    );
+    assert!(
+        widths[0].as_i64() > widths[1].as_i64(),
+        "the pattern part is not full width: {widths}"
+    );
+    assert_eq!(
+        browser.eval("return document.getElementById('p-pager').hidden"),
+        json!(true)
+    );
+
+    // Many more records than a page (600 carts left behind), then the end
+    // of the input: every wait matches, the watermark is FINAL, shown whole,
+    // its number in the tooltip.
+    let carts: Vec<String> = (0..600)
+        .map(|i| {
+            pattern_event(
+                &format!("m{i}"),
+                &format!("shopper-{i:03}"),
+                "add_to_cart",
+                2100 + i,
+                "{}",
+            )
+        })
+        .collect();
+    push_patterns(&s, &carts);
+    let r = s.post_empty("/patterns/finish");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let st = s.get("/patterns/status").json();
+    let head = st["sequence"].as_u64().expect("sequence");
+    assert!(head > 500, "{st}");
+    let newest = pattern_output_ids(&s)[0].clone();
+    browser.wait("the end of the input", |b| {
+        b.text("#p-watermark") == "FINAL"
+            && b.text("#p-total") == head.to_string()
+            && b.pattern_ids().first() == Some(&newest)
+    });
+    let final_watermark = st["watermark"].to_string();
+    let title = browser.attr("#p-watermark", "title");
+    assert!(title.contains(&final_watermark), "{title}");
+    let uncut = "const e = document.getElementById('p-watermark');
+        return e.scrollWidth <= e.clientWidth && e.getBoundingClientRect().right <=
+          document.getElementById('patterns-card').getBoundingClientRect().right";
+    assert_eq!(browser.eval(uncut), json!(true));
+    browser.click("#t-raw");
+    browser.wait("raw numbers", |b| b.text("#patterns-when").is_empty());
+    assert_eq!(browser.text("#p-watermark"), "FINAL");
+    assert_eq!(browser.eval(uncut), json!(true));
+    browser.click("#t-dates");
+    browser.wait("dates again", |b| {
+        b.text("#patterns-when") == "UTC, 2026-12-01"
+    });
+    browser.assert_no_jargon();
+
+    // "older" pages back, each page the server's own page of the output
+    // before the one shown, down to the first record; "newer" pages forward
+    // to the live list again.
+    let seqs = |b: &Browser| -> Vec<u64> {
+        b.pattern_ids()
+            .iter()
+            .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+            .collect()
+    };
+    let server_page = |after: u64, limit: usize| -> Vec<String> {
+        let v = s
+            .get(&format!("/patterns/output?after={after}&limit={limit}"))
+            .json();
+        let mut out: Vec<String> = v["output"]
+            .as_array()
+            .expect("output")
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {}",
+                    r["seq"],
+                    r["type"].as_str().unwrap(),
+                    r["id"].as_str().unwrap()
+                )
+            })
+            .collect();
+        out.reverse();
+        out
+    };
+    assert_eq!(
+        browser.eval("return document.getElementById('p-pager').hidden"),
+        json!(false)
+    );
+    let mut pages = 0;
+    loop {
+        let oldest = *seqs(&browser).last().expect("records shown");
+        if oldest == 1 {
+            break;
+        }
+        browser.click("#p-older");
+        browser.wait("an older page", |b| {
+            b.attr("#p-pager", "data-mode") == "page" && seqs(b).first() == Some(&(oldest - 1))
+        });
+        let ids = browser.pattern_ids();
+        assert!(ids.len() <= 200, "{} on a page", ids.len());
+        let after = oldest - 1 - ids.len() as u64;
+        assert_eq!(ids, server_page(after, ids.len()));
+        assert_eq!(
+            browser.text("#p-page"),
+            format!("records {} to {} of {head}", after + 1, oldest - 1)
+        );
+        pages += 1;
+        assert!(pages < 10, "no end to the older pages");
+    }
+    assert!(pages >= 2, "{pages} pages");
+    browser.eval("document.getElementById('patterns-card').scrollIntoView(); return null");
+    let png = browser.screenshot();
+    std::fs::write(target_dir().join("dashboard-patterns-paged.png"), &png).unwrap();
+    assert_eq!(
+        browser.eval("return document.getElementById('p-older').disabled"),
+        json!(true)
+    );
+    browser.assert_no_jargon();
+    let mut shown_newest = seqs(&browser)[0];
+    while browser.attr("#p-pager", "data-mode") == "page" {
+        browser.click("#p-newer");
+        browser.wait("a newer page", |b| {
+            seqs(b).first().is_some_and(|s| *s > shown_newest)
+        });
+        let shown = seqs(&browser);
+        if browser.attr("#p-pager", "data-mode") == "page" {
+            assert_eq!(
+                shown.last(),
+                Some(&(shown_newest + 1)),
+                "a gap between pages"
+            );
+        }
+        shown_newest = shown[0];
+    }
+    assert_eq!(shown_newest, head);
+    assert_eq!(browser.pattern_ids()[0], newest);
 }
 
 /// A pattern restore while the page is open: the stream rewinds, the page
