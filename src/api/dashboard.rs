@@ -9,6 +9,17 @@
 //! `/patterns/output`, `/patterns/output/stream`, `/patterns/status`) still
 //! requires the token. With `?server=URL` it reads
 //! another origin's API, which that server must allow with `--cors-origin`.
+//!
+//! `server` may repeat (`?server=URL&server=URL2`): the page then reads
+//! several instances of a cluster (docs/cluster.md), each with its own
+//! streams and cursors (last sequence and epoch) and its own token (kept
+//! per server URL), and merges them: the result table is the union of
+//! their rows, each tagged with its instance (a restore of one instance
+//! replaces only its rows); late events and pattern output are merged
+//! newest first and tagged; the watermark shown is the lowest of theirs,
+//! with each one's in the tooltip; counts are summed; the connection pill
+//! shows the worst stream. Every `server` must be an http(s) URL (400
+//! otherwise). With one server the page is as without several.
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -20,7 +31,7 @@ use super::extract::QueryParams;
 pub const DASHBOARD_HTML: &str = include_str!("../../assets/dashboard.html");
 
 /// The page's Content-Security-Policy: inline script and style only, no
-/// frames, fetches and the event stream to any http(s) origin (`?server=`).
+/// frames, fetches and the event streams to any http(s) origin (`?server=`).
 const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; \
      style-src 'unsafe-inline'; img-src data:; connect-src 'self' http: https:; \
      base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
@@ -36,9 +47,10 @@ fn is_server_url(s: &str) -> bool {
             .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
 }
 
-/// `GET /` (`?server=URL`: read another server's API).
+/// `GET /` (`?server=URL`: read another server's API; repeated, read
+/// several instances). Every `server` must be an http(s) URL.
 pub async fn get_dashboard(q: QueryParams) -> Result<Response, ApiError> {
-    if let Some(server) = q.get("server")? {
+    for (_, server) in q.0.iter().filter(|(k, _)| k == "server") {
         if !is_server_url(server) {
             return Err(ApiError::bad_request(format!(
                 "server must be an absolute http:// or https:// URL, got {server:?}"

@@ -17,7 +17,10 @@
 //! taken on the shipped `pipelines/default.json` with epoch-millisecond
 //! times, goes to `target/dashboard.png` (and to `docs/dashboard.png` with
 //! `STREAMFORGE_UPDATE_SCREENSHOT=1`); one of the pattern part with its
-//! output goes to `target/dashboard-patterns.png`.
+//! output goes to `target/dashboard-patterns.png` (and paged back to its
+//! first record, after the end of the input, to
+//! `target/dashboard-patterns-paged.png`), one of a page reading two
+//! instances to `target/dashboard-instances.png`.
 
 use crate::common;
 
@@ -681,6 +684,17 @@ fn dashboard_page_is_public_and_self_contained() {
     for bad in ["<script src", "<link rel=\"stylesheet\"", "@import", "cdn"] {
         assert!(!html.contains(bad), "the page references {bad}");
     }
+    // `server` may repeat (several instances); each must be an http(s) URL.
+    let page = |q: &str| anon.get(s.url(&format!("/{q}"))).send().unwrap().status();
+    assert_eq!(
+        page("?server=http%3A%2F%2F127.0.0.1%3A9&server=https%3A%2F%2Fb.example%2Fapi"),
+        200
+    );
+    assert_eq!(
+        page("?server=http%3A%2F%2F127.0.0.1%3A9&server=ftp%3A%2F%2Fb"),
+        400
+    );
+    assert_eq!(page("?server=http%3A%2F%2F127.0.0.1%3A9&server="), 400);
     // The data routes still need the token.
     assert_eq!(anon.get(s.url("/status")).send().unwrap().status(), 401);
     assert_eq!(anon.get(s.url("/index.html")).send().unwrap().status(), 401);
@@ -1447,6 +1461,145 @@ fn dashboard_shows_the_pattern_output() {
         browser.eval("return document.getElementById('notice').hidden"),
         json!(true)
     );
+
+    // The active part spans the page's width (wider than the results), and
+    // with everything on one page there is nothing to page through.
+    let widths = browser.eval(
+        "return ['patterns-card', 'results-card'].map(id => document.getElementById(id).offsetWidth)",
+    );
+    assert!(
+        widths[0].as_i64() > widths[1].as_i64(),
+        "the pattern part is not full width: {widths}"
+    );
+    assert_eq!(
+        browser.eval("return document.getElementById('p-pager').hidden"),
+        json!(true)
+    );
+
+    // Many more records than a page (600 carts left behind), then the end
+    // of the input: every wait matches, the watermark is FINAL, shown whole,
+    // its number in the tooltip.
+    let carts: Vec<String> = (0..600)
+        .map(|i| {
+            pattern_event(
+                &format!("m{i}"),
+                &format!("shopper-{i:03}"),
+                "add_to_cart",
+                2100 + i,
+                "{}",
+            )
+        })
+        .collect();
+    push_patterns(&s, &carts);
+    let r = s.post_empty("/patterns/finish");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let st = s.get("/patterns/status").json();
+    let head = st["sequence"].as_u64().expect("sequence");
+    assert!(head > 500, "{st}");
+    let newest = pattern_output_ids(&s)[0].clone();
+    browser.wait("the end of the input", |b| {
+        b.text("#p-watermark") == "FINAL"
+            && b.text("#p-total") == head.to_string()
+            && b.pattern_ids().first() == Some(&newest)
+    });
+    let final_watermark = st["watermark"].to_string();
+    let title = browser.attr("#p-watermark", "title");
+    assert!(title.contains(&final_watermark), "{title}");
+    let uncut = "const e = document.getElementById('p-watermark');
+        return e.scrollWidth <= e.clientWidth && e.getBoundingClientRect().right <=
+          document.getElementById('patterns-card').getBoundingClientRect().right";
+    assert_eq!(browser.eval(uncut), json!(true));
+    browser.click("#t-raw");
+    browser.wait("raw numbers", |b| b.text("#patterns-when").is_empty());
+    assert_eq!(browser.text("#p-watermark"), "FINAL");
+    assert_eq!(browser.eval(uncut), json!(true));
+    browser.click("#t-dates");
+    browser.wait("dates again", |b| {
+        b.text("#patterns-when") == "UTC, 2026-12-01"
+    });
+    browser.assert_no_jargon();
+
+    // "older" pages back, each page the server's own page of the output
+    // before the one shown, down to the first record; "newer" pages forward
+    // to the live list again.
+    let seqs = |b: &Browser| -> Vec<u64> {
+        b.pattern_ids()
+            .iter()
+            .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+            .collect()
+    };
+    let server_page = |after: u64, limit: usize| -> Vec<String> {
+        let v = s
+            .get(&format!("/patterns/output?after={after}&limit={limit}"))
+            .json();
+        let mut out: Vec<String> = v["output"]
+            .as_array()
+            .expect("output")
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {}",
+                    r["seq"],
+                    r["type"].as_str().unwrap(),
+                    r["id"].as_str().unwrap()
+                )
+            })
+            .collect();
+        out.reverse();
+        out
+    };
+    assert_eq!(
+        browser.eval("return document.getElementById('p-pager').hidden"),
+        json!(false)
+    );
+    let mut pages = 0;
+    loop {
+        let oldest = *seqs(&browser).last().expect("records shown");
+        if oldest == 1 {
+            break;
+        }
+        browser.click("#p-older");
+        browser.wait("an older page", |b| {
+            b.attr("#p-pager", "data-mode") == "page" && seqs(b).first() == Some(&(oldest - 1))
+        });
+        let ids = browser.pattern_ids();
+        assert!(ids.len() <= 200, "{} on a page", ids.len());
+        let after = oldest - 1 - ids.len() as u64;
+        assert_eq!(ids, server_page(after, ids.len()));
+        assert_eq!(
+            browser.text("#p-page"),
+            format!("records {} to {} of {head}", after + 1, oldest - 1)
+        );
+        pages += 1;
+        assert!(pages < 10, "no end to the older pages");
+    }
+    assert!(pages >= 2, "{pages} pages");
+    browser.eval("document.getElementById('patterns-card').scrollIntoView(); return null");
+    let png = browser.screenshot();
+    std::fs::write(target_dir().join("dashboard-patterns-paged.png"), &png).unwrap();
+    assert_eq!(
+        browser.eval("return document.getElementById('p-older').disabled"),
+        json!(true)
+    );
+    browser.assert_no_jargon();
+    let mut shown_newest = seqs(&browser)[0];
+    while browser.attr("#p-pager", "data-mode") == "page" {
+        browser.click("#p-newer");
+        browser.wait("a newer page", |b| {
+            seqs(b).first().is_some_and(|s| *s > shown_newest)
+        });
+        let shown = seqs(&browser);
+        if browser.attr("#p-pager", "data-mode") == "page" {
+            assert_eq!(
+                shown.last(),
+                Some(&(shown_newest + 1)),
+                "a gap between pages"
+            );
+        }
+        shown_newest = shown[0];
+    }
+    assert_eq!(shown_newest, head);
+    assert_eq!(browser.pattern_ids()[0], newest);
 }
 
 /// A pattern restore while the page is open: the stream rewinds, the page
@@ -1588,4 +1741,325 @@ fn dashboard_follows_a_pattern_restore() {
         browser.eval("return document.getElementById('notice').hidden"),
         json!(true)
     );
+}
+
+/// The result table as `instance label window key [start,end) c= s= state
+/// #seq` lines (several instances: each row names its instance, by URL in
+/// `data-instance` and by host:port in its first cell).
+const INSTANCE_ROWS_JS: &str = r#"
+return [...document.querySelectorAll('#results tbody tr[data-state]')].map(tr => {
+  const c = (n) => tr.querySelector('[data-col=' + n + ']').textContent;
+  return `${tr.dataset.instance} ${c('instance')} ${tr.dataset.window} ${tr.dataset.key} ` +
+    `[${tr.dataset.start},${tr.dataset.end}) c=${c('count')} s=${c('sum')} ${tr.dataset.state} #${tr.dataset.seq}`;
+});"#;
+
+/// The rows of one instance that may still change, as the page shows them:
+/// `window key [start,end) c= s=` (sorted), checking that each names its
+/// instance. These are what its `GET /results` lists (it leaves out the
+/// final ones, which the page keeps).
+fn instance_rows(b: &Browser, base: &str) -> Vec<String> {
+    instance_rows_exact(b, base)
+        .iter()
+        .filter(|r| !r.contains(" final #"))
+        .map(|r| r.rsplitn(3, ' ').nth(2).unwrap().to_string())
+        .collect()
+}
+
+/// The same with each row's state and the change it came from (`#seq`).
+fn instance_rows_exact(b: &Browser, base: &str) -> Vec<String> {
+    let lines: Vec<String> = serde_json::from_value(b.eval(INSTANCE_ROWS_JS)).expect("rows");
+    let label = base.trim_start_matches("http://");
+    let mut out: Vec<String> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix(&format!("{base} ")))
+        .map(|l| {
+            let rest = l.strip_prefix(&format!("{label} ")).unwrap_or_else(|| {
+                panic!("the row does not show its instance {label}: {l}");
+            });
+            rest.to_string()
+        })
+        .filter(|l| !l.contains(" retracted #"))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Two instances with disjoint keys, as in cluster mode (docs/cluster.md:
+/// each its own database and API), read by one page served by the first
+/// with `?server=A&server=B`: one token asked for each server, the table is
+/// the union of both servers' `GET /results`, each row tagged with its
+/// instance; the watermark shown is the lower one (each in the tooltip),
+/// the counts summed; late events and pattern output merged and tagged. A
+/// restore of one instance replaces its rows only; when one goes down the
+/// pill shows it.
+#[test]
+fn dashboard_merges_several_instances() {
+    let Some(browser) = Browser::start() else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED dashboard_merges_several_instances: `chromium` and `chromedriver` must be \
+             on PATH (Debian: apt-get install -y chromium chromium-driver)"
+        );
+        return;
+    };
+    const TOKEN_B: &str = "dash-secret-b";
+    let dir = tempdir();
+    let pipeline = dir.path().join("pipeline.json");
+    std::fs::write(&pipeline, PIPELINE).unwrap();
+    let pipeline = pipeline.to_str().unwrap();
+    let a = start(
+        &dir.path().join("a.db"),
+        &["--pipeline", pipeline, "--token", TOKEN],
+    );
+    // B lets pages served by A read it.
+    let mut b = start(
+        &dir.path().join("b.db"),
+        &[
+            "--pipeline",
+            pipeline,
+            "--token",
+            TOKEN_B,
+            "--cors-origin",
+            &a.base,
+        ],
+    );
+    browser.goto(&format!("{}/?server={}&server={}", a.base, a.base, b.base));
+
+    // One token per server: the dialog names the server it asks for.
+    let mut answered: Vec<String> = Vec::new();
+    while answered.len() < 2 {
+        browser.wait("a token dialog for another server", |br| {
+            br.eval("return document.getElementById('auth').open") == json!(true)
+                && !answered.contains(&br.attr("#auth", "data-instance"))
+        });
+        let asked = browser.attr("#auth", "data-instance");
+        let token = if asked == a.base {
+            TOKEN
+        } else {
+            assert_eq!(asked, b.base);
+            TOKEN_B
+        };
+        assert!(
+            browser.text("#auth-text").contains(&asked),
+            "{}",
+            browser.text("#auth-text")
+        );
+        browser.type_into("#token", token);
+        browser.click("#auth-submit");
+        answered.push(asked);
+    }
+    browser.wait("both instances live", |br| {
+        br.eval("return document.getElementById('conn').dataset.state") == json!("live")
+    });
+    for (s, token) in [(&a, TOKEN), (&b, TOKEN_B)] {
+        assert_eq!(
+            browser.eval(&format!(
+                "return sessionStorage.getItem({})",
+                json!(format!("streamforge.token {}", s.base))
+            )),
+            json!(token)
+        );
+    }
+
+    // Disjoint keys, both partitions, both windows; B's watermark is lower;
+    // one late event each.
+    let first = |key1: &str, key2: &str, id: &str, shift: i64| {
+        let ids: Vec<String> = (0..6).map(|i| format!("{id}{i}")).collect();
+        batch(&[
+            ("p0", 0, &ids[0], key1, 1000 + shift, 4),
+            ("p0", 1, &ids[1], key1, 6000, 6),
+            ("p0", 2, &ids[2], key1, 14000 + shift, 9),
+            ("p1", 0, &ids[3], key2, 2000, 10),
+            ("p1", 1, &ids[4], key2, 12000 + shift, -2),
+            ("p1", 2, &ids[5], key2, 26000, 4),
+        ])
+    };
+    a.ok("/events", &first("alpha-1", "alpha-2", "a", 0));
+    b.ok("/events", &first("beta-1", "beta-2", "b", 500));
+    for (s, w) in [(&a, 40000), (&b, 30000)] {
+        for p in ["p0", "p1"] {
+            s.ok(
+                "/watermarks",
+                &format!(r#"{{"partition":"{p}","watermark":{w}}}"#),
+            );
+        }
+    }
+    a.ok("/events", &batch(&[("p0", 3, "late-a", "alpha-1", 500, 1)]));
+    b.ok("/events", &batch(&[("p1", 3, "late-b", "beta-2", 700, 1)]));
+    let in_step = |br: &Browser, s: &Server| {
+        let want = result_lines(&s.get("/results").json());
+        !want.is_empty() && instance_rows(br, &s.base) == want
+    };
+    browser.wait("both instances' rows, each as its GET /results", |br| {
+        in_step(br, &a) && in_step(br, &b)
+    });
+
+    // The status: the lowest watermark (each in the tooltip), counts summed.
+    let status = |s: &Server| s.get("/status").json();
+    let num = |v: &Value| v.as_i64().expect("a number");
+    browser.wait("the merged status", |br| {
+        let (sa, sb) = (status(&a), status(&b));
+        let low = num(&sa["watermark"]).min(num(&sb["watermark"]));
+        br.text("#s-watermark") == low.to_string()
+            && br.text("#s-late") == (num(&sa["late"]) + num(&sb["late"])).to_string()
+            && br.text("#s-sequence") == (num(&sa["sequence"]) + num(&sb["sequence"])).to_string()
+            && br.text("#s-buckets")
+                == (num(&sa["live_buckets"]) + num(&sb["live_buckets"])).to_string()
+    });
+    let tip = browser.attr("#s-watermark", "title");
+    for s in [&a, &b] {
+        let line = format!(
+            "{}: {}",
+            s.base.trim_start_matches("http://"),
+            status(s)["watermark"]
+        );
+        assert!(tip.contains(&line), "{tip:?} lacks {line:?}");
+    }
+    // Each instance's partitions, tagged.
+    for s in [&a, &b] {
+        let st = status(s);
+        for p in ["p0", "p1"] {
+            let cell = format!(
+                "#partitions tr[data-partition={p}][data-instance='{}'] [data-col=offset]",
+                s.base
+            );
+            assert_eq!(
+                browser.text(&cell),
+                st["partitions"][p]["offset"].to_string()
+            );
+        }
+    }
+    // The late events of both, tagged.
+    for (s, id) in [(&a, "late-a"), (&b, "late-b")] {
+        browser.wait("a late event, tagged", |br| {
+            br.text(&format!(
+                "#late tbody tr[data-id={id}][data-instance='{}'] [data-col=instance]",
+                s.base
+            )) == s.base.trim_start_matches("http://")
+        });
+    }
+    browser.assert_no_jargon();
+
+    // Pattern output from both engines, merged and tagged.
+    push_patterns(
+        &a,
+        &[
+            pattern_event("e1", "acct-1", "login", 1, r#"{"ok":true}"#),
+            pattern_event("e2", "acct-1", "pay", 2, r#"{"amount":12}"#),
+            pattern_event("e3", "acct-1", "pay", 3, r#"{"amount":40}"#),
+        ],
+    );
+    push_patterns(
+        &b,
+        &[pattern_event(
+            "c1",
+            "shopper-2",
+            "add_to_cart",
+            4,
+            r#"{"item":"mug"}"#,
+        )],
+    );
+    advance_patterns(&a, 20);
+    advance_patterns(&b, 4000);
+    let tagged_js = "return [...document.querySelectorAll('#p-list article.pm')].map(a =>
+        a.dataset.instance + ' ' + a.querySelector('.pm-inst').textContent + ' ' +
+        a.dataset.seq + ' ' + a.dataset.type + ' ' + a.dataset.id)";
+    browser.wait("both engines' output, tagged", |br| {
+        let shown: Vec<String> = serde_json::from_value(br.eval(tagged_js)).unwrap_or_default();
+        let mut want: Vec<String> = [&a, &b]
+            .iter()
+            .flat_map(|s| {
+                let label = s.base.trim_start_matches("http://").to_string();
+                pattern_output_ids(s)
+                    .into_iter()
+                    .map(move |l| format!("{} {label} {l}", s.base))
+            })
+            .collect();
+        let mut shown_sorted = shown.clone();
+        shown_sorted.sort();
+        want.sort();
+        want.len() == 2 && shown_sorted == want
+    });
+    let found = |s: &Server| num(&s.get("/patterns/status").json()["sequence"]);
+    assert_eq!(
+        browser.text("#p-total"),
+        (found(&a) + found(&b)).to_string()
+    );
+
+    // A checkpoint of B, then more on both (new windows, a correction).
+    let checkpoint: Value = serde_json::from_str(&b.post_empty("/checkpoints").body).unwrap();
+    let id = checkpoint["id"].as_i64().expect("checkpoint id");
+    // (each server's next offsets: A's late event was on p0, B's on p1)
+    let second = |key1: &str, key2: &str, id: &str, (o0, o1): (i64, i64)| {
+        let ids: Vec<String> = (0..3).map(|i| format!("{id}{i}")).collect();
+        batch(&[
+            ("p0", o0, &ids[0], key1, 44000, 3),
+            ("p0", o0 + 1, &ids[1], key1, 36000, 5),
+            ("p1", o1, &ids[2], key2, 47000, 8),
+        ])
+    };
+    a.ok("/events", &second("alpha-1", "alpha-2", "a2-", (4, 3)));
+    b.ok("/events", &second("beta-1", "beta-2", "b2-", (3, 4)));
+    for (s, w) in [(&a, 60000), (&b, 55000)] {
+        for p in ["p0", "p1"] {
+            s.ok(
+                "/watermarks",
+                &format!(r#"{{"partition":"{p}","watermark":{w}}}"#),
+            );
+        }
+    }
+    browser.wait("both instances' rows after more events", |br| {
+        in_step(br, &a) && in_step(br, &b)
+    });
+    browser.wait("the watermark after more events", |br| {
+        br.text("#s-watermark") == "55000"
+    });
+    let a_rows = instance_rows_exact(&browser, &a.base);
+    let b_rows = instance_rows(&browser, &b.base);
+    assert!(browser.eval("return document.getElementById('notice').hidden") == json!(true));
+
+    // B restored: its rows become its restored GET /results; A's stay as
+    // they were, state and change number alike (not re-read).
+    let r = b.post_empty(&format!("/checkpoints/{id}/restore"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let restored = result_lines(&b.get("/results").json());
+    assert_ne!(restored, b_rows, "the restore changed nothing");
+    browser.wait("B's restored rows, A's as they were", |br| {
+        instance_rows(br, &b.base) == restored
+            && instance_rows_exact(br, &a.base) == a_rows
+            && br.eval("return document.getElementById('notice').hidden") == json!(false)
+    });
+    assert!(in_step(&browser, &a));
+    let notice = browser.text("#notice-text");
+    assert!(
+        notice.starts_with(&format!(
+            "The instance {} was restored to an earlier checkpoint",
+            b.base.trim_start_matches("http://")
+        )),
+        "{notice}"
+    );
+    browser.wait("the watermark after the restore", |br| {
+        let low = num(&status(&a)["watermark"]).min(num(&status(&b)["watermark"]));
+        br.text("#s-watermark") == low.to_string()
+    });
+    assert!(browser
+        .text("#late tbody tr[data-id=late-a]")
+        .contains("alpha-1"));
+
+    let png = browser.screenshot();
+    std::fs::write(target_dir().join("dashboard-instances.png"), &png).unwrap();
+
+    // B goes down: the pill shows the worse of the two.
+    b.kill();
+    browser.wait("the pill showing B down", |br| {
+        br.eval("return document.getElementById('conn').dataset.state") != json!("live")
+            && br.attr("#conn", "title").contains(&format!(
+                "{} results: ",
+                b.base.trim_start_matches("http://")
+            ))
+    });
+    assert!(browser.attr("#conn", "title").contains(&format!(
+        "{} results: live",
+        a.base.trim_start_matches("http://")
+    )));
 }
