@@ -36,10 +36,23 @@ pub struct ServeArgs {
     #[arg(long, env = "STREAMFORGE_PIPELINE")]
     pub pipeline: Option<PathBuf>,
     /// Pattern document (JSON) for the pattern engine of a database that has
-    /// none (default: the embedded demo document). A database that holds
-    /// other patterns is refused; the document's limits always apply.
+    /// none (default: the embedded demo document). A database whose current
+    /// document (after any PUT /patterns) holds other patterns is refused,
+    /// unless --prefer-patterns says which wins; the document's limits
+    /// always apply.
     #[arg(long, env = "STREAMFORGE_PATTERNS")]
     pub patterns: Option<PathBuf>,
+    /// When --patterns holds other patterns than the database's current
+    /// document: `file` puts the file in force at start as a logged change
+    /// (as PUT /patterns does: unchanged patterns keep their state), and
+    /// `database` keeps the database's document.
+    #[arg(
+        long,
+        env = "STREAMFORGE_PREFER_PATTERNS",
+        value_enum,
+        requires = "patterns"
+    )]
+    pub prefer_patterns: Option<PreferPatternsArg>,
     /// Bearer token required on every route except / (the dashboard page),
     /// /healthz, /readyz and /openapi.yaml.
     #[arg(long, env = "STREAMFORGE_TOKEN", hide_env_values = true)]
@@ -143,4 +156,13 @@ pub struct ServeArgs {
     /// marked idle (0: never); its next record makes it active again.
     #[arg(long, env = "STREAMFORGE_IDLE_AFTER", default_value_t = 0)]
     pub idle_after: u64,
+}
+
+/// `--prefer-patterns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PreferPatternsArg {
+    /// The --patterns file wins (put in force as a logged change).
+    File,
+    /// The database's current document wins.
+    Database,
 }

@@ -70,6 +70,12 @@ impl Config {
                 pipeline_explicit: explicit,
                 patterns,
                 patterns_explicit,
+                prefer_patterns: args.prefer_patterns.map(|p| match p {
+                    crate::config::PreferPatternsArg::File => crate::service::PreferPatterns::File,
+                    crate::config::PreferPatternsArg::Database => {
+                        crate::service::PreferPatterns::Database
+                    }
+                }),
                 checkpoint_every: args.checkpoint_every,
                 retention: Retention {
                     // Beyond usize: keep them all.

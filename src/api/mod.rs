@@ -109,6 +109,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/patterns/advance"),
     ("post", "/patterns/finish"),
     ("get", "/patterns"),
+    ("put", "/patterns"),
     ("get", "/patterns/output"),
     ("get", "/patterns/output/stream"),
     ("get", "/patterns/status"),
@@ -171,7 +172,10 @@ pub fn router(
         )
         .route("/checkpoints/{id}/restore", post(routes::restore_by_id))
         .route("/restore", post(routes::restore_body))
-        .route("/patterns", get(patterns::get_document))
+        .route(
+            "/patterns",
+            get(patterns::get_document).put(patterns::put_document),
+        )
         .route("/patterns/events", post(patterns::post_events))
         .route("/patterns/advance", post(patterns::post_advance))
         .route("/patterns/finish", post(patterns::post_finish))

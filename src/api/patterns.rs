@@ -158,7 +158,43 @@ pub async fn post_finish(Svc(svc): Svc) -> Result<Response, ApiError> {
 
 /// `GET /patterns`: the document in force.
 pub async fn get_document(Svc(svc): Svc) -> Result<Response, ApiError> {
-    Ok(json_response(StatusCode::OK, svc.pattern_document()))
+    blocking(move || Ok(svc.pattern_document()?))
+        .await
+        .map(|b| json_response(StatusCode::OK, b))
+}
+
+/// `PUT /patterns` answer: what the change did, by pattern name.
+#[derive(Serialize)]
+struct ChangeResponse<'a> {
+    kept: &'a [String],
+    started: &'a [String],
+    removed: &'a [String],
+}
+
+/// `PUT /patterns`: a new document (as `--patterns` takes it), validated as
+/// at startup and put in force as one logged command: unchanged patterns
+/// keep their state, new and changed ones start empty, removed ones stop
+/// (their past output stays). Not JSON: 400; an invalid document: 422
+/// `invalid_request` naming the rule and path.
+pub async fn put_document(call: WriteCall) -> Result<Response, ApiError> {
+    let WriteCall { svc, body, .. } = call;
+    blocking(move || {
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+            return Err(ApiError::bad_request(
+                "the body must be a patterns document (JSON)",
+            ));
+        }
+        let doc = crate::patterns::Document::from_json(&body)
+            .map_err(|e| ApiError::invalid_request(e.to_string()))?;
+        let c = svc.put_patterns(doc)?;
+        to_json(&ChangeResponse {
+            kept: &c.kept,
+            started: &c.started,
+            removed: &c.removed,
+        })
+    })
+    .await
+    .map(|b| json_response(StatusCode::OK, b))
 }
 
 /// `GET /patterns/output?after=S&limit=N&wait_ms=T&epoch=E`.

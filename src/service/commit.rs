@@ -103,6 +103,8 @@ pub(super) struct Encoded {
     records: (Stream, Vec<(u64, String)>),
     /// The answer of a call made with an idempotency key, stored with it.
     pub key: Option<KeyAnswer>,
+    /// The pattern document a change puts in force.
+    pub document: Option<String>,
 }
 
 /// A keyed call's answer as stored with the call.
@@ -139,6 +141,7 @@ impl Encoded {
             changes,
             records,
             key: None,
+            document: None,
         })
     }
 
@@ -260,6 +263,7 @@ impl Service {
                         key: e
                             .and_then(|e| e.key.as_ref())
                             .map(|k| k.request.row(&k.response, k.at)),
+                        document: e.and_then(|e| e.document.as_deref()),
                     }
                 })
                 .collect();

@@ -107,8 +107,13 @@ impl Heads {
 pub(crate) struct Setup {
     /// The window engine's pipeline.
     pub pipeline: Pipeline,
-    /// The pattern engine's document (its limits are the ones in force).
+    /// The document a fresh pattern engine starts with (the command log
+    /// replays the changes made after it; the one in force is the engine's).
     pub patterns: crate::patterns::Document,
+    /// The limits given at start with `--patterns` (its patterns being the
+    /// database's): in force instead of the current document's until a
+    /// `PUT /patterns` puts a document, with its own limits, in force.
+    pub limits: Arc<Mutex<Option<crate::patterns::Limits>>>,
     /// The window engine's key-hash shards and the threads they run on
     /// (one pool for the service's life, lent to every processor).
     pub shards: usize,
@@ -213,9 +218,13 @@ pub struct Options {
     pub pipeline_explicit: bool,
     /// The pattern document for a database that has none.
     pub patterns: crate::patterns::Document,
-    /// Whether `patterns` was given explicitly (then a database holding
-    /// other patterns is refused; otherwise the stored ones are used).
+    /// Whether `patterns` was given explicitly (then a database whose
+    /// current document holds other patterns is refused, unless
+    /// `prefer_patterns` says which wins; otherwise the stored ones are used).
     pub patterns_explicit: bool,
+    /// When `patterns` was given and the database's current document holds
+    /// other patterns: which one wins (none: refuse to start).
+    pub prefer_patterns: Option<PreferPatterns>,
     /// Logged commands between automatic checkpoints (0: never).
     pub checkpoint_every: u64,
     /// What is kept of old checkpoints and output pages.
@@ -224,6 +233,26 @@ pub struct Options {
     pub metrics: Arc<Metrics>,
     /// Key-hash shards of the window engine (1-64), each on a thread.
     pub shards: usize,
+}
+
+/// The pattern documents a start resolves: the one a fresh engine starts
+/// with, one to put in force once running (`--prefer-patterns file`), and
+/// the limits given with `--patterns` for the database's own patterns.
+type ResolvedPatterns = (
+    crate::patterns::Document,
+    Option<crate::patterns::Document>,
+    Option<crate::patterns::Limits>,
+);
+
+/// Which document wins when `--patterns` differs from the database's
+/// current one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreferPatterns {
+    /// The file: put in force at start as a logged change (as `PUT
+    /// /patterns`).
+    File,
+    /// The database's current document (the file is ignored).
+    Database,
 }
 
 /// What the processor lock guards (see `apply`): the engines, stepped by
@@ -359,8 +388,12 @@ impl Service {
     }
 
     /// What the database serves: its pipeline and pattern document (see
-    /// [`Service::resolve_pipeline`], [`Service::resolve_patterns`]).
-    fn resolve(writer: &mut Writer, opts: &Options) -> Result<Setup, StartError> {
+    /// [`Service::resolve_pipeline`], [`Service::resolve_patterns`]), and a
+    /// document to put in force once it runs.
+    fn resolve(
+        writer: &mut Writer,
+        opts: &Options,
+    ) -> Result<(Setup, Option<crate::patterns::Document>), StartError> {
         if !(1..=crate::engine::MAX_SHARDS).contains(&opts.shards) {
             return Err(StartError(format!(
                 "shards must be between 1 and {}, not {}",
@@ -375,23 +408,32 @@ impl Service {
                 opts.db.display()
             ))
         })?;
-        Ok(Setup {
-            pipeline: Self::resolve_pipeline(writer, opts)?,
-            patterns: Self::resolve_patterns(writer, opts)?,
-            shards: opts.shards,
-            shard_pool,
-            history: Arc::new(history),
-        })
+        let (patterns, change, limits) = Self::resolve_patterns(writer, opts)?;
+        Ok((
+            Setup {
+                pipeline: Self::resolve_pipeline(writer, opts)?,
+                limits: Arc::new(Mutex::new(limits)),
+                patterns,
+                shards: opts.shards,
+                shard_pool,
+                history: Arc::new(history),
+            },
+            change,
+        ))
     }
 
-    /// The pattern document the database serves: its own patterns (with
-    /// the limits given, when a document is given: limits are policy, not
-    /// state), or `opts.patterns` for a database that has none (then
-    /// stored); different patterns given explicitly are refused.
+    /// The pattern documents of the database: the one a fresh engine
+    /// starts with (its own, or `opts.patterns` for a database that has
+    /// none, then stored), and, when `--patterns` holds other patterns than
+    /// the database's current document and the file wins, the file's, to
+    /// put in force at start. The same patterns with other limits: the
+    /// file's limits apply while this process runs (limits are policy, not
+    /// state: see `Setup::limits`). Other patterns without a winner:
+    /// refused.
     fn resolve_patterns(
         writer: &mut Writer,
         opts: &Options,
-    ) -> Result<crate::patterns::Document, StartError> {
+    ) -> Result<ResolvedPatterns, StartError> {
         use crate::patterns::Document;
         let fail = |what: &str, e: &dyn std::fmt::Display| {
             StartError(format!("database {}: {what}: {e}", opts.db.display()))
@@ -402,24 +444,37 @@ impl Service {
             writer
                 .set_patterns(&json)
                 .map_err(|e| fail("cannot initialize the patterns", &e))?;
-            return Ok(opts.patterns.clone());
+            return Ok((opts.patterns.clone(), None, None));
         };
-        let stored = Document::from_json(json.as_bytes())
+        let initial = Document::from_json(json.as_bytes())
             .map_err(|e| fail("the stored patterns are unreadable", &e))?;
+        let current = match writer
+            .current_patterns()
+            .map_err(|e| fail("cannot read", &e))?
+        {
+            Some(c) if c != json => Document::from_json(c.as_bytes())
+                .map_err(|e| fail("the current patterns are unreadable", &e))?,
+            _ => initial.clone(),
+        };
         if !opts.patterns_explicit {
-            return Ok(stored);
+            return Ok((initial, None, None));
         }
-        if !stored.same_patterns(&opts.patterns) {
-            return Err(StartError(format!(
+        if current.same_patterns(&opts.patterns) {
+            return Ok((initial, None, Some(opts.patterns.limits())));
+        }
+        match opts.prefer_patterns {
+            Some(PreferPatterns::File) => Ok((initial, Some(opts.patterns.clone()), None)),
+            Some(PreferPatterns::Database) => Ok((initial, None, None)),
+            None => Err(StartError(format!(
                 "database {} holds other patterns ({}) than the --patterns given ({}); \
-                 refusing to start (use another --db, or omit --patterns to resume the stored \
-                 ones)",
+                 refusing to start (use another --db; or omit --patterns to resume the stored \
+                 ones; or say which wins: --prefer-patterns file puts the file in force as a \
+                 change, as PUT /patterns does, --prefer-patterns database keeps the database's)",
                 opts.db.display(),
-                stored.pattern_names().join(", "),
+                current.pattern_names().join(", "),
                 opts.patterns.pattern_names().join(", ")
-            )));
+            ))),
         }
-        Ok(stored.with_limits(opts.patterns.limits()))
     }
 
     /// The pipeline the database serves: its own, or `opts.pipeline` for a
@@ -472,7 +527,7 @@ impl Service {
         }
         let mut writer = Writer::open(&opts.db).map_err(|e| fail("cannot open", &e))?;
         writer.set_key_retention(opts.retention.keys);
-        let setup = Self::resolve(&mut writer, &opts)?;
+        let (setup, change) = Self::resolve(&mut writer, &opts)?;
         let (engines, logged) =
             recover::replay(&writer, &opts.db, &setup).map_err(|e| fail("recovery failed", &e))?;
         let recovery = Recovery {
@@ -541,6 +596,19 @@ impl Service {
                 }
             })
             .map_err(|e| fail("cannot start the checkpoint thread", &e))?;
+        if let Some(doc) = change {
+            // --prefer-patterns file: the file goes in force as a logged
+            // change, in order before any call
+            let c = service
+                .put_patterns(doc)
+                .map_err(|e| fail("cannot put the --patterns document in force", &e))?;
+            tracing::warn!(
+                kept = ?c.kept,
+                started = ?c.started,
+                removed = ?c.removed,
+                "--prefer-patterns file: the --patterns document is in force (a logged change)"
+            );
+        }
         Ok(service)
     }
 

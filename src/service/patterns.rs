@@ -7,7 +7,7 @@ use crate::patterns::{self, Engine};
 use crate::store::RestoredLate;
 use crate::store::{EngineId, Restored, StoredBody};
 
-use super::cmd::{Cmd, Output, PatternAdvance, PatternFinish, PatternPush};
+use super::cmd::{Cmd, Output, PatternAdvance, PatternDocument, PatternFinish, PatternPush};
 use super::commit::{json_records, Encoded, KeyAnswer};
 use super::idempotency::{Keyed, KeyedRequest};
 use super::order::Held;
@@ -210,8 +210,32 @@ impl Service {
     }
 
     /// `GET /patterns`: the document in force.
-    pub fn pattern_document(&self) -> Vec<u8> {
-        self.setup.patterns.to_json()
+    pub fn pattern_document(&self) -> Result<Vec<u8>, ServiceError> {
+        let at = &mut Held::entry();
+        let g = self.lock_settled(at)?;
+        Ok(g.engines.patterns.document().to_json())
+    }
+
+    /// `PUT /patterns`: puts `doc` in force, as one logged command in order
+    /// with the pushes and advances (see `PatternDocument`); the database's
+    /// current document becomes `doc` in the same commit.
+    pub fn put_patterns(
+        &self,
+        doc: crate::patterns::Document,
+    ) -> Result<patterns::DocumentChange, ServiceError> {
+        let json = doc.to_json();
+        let text = String::from_utf8(json.clone())
+            .map_err(|e| ServiceError::Unavailable(format!("cannot encode the document: {e}")))?;
+        let at = &mut Held::entry();
+        let (ticket, change) = self.apply(at, PatternDocument { doc }, StoredBody::raw(json))?;
+        let mut enc = Encoded::new(&Output::default());
+        if let Ok(e) = enc.as_mut() {
+            e.document = Some(text);
+        }
+        self.commit(at, ticket, enc, || ())?;
+        // the document's limits are in force now, also after a rebuild
+        *self.setup.limits.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(change)
     }
 
     /// `POST /patterns/restore` and `POST /patterns/checkpoints/{id}/restore`:
@@ -225,8 +249,15 @@ impl Service {
             RestoreSource::Id(id) => (Some(id), self.checkpoint_bytes(EngineId::Patterns, id)?),
             RestoreSource::Bytes(b) => (None, b),
         };
-        // Validated completely before anything is touched.
-        let engine = Engine::restore(&envelope, &self.setup.patterns).map_err(|e| {
+        // Validated completely before anything is touched, against the
+        // patterns in force (checked again when it is put in place: a
+        // change may come in between).
+        let doc = {
+            let at = &mut Held::entry();
+            let g = self.lock_settled(at)?;
+            g.engines.patterns.document().clone()
+        };
+        let invalid = |e: String| {
             ServiceError::Rejected(crate::engine::Rejection::InvalidCheckpoint(
                 if e.is_empty() {
                     "the checkpoint cannot be restored".into()
@@ -234,6 +265,16 @@ impl Service {
                     e
                 },
             ))
+        };
+        let engine = Engine::restore(&envelope, &doc).map_err(|e| {
+            invalid(if e.contains("different patterns") {
+                format!(
+                    "{e}; the patterns changed since it was taken (PUT /patterns): put its \
+                     document in force first (PUT /patterns with its patterns), then restore"
+                )
+            } else {
+                e
+            })
         })?;
         let next_ordinal = engine.status().next_ordinal;
         let out = PatternsRestored {
@@ -249,6 +290,17 @@ impl Service {
                 sequence: out.sequence,
                 late: RestoredLate::Records(&[]),
                 keys_through: Some((next_ordinal, out.watermark)),
+            },
+            |engines| {
+                if engines.patterns.document().same_patterns(&doc) {
+                    Ok(())
+                } else {
+                    Err(invalid(
+                        "the patterns changed while the checkpoint was being restored (PUT \
+                         /patterns); nothing was restored"
+                            .into(),
+                    ))
+                }
             },
             |engines| engines.patterns = engine,
         )?;

@@ -75,24 +75,21 @@ fn invalid(n: u64, engine: EngineId, kind: &str, what: String) -> RecoverError {
     ))
 }
 
-/// The pattern document a replay runs with: the patterns in force without
-/// limits. A logged command was accepted under the limits in force when it
-/// ran; limits are policy, not state, and a restart may lower them, so a
-/// replay under the new ones could refuse an acknowledged advance. (A limit
-/// only ever refuses an advance whole, never changes what one outputs.)
-fn unlimited(doc: &patterns::Document) -> patterns::Document {
-    doc.with_limits(patterns::Limits {
-        max_results_per_advance: u64::MAX,
-        active_states: u64::MAX,
-    })
-}
+/// The limits a replay runs with: none. A logged command was accepted
+/// under the limits in force when it ran; limits are policy, not state, and
+/// a restart may lower them, so a replay under the new ones could refuse an
+/// acknowledged advance. (A limit only ever refuses an advance whole, never
+/// changes what one outputs.) A replayed `PUT /patterns` puts its own
+/// limits in force, as it did when it ran.
+const UNLIMITED: patterns::Limits = patterns::Limits {
+    max_results_per_advance: u64::MAX,
+    active_states: u64::MAX,
+};
 
-/// The engines at their recovery bases; the pattern engine with `doc`.
-fn bases(
-    writer: &Writer,
-    setup: &Setup,
-    doc: &patterns::Document,
-) -> Result<Engines, RecoverError> {
+/// The engines at their recovery bases: the pattern engine from its
+/// checkpoint with the patterns it holds (changes since the start
+/// included), or fresh with `setup.patterns`.
+fn bases(writer: &Writer, setup: &Setup) -> Result<Engines, RecoverError> {
     let history: Arc<dyn crate::engine::history::HistoryStore> = setup.history.clone();
     let unusable = |r: crate::engine::Rejection| {
         RecoverError::Invalid(format!("the recovery base checkpoint is unusable: {r}"))
@@ -110,19 +107,18 @@ fn bases(
         None => Processor::with_store(setup.pipeline.clone(), history),
     };
     let patterns = match writer.base(EngineId::Patterns)?.map(|b| b.state) {
-        Some(BaseState::Envelope(envelope)) => {
-            patterns::Engine::restore(&envelope, doc).map_err(|r| {
+        Some(BaseState::Envelope(envelope)) => patterns::Engine::restore_own(&envelope, UNLIMITED)
+            .map_err(|r| {
                 RecoverError::Invalid(format!(
                     "the pattern engine's recovery base checkpoint is unusable: {r}"
                 ))
-            })?
-        }
+            })?,
         Some(BaseState::Window(_)) => {
             return Err(RecoverError::Invalid(
                 "the pattern engine's recovery base is a window engine checkpoint".into(),
             ))
         }
-        None => patterns::Engine::new(doc.clone()),
+        None => patterns::Engine::new(setup.patterns.with_limits(UNLIMITED)),
     };
     Ok(Engines { window, patterns })
 }
@@ -138,15 +134,9 @@ pub(super) fn replay(
     db: &Path,
     setup: &Setup,
 ) -> Result<(Engines, Logged), RecoverError> {
-    // Pattern commands replay without limits (see `unlimited`); the engine
+    // Pattern commands replay without limits (see `UNLIMITED`); the engine
     // takes the limits in force afterwards.
-    let relaxed = writer.last_command_id(EngineId::Patterns)? > 0;
-    let doc = if relaxed {
-        unlimited(&setup.patterns)
-    } else {
-        setup.patterns.clone()
-    };
-    let mut engines = bases(writer, setup, &doc)?;
+    let mut engines = bases(writer, setup)?;
     type Decoded = (u64, EngineId, &'static str, Replay);
     type Output = (u64, EngineId, &'static str, Records);
     let mut logged = Logged::default();
@@ -203,18 +193,26 @@ pub(super) fn replay(
         verified.and(engine_err.map_or(Ok(()), Err)).and(read)
     });
     result?;
-    if relaxed {
-        // The same state under the limits in force (the engine's way to
-        // change its limits).
-        engines.patterns =
-            patterns::Engine::restore(&engines.patterns.checkpoint(), &setup.patterns).map_err(
-                |e| {
-                    RecoverError::Invalid(format!(
-                        "the replayed pattern engine cannot take the limits in force: {e}"
-                    ))
-                },
-            )?;
+    // The document in force: the database's current one (written with
+    // every change), whose patterns the replay must have reached.
+    let current = match writer.current_patterns()? {
+        Some(json) => patterns::Document::from_json(json.as_bytes()).map_err(|e| {
+            RecoverError::Invalid(format!("the current pattern document is unreadable: {e}"))
+        })?,
+        None => setup.patterns.clone(),
+    };
+    if !current.same_patterns(engines.patterns.document()) {
+        return Err(RecoverError::Invalid(format!(
+            "the replayed pattern engine runs the patterns [{}], but the database's current \
+             document holds [{}]",
+            engines.patterns.document().pattern_names().join(", "),
+            current.pattern_names().join(", ")
+        )));
     }
+    let given = *setup.limits.lock().unwrap_or_else(|e| e.into_inner());
+    engines
+        .patterns
+        .set_limits(given.unwrap_or(current.limits()));
     // Replay runs the window engine in one shard: the reader and the
     // verifier already keep both cores busy, and handing each call to shard
     // threads as well made recovery 25-40 % slower (BENCHMARKS.md). The

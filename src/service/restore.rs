@@ -98,6 +98,7 @@ impl Service {
                         late: RestoredLate::Segments(&row.state.flushed.late),
                         keys_through: None,
                     },
+                    |_| Ok(()),
                     |engines| engines.window = processor,
                 )?;
                 return Ok(out);
@@ -132,6 +133,7 @@ impl Service {
                 late: RestoredLate::Records(&late),
                 keys_through: None,
             },
+            |_| Ok(()),
             |engines| engines.window = processor,
         )?;
         debug_assert!(epoch > 0);
@@ -148,12 +150,14 @@ impl Service {
         &self,
         at: &mut Held<L>,
         r: &Restored<'_>,
+        check: impl FnOnce(&Engines) -> Result<(), ServiceError>,
         replace: impl FnOnce(&mut Engines),
     ) -> Result<u64, ServiceError> {
         let mut g = self.lock(at);
         let (inner, at) = g.parts();
         // Wait for the commits in flight (a failed one is rebuilt below).
         self.drain(at);
+        check(&inner.engines)?;
         let epoch = {
             let mut w = self.writer(at);
             self.commits.base_version.fetch_add(1, Ordering::SeqCst);

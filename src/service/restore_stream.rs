@@ -349,6 +349,7 @@ impl Service {
                 late: RestoredLate::Segments(&flushed.late),
                 keys_through: None,
             },
+            |_| Ok(()),
             |engines| engines.window = processor,
         )?;
         Ok(out)

@@ -44,6 +44,20 @@ impl Deadlines {
         d
     }
 
+    /// The index for another list of patterns: new pattern `j` keeps the
+    /// queue of old pattern `from[j]`, or starts empty.
+    pub fn remap(mut self, from: &[Option<usize>]) -> Deadlines {
+        Deadlines {
+            queues: from
+                .iter()
+                .map(|f| {
+                    f.and_then(|i| self.queues.get_mut(i).map(std::mem::take))
+                        .unwrap_or_default()
+                })
+                .collect(),
+        }
+    }
+
     /// Indexes a deadline; false when it was already there.
     pub fn insert(&mut self, deadline: i64, pattern: u32, key: KeyId) -> bool {
         let Some(q) = self.queues.get_mut(pattern as usize) else {

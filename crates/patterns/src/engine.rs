@@ -109,6 +109,19 @@ impl Compiled {
     }
 }
 
+/// What a document change did, by pattern name (each list sorted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DocumentChange {
+    /// Patterns whose name and definition are unchanged: their state is kept.
+    pub kept: Vec<String>,
+    /// New patterns, and patterns whose definition changed: they start
+    /// empty and see every event processed from now on.
+    pub started: Vec<String>,
+    /// Patterns no longer in the document: their state is dropped (their
+    /// past output stays in the stream).
+    pub removed: Vec<String>,
+}
+
 /// The `active_states` limit after an observation of (pattern, key).
 #[inline]
 fn check_active(
@@ -220,6 +233,51 @@ impl Engine {
     /// The limits in force.
     pub fn limits(&self) -> Limits {
         self.doc.limits
+    }
+
+    /// Puts other limits in force (limits are policy, not state: a lower
+    /// `active_states` takes effect at the next observation of a key).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.doc.limits = limits;
+    }
+
+    /// Puts `doc` in force (its patterns and limits). A pattern whose name
+    /// and definition are unchanged keeps its branches, waits and
+    /// deadlines; a new or changed one starts empty and sees every event
+    /// processed from now on (the ones buffered included); a removed one's
+    /// state is dropped. The watermark, the buffer, the ordinals and the
+    /// output sequence are unchanged; nothing is output.
+    pub fn change_document(&mut self, doc: Document) -> DocumentChange {
+        let from: Vec<Option<usize>> = doc
+            .patterns
+            .iter()
+            .map(|p| self.doc.patterns.iter().position(|q| q == p))
+            .collect();
+        let mut change = DocumentChange::default();
+        for (p, f) in doc.patterns.iter().zip(&from) {
+            match f {
+                Some(_) => change.kept.push(p.name.clone()),
+                None => change.started.push(p.name.clone()),
+            }
+        }
+        for (i, q) in self.doc.patterns.iter().enumerate() {
+            if !from.contains(&Some(i)) && !doc.patterns.iter().any(|p| p.name == q.name) {
+                change.removed.push(q.name.clone());
+            }
+        }
+        let n = self.keys.len();
+        let mut old = std::mem::take(&mut self.states);
+        self.states = from
+            .iter()
+            .map(|f| match f {
+                Some(i) => std::mem::take(&mut old[*i]),
+                None => vec![KeyState::default(); n],
+            })
+            .collect();
+        self.deadlines = std::mem::take(&mut self.deadlines).remap(&from);
+        self.compiled = Compiled::all(&doc);
+        self.doc = doc;
+        change
     }
 
     /// Interns a key and makes room for its states.

@@ -49,7 +49,7 @@ mod selection;
 
 pub use condition::{Condition, Op, Operand};
 pub use document::{Contiguity, Document, DocumentError, Limits, Pattern, Skip, Stage};
-pub use engine::{AdvanceOutcome, Engine, PatternStatus, PushOutcome, Status};
+pub use engine::{AdvanceOutcome, DocumentChange, Engine, PatternStatus, PushOutcome, Status};
 pub use error::{PushRejection, Rejection};
 pub use event::{parse_event, Event, EventParser};
 pub use output::{CapturedEvent, Output, OutputKind};

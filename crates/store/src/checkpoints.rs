@@ -480,6 +480,7 @@ mod tests {
                 changes: None,
                 records: (Stream::Late, &[]),
                 key: None,
+                document: None,
             }])
             .unwrap();
         }

@@ -372,6 +372,7 @@ mod tests {
             changes: None,
             records: (Stream::Late, &[]),
             key: None,
+            document: None,
         };
         w.append(&[row]).unwrap();
         let r = Reader::open(&db).unwrap();

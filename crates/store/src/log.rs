@@ -69,6 +69,19 @@ impl Writer {
             .op("SELECT patterns")
     }
 
+    /// The pattern document in force: the last one put in force by a
+    /// logged change, else the one stored first.
+    pub fn current_patterns(&self) -> Result<Option<String>> {
+        self.conn
+            .query_row(
+                "SELECT coalesce(current, json) FROM patterns WHERE id = 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .op("SELECT patterns (current)")
+    }
+
     /// Stores the pattern document of a database that had none.
     pub fn set_patterns(&mut self, json: &str) -> Result<()> {
         self.conn
@@ -110,6 +123,12 @@ impl Writer {
                 }
                 if let Some(key) = &r.key {
                     super::keys::insert(&tx, key, self.keep_keys)?;
+                }
+                if let Some(doc) = r.document {
+                    tx.prepare_cached("UPDATE patterns SET current = ?1 WHERE id = 1")
+                        .op("prepare UPDATE patterns")?
+                        .execute([doc])
+                        .op("UPDATE patterns (a change)")?;
                 }
                 let (stream, records) = r.records;
                 if records.is_empty() {
@@ -545,6 +564,9 @@ pub struct CommandRow<'a> {
     pub records: (Stream, &'a [(u64, String)]),
     /// The answer of a call made with an idempotency key.
     pub key: Option<super::keys::KeyRow<'a>>,
+    /// The pattern document a change put in force (it becomes the
+    /// database's current one in the same transaction).
+    pub document: Option<&'a str>,
 }
 
 /// A restore as [`Writer::restore`] stores it.
@@ -625,6 +647,7 @@ mod tests {
                 changes: Some((1, 5, &a)),
                 records: (Stream::Late, &[]),
                 key: None,
+                document: None,
             },
             CommandRow {
                 engine: EngineId::Window,
@@ -634,6 +657,7 @@ mod tests {
                 changes: None,
                 records: (Stream::Late, &[]),
                 key: None,
+                document: None,
             },
             CommandRow {
                 engine: EngineId::Window,
@@ -643,6 +667,7 @@ mod tests {
                 changes: Some((6, 8, &b)),
                 records: (Stream::Late, &[]),
                 key: None,
+                document: None,
             },
         ])
         .unwrap();
@@ -760,6 +785,7 @@ mod tests {
                 changes: Some((23 + 2 * i as u64, 24 + 2 * i as u64, c)),
                 records: (Stream::Late, &[]),
                 key: None,
+                document: None,
             })
             .collect();
         w.append(&rows).unwrap();

@@ -53,6 +53,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0010_idempotency_keys",
         include_str!("../../../migrations/0010_idempotency_keys.sql"),
     ),
+    (
+        "0011_pattern_document_changes",
+        include_str!("../../../migrations/0011_pattern_document_changes.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

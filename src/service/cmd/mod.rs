@@ -19,6 +19,7 @@
 //! | `patterns` | `ndjson` | a `POST /patterns/events` NDJSON body, as received | `pattern_push.rs` |
 //! | `patterns` | `advance` | `{"watermark":W}` | `pattern_advance.rs` |
 //! | `patterns` | `finish` | `{}` | `pattern_finish.rs` |
+//! | `patterns` | `document` | the new document, as `GET /patterns` writes it | `pattern_document.rs` |
 //!
 //! Adding a command: a file here implementing [`Cmd`] and [`Logged`], and
 //! one line in the `registry!` below (recovery then reads it back).
@@ -28,6 +29,7 @@ mod advance_all;
 mod idle;
 mod ingest;
 mod pattern_advance;
+mod pattern_document;
 mod pattern_finish;
 mod pattern_push;
 
@@ -36,6 +38,7 @@ pub(super) use advance_all::AdvanceAll;
 pub(super) use idle::Idle;
 pub(super) use ingest::Ingest;
 pub(super) use pattern_advance::PatternAdvance;
+pub(super) use pattern_document::PatternDocument;
 pub(super) use pattern_finish::PatternFinish;
 pub(super) use pattern_push::PatternPush;
 
@@ -158,4 +161,5 @@ registry! {
     PatternPush: PatternPush,
     PatternAdvance: PatternAdvance,
     PatternFinish: PatternFinish,
+    PatternDocument: PatternDocument,
 }

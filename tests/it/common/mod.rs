@@ -229,6 +229,15 @@ impl Server {
         )
     }
 
+    pub fn put(&self, path: &str, body: &str) -> Resp {
+        self.req(
+            self.client
+                .put(self.url(path))
+                .header("content-type", "application/json")
+                .body(body.to_string()),
+        )
+    }
+
     pub fn post_empty(&self, path: &str) -> Resp {
         self.req(self.client.post(self.url(path)))
     }

@@ -214,6 +214,16 @@ impl crate::engine::Engine {
         envelope: &[u8],
         doc: &crate::Document,
     ) -> Result<crate::engine::Engine, String> {
-        restore(envelope, doc)
+        restore(envelope, restore::Expect::Same(doc))
+    }
+
+    /// Restores an envelope with the patterns it holds, whatever they are,
+    /// and `limits` (a service's recovery base, whose patterns may have
+    /// changed since the service started). The error names the rule broken.
+    pub fn restore_own(
+        envelope: &[u8],
+        limits: crate::Limits,
+    ) -> Result<crate::engine::Engine, String> {
+        restore(envelope, restore::Expect::Own(limits))
     }
 }

@@ -40,8 +40,18 @@ use crate::FINAL_WATERMARK;
 use streamforge_canonical::sha256_hex;
 use streamforge_canonical::strict::{self as json, Json, Path};
 
+/// Which patterns a restored state must hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Expect<'a> {
+    /// The patterns of this document (its limits are used).
+    Same(&'a Document),
+    /// Its own patterns, with these limits (a service's recovery base:
+    /// the patterns may have changed since the service started).
+    Own(crate::Limits),
+}
+
 /// Restores an envelope for a service running `doc`.
-pub(crate) fn restore(envelope: &[u8], doc: &Document) -> Result<Engine, String> {
+pub(crate) fn restore(envelope: &[u8], expect: Expect<'_>) -> Result<Engine, String> {
     let root = json::parse(envelope).map_err(|m| format!("malformed checkpoint envelope: {m}"))?;
     let p = Path::root();
     no_floats(&root, &p)?;
@@ -75,7 +85,7 @@ pub(crate) fn restore(envelope: &[u8], doc: &Document) -> Result<Engine, String>
             "sha256: checksum mismatch: the envelope says {sha:?}, the state hashes to {actual}"
         ));
     }
-    build(state, &p.key("state"), doc)
+    build(state, &p.key("state"), expect)
 }
 
 /// Reads `{"fields", "id", "key", "kind", "ordinal", "time"}`.
@@ -277,7 +287,7 @@ fn check_deadline(
     Ok(d)
 }
 
-fn build(state: &Json<'_>, sp: &Path<'_>, doc: &Document) -> Result<Engine, String> {
+fn build(state: &Json<'_>, sp: &Path<'_>, expect: Expect<'_>) -> Result<Engine, String> {
     let [buffer, captured, next_ordinal, patterns, sequence, states, watermark] = object(
         state,
         sp,
@@ -293,6 +303,17 @@ fn build(state: &Json<'_>, sp: &Path<'_>, doc: &Document) -> Result<Engine, Stri
     )?;
     let patterns =
         parse_patterns(patterns, &sp.key("patterns"), Syntax::State).map_err(|e| e.to_string())?;
+    let own;
+    let doc = match expect {
+        Expect::Same(doc) => doc,
+        Expect::Own(limits) => {
+            own = Document {
+                patterns: patterns.clone(),
+                limits,
+            };
+            &own
+        }
+    };
     if patterns != doc.patterns {
         let names = |ps: &[Pattern]| {
             ps.iter()
