@@ -558,7 +558,8 @@ fn receivers_that_fail_end_with_exactly_the_services_state() {
     let v = sink(&s, "ch");
     assert!(v["failed"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(v["state"], "ok");
-    assert!(v["last_error"].as_str().is_some());
+    // Recovered: the failures are counted, their error is not shown as current.
+    assert_eq!(v["last_error"], Value::Null, "{v}");
     let m = s.get("/metrics").body;
     assert!(
         m.contains("streamforge_sink_delivered_total{sink=\"ch\"}"),
@@ -843,6 +844,58 @@ fn filters_skip_records_and_unreachable_sinks_block_nothing() {
     // Deleting it stops it.
     assert_eq!(s.delete("/sinks/down").status, 204);
     assert!(!s.get("/metrics").body.contains("sink=\"down\""));
+}
+
+/// The `last error` row of `sink show NAME`: its value.
+fn shown_last_error(s: &Server, name: &str) -> String {
+    let (ok, out, err) = cli(s, &["sink", "show", name]);
+    assert!(ok, "{err}");
+    out.lines()
+        .find_map(|l| l.strip_prefix("last error "))
+        .unwrap_or_else(|| panic!("no last error row:\n{out}"))
+        .trim()
+        .to_string()
+}
+
+/// A receiver that fails, then recovers: while the sink retries it shows
+/// the error (API and `sink show`); once a later batch is acknowledged the
+/// error is gone from both (`null`, `-`), the failures still counted.
+#[test]
+fn a_sink_that_recovers_no_longer_shows_its_old_error() {
+    let dir = tempdir();
+    let s = start(&dir.path().join("db"), &args(&[]));
+    let rcv = Receiver::start(None, |_, _| Action::Fail(500));
+    create(
+        &s,
+        json!({"name":"flaky","url":format!("{}/f", rcv.base),"stream":"changes","start":"start"}),
+    );
+    for op in workload(23, 30) {
+        assert_eq!(op.send(&s).status, 200);
+    }
+    let v = wait_until("the sink to fail", DEADLINE, || {
+        let v = sink(&s, "flaky");
+        (v["state"] == "retrying" && v["attempts"].as_u64() > Some(1)).then_some(v)
+    });
+    assert_eq!(v["last_error"], "HTTP 500 Internal Server Error", "{v}");
+    assert_eq!(
+        shown_last_error(&s, "flaky"),
+        "HTTP 500 Internal Server Error"
+    );
+
+    rcv.set_plan(|_, _| Action::Ok);
+    let v = wait_until("the sink to deliver everything", DEADLINE, || {
+        let v = sink(&s, "flaky");
+        (v["state"] == "ok" && v["lag"] == 0 && rcv.state("/f").rows == results(&s)).then_some(v)
+    });
+    assert_eq!(v["last_error"], Value::Null, "{v}");
+    assert!(v["last_success"].is_string(), "{v}");
+    assert!(
+        v["failed"].as_u64() > Some(1),
+        "the failures stay counted: {v}"
+    );
+    assert_eq!(shown_last_error(&s, "flaky"), "-");
+    let listed = s.get("/sinks").json();
+    assert_eq!(listed["sinks"][0]["last_error"], Value::Null, "{listed}");
 }
 
 /// The receiver of docs/sinks.md, as printed there.
