@@ -5,9 +5,11 @@
 //! Each event's id is `<epoch>:<seq>`. When the service is restored to an
 //! earlier checkpoint, the stream sends `event: rewind` (`{"epoch": E,
 //! "after": R}`) and continues with the records after `R` of the new epoch:
-//! the command says on stderr that what it printed after `R` is void, and
-//! prints the new history from there (with `--json`, a line
-//! `{"rewind":{"epoch":E,"after":R}}` on stdout marks the point too). When
+//! the command says on stderr that what it printed after `R` is void, marks
+//! the point on stdout too, between the records before it and the ones after
+//! (`# rewind: epoch E, cut back to sequence R: the lines printed after R are
+//! void`; with `--json`, `{"rewind":{"epoch":E,"after":R}}`), and prints the
+//! new history from there. When
 //! the stream ends (a restart), it reconnects with `Last-Event-ID` set to the
 //! last id it saw, so nothing is missed or repeated; a restore that happened
 //! meanwhile arrives as a rewind. A reconnect that fails ends the command
@@ -26,6 +28,13 @@ use serde::Deserialize;
 use super::http::{parse, Api};
 use super::wire::Change;
 use super::{item, print, rewind_note, text, Conn, Paging};
+
+/// The line that marks a rewind on stdout in plain output (a `#` note, as
+/// the summaries of other commands are): what was printed after `after`
+/// is void, and what follows is epoch `epoch`'s history from `after`.
+fn rewind_marker(epoch: u64, after: u64) -> String {
+    format!("# rewind: epoch {epoch}, cut back to sequence {after}: the lines printed after {after} are void")
+}
 
 /// The data of an `event: rewind`.
 #[derive(Debug, Deserialize, serde::Serialize)]
@@ -170,10 +179,14 @@ pub fn follow(
                     if event == "rewind" {
                         let r: Rewind = parse(&data).context("a rewind event")?;
                         eprintln!("{}", tagged(rewind_note(r.epoch, r.after), instance, false));
-                        if json {
-                            let line = serde_json::json!({ "rewind": r }).to_string();
-                            print(&[tagged(line, instance, true)])?;
-                        }
+                        // On stdout too, in its place among the records: a
+                        // pipe reading stdout learns where its lines became void.
+                        let line = if json {
+                            serde_json::json!({ "rewind": r }).to_string()
+                        } else {
+                            rewind_marker(r.epoch, r.after)
+                        };
+                        print(&[tagged(line, instance, json)])?;
                     } else {
                         let line = (stream.render)(&data).context("a server-sent event")?;
                         print(&[tagged(line, instance, json)])?;

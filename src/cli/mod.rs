@@ -203,8 +203,8 @@ pub enum ClientCommand {
     /// Create, list, download, restore and delete checkpoints.
     #[command(subcommand)]
     Checkpoint(CheckpointCommand),
-    /// The pattern engine: check a document, send events, advance, read the
-    /// output, checkpoints, verify.
+    /// The pattern engine: check, send, advance, finish, output, status,
+    /// show, checkpoint, verify.
     #[command(subcommand)]
     Patterns(PatternsCommand),
     /// Webhook sinks: add, list, show, remove (docs/sinks.md).

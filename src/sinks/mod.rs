@@ -118,6 +118,9 @@ pub struct Status {
 struct StatusInner {
     state: State,
     attempts: u32,
+    /// Why the sink is retrying, paused or stopped; `None` while it is
+    /// `ok` (a delivery, or storage working again, clears it: it is never
+    /// shown as current once the sink recovered).
     last_error: Option<String>,
     last_success: Option<String>,
     delivered: u64,
@@ -150,6 +153,7 @@ impl Status {
         let mut s = self.lock();
         s.state = State::Ok;
         s.attempts = 0;
+        s.last_error = None;
         s.delivered += records;
         s.last_success = Some(store::created_at_now());
     }
@@ -167,6 +171,7 @@ impl Status {
         let mut s = self.lock();
         if s.state == State::Paused {
             s.state = State::Ok;
+            s.last_error = None;
         }
     }
 

@@ -754,3 +754,40 @@ fn readme_shows_the_pattern_output() {
          example:\n{EXPECTED_OUTPUT}"
     );
 }
+
+/// The commands of a `--help` text (the names under `Commands:`, without
+/// `help`), each with its summary.
+fn help_commands(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| {
+            let (name, about) = l.trim().split_once(' ')?;
+            (name != "help").then(|| (name.to_string(), about.trim().to_string()))
+        })
+        .collect()
+}
+
+/// `streamforge --help` lists `patterns`, and its line names every
+/// command `streamforge patterns --help` has.
+#[test]
+fn top_level_help_lists_the_patterns_commands() {
+    let help = |args: &[&str]| run(client(args), None).ok().stdout;
+    let top = help_commands(&help(&["--help"]));
+    let (_, about) = top
+        .iter()
+        .find(|(name, _)| name == "patterns")
+        .unwrap_or_else(|| panic!("no patterns command in streamforge --help: {top:?}"));
+    let sub = help_commands(&help(&["patterns", "--help"]));
+    assert!(sub.len() >= 9, "{sub:?}");
+    let named: Vec<&str> = about
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '-')
+        .collect();
+    for (name, _) in &sub {
+        assert!(
+            named.contains(&name.as_str()),
+            "streamforge --help's patterns line does not name `{name}`: {about}"
+        );
+    }
+}

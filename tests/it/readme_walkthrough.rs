@@ -389,6 +389,17 @@ fn payment_events() -> Vec<Value> {
 fn patterns_walkthrough_outputs_are_what_the_server_returns() {
     let (checked, commands) = run_walkthrough("patterns");
     assert!(checked >= 12, "only {checked} claims checked");
+    // The counts of `patterns send` (events, batches, records, matches,
+    // timeouts) are among the checked claims: the README's numbers are
+    // what the command prints against the server the walkthrough starts.
+    assert!(
+        commands.iter().any(|(c, claim)| {
+            c.trim() == "streamforge patterns send examples/payments.ndjson"
+                && claim.starts_with("sent examples/payments.ndjson: ")
+                && claim.contains(" records (")
+        }),
+        "the walkthrough checks the summary of `patterns send examples/payments.ndjson`"
+    );
     let pushed: Vec<Value> = commands
         .iter()
         .flat_map(|(c, claim)| pattern_events(c, claim))

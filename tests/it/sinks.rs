@@ -558,7 +558,8 @@ fn receivers_that_fail_end_with_exactly_the_services_state() {
     let v = sink(&s, "ch");
     assert!(v["failed"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(v["state"], "ok");
-    assert!(v["last_error"].as_str().is_some());
+    // Recovered: the failures are counted, their error is not shown as current.
+    assert_eq!(v["last_error"], Value::Null, "{v}");
     let m = s.get("/metrics").body;
     assert!(
         m.contains("streamforge_sink_delivered_total{sink=\"ch\"}"),
@@ -845,6 +846,58 @@ fn filters_skip_records_and_unreachable_sinks_block_nothing() {
     assert!(!s.get("/metrics").body.contains("sink=\"down\""));
 }
 
+/// The `last error` row of `sink show NAME`: its value.
+fn shown_last_error(s: &Server, name: &str) -> String {
+    let (ok, out, err) = cli(s, &["sink", "show", name]);
+    assert!(ok, "{err}");
+    out.lines()
+        .find_map(|l| l.strip_prefix("last error "))
+        .unwrap_or_else(|| panic!("no last error row:\n{out}"))
+        .trim()
+        .to_string()
+}
+
+/// A receiver that fails, then recovers: while the sink retries it shows
+/// the error (API and `sink show`); once a later batch is acknowledged the
+/// error is gone from both (`null`, `-`), the failures still counted.
+#[test]
+fn a_sink_that_recovers_no_longer_shows_its_old_error() {
+    let dir = tempdir();
+    let s = start(&dir.path().join("db"), &args(&[]));
+    let rcv = Receiver::start(None, |_, _| Action::Fail(500));
+    create(
+        &s,
+        json!({"name":"flaky","url":format!("{}/f", rcv.base),"stream":"changes","start":"start"}),
+    );
+    for op in workload(23, 30) {
+        assert_eq!(op.send(&s).status, 200);
+    }
+    let v = wait_until("the sink to fail", DEADLINE, || {
+        let v = sink(&s, "flaky");
+        (v["state"] == "retrying" && v["attempts"].as_u64() > Some(1)).then_some(v)
+    });
+    assert_eq!(v["last_error"], "HTTP 500 Internal Server Error", "{v}");
+    assert_eq!(
+        shown_last_error(&s, "flaky"),
+        "HTTP 500 Internal Server Error"
+    );
+
+    rcv.set_plan(|_, _| Action::Ok);
+    let v = wait_until("the sink to deliver everything", DEADLINE, || {
+        let v = sink(&s, "flaky");
+        (v["state"] == "ok" && v["lag"] == 0 && rcv.state("/f").rows == results(&s)).then_some(v)
+    });
+    assert_eq!(v["last_error"], Value::Null, "{v}");
+    assert!(v["last_success"].is_string(), "{v}");
+    assert!(
+        v["failed"].as_u64() > Some(1),
+        "the failures stay counted: {v}"
+    );
+    assert_eq!(shown_last_error(&s, "flaky"), "-");
+    let listed = s.get("/sinks").json();
+    assert_eq!(listed["sinks"][0]["last_error"], Value::Null, "{listed}");
+}
+
 /// The receiver of docs/sinks.md, as printed there.
 fn documented_receiver() -> String {
     let doc = include_str!("../../docs/sinks.md");
@@ -856,45 +909,126 @@ fn documented_receiver() -> String {
     doc[start..start + len].to_string()
 }
 
-/// Runs the documented receiver (python3) on a free port; `None` without
-/// python3.
+/// Whether python3 runs. Without it the documented receiver is not
+/// checked: the test says SKIPPED, unless `CI` is set, where it fails.
+fn python3_available() -> bool {
+    let ok = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "python3 is missing under CI: the receiver of docs/sinks.md must be checked"
+        );
+        eprintln!(
+            "SKIPPED: python3 is not installed (the receiver example of docs/sinks.md is Python)"
+        );
+    }
+    ok
+}
+
+/// A child process killed when dropped (also when the test panics).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs the documented receiver (python3) on a free port with its SQLite
+/// database `NAME.db` in `dir`: the process, its base URL
+/// (`http://127.0.0.1:PORT`) and the database's path.
 fn python_receiver(
     dir: &std::path::Path,
     name: &str,
     secret: &str,
-) -> Option<(std::process::Child, String, std::path::PathBuf)> {
+) -> (KillOnDrop, String, std::path::PathBuf) {
     use std::io::BufRead as _;
     let script = dir.join("receiver.py");
     std::fs::write(&script, documented_receiver()).unwrap();
-    let state = dir.join(format!("{name}.json"));
-    let mut child = std::process::Command::new("python3")
-        .arg(&script)
-        .arg("0")
-        .arg(&state)
-        .env("SECRET", secret)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .ok()?;
+    let db = dir.join(format!("{name}.db"));
+    let mut child = KillOnDrop(
+        std::process::Command::new("python3")
+            .arg(&script)
+            .arg("0")
+            .arg(&db)
+            .env("SECRET", secret)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs the receiver"),
+    );
     let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
+    std::io::BufReader::new(child.0.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let port = line.trim().strip_prefix("listening on ")?.to_string();
-    Some((child, format!("http://127.0.0.1:{port}/"), state))
+    let port = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("the receiver did not start: {line:?}"))
+        .to_string();
+    (child, format!("http://127.0.0.1:{port}"), db)
 }
 
+/// What a documented receiver's database holds: its `position` (sink id,
+/// batch, epoch, last), its rows by address and its records by sequence.
+/// `None` while it cannot be read.
+#[allow(clippy::type_complexity)]
+fn stored(
+    db: &std::path::Path,
+) -> Option<(
+    (Option<String>, u64, u64, u64),
+    BTreeMap<String, Value>,
+    BTreeMap<u64, Value>,
+)> {
+    let c = rusqlite::Connection::open(db).ok()?;
+    c.busy_timeout(Duration::from_secs(5)).ok()?;
+    let position = c
+        .query_row(
+            "SELECT sink_id, batch, epoch, last FROM position",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .ok()?;
+    let mut rows = BTreeMap::new();
+    let mut q = c.prepare(r#"SELECT "row" FROM rows"#).ok()?;
+    for row in q.query_map([], |r| r.get::<_, String>(0)).ok()? {
+        let v: Value = serde_json::from_str(&row.ok()?).unwrap();
+        rows.insert(addr(&v), v);
+    }
+    let mut records = BTreeMap::new();
+    let mut q = c.prepare("SELECT seq, record FROM records").ok()?;
+    for rec in q
+        .query_map([], |r| Ok((r.get::<_, u64>(0)?, r.get::<_, String>(1)?)))
+        .ok()?
+    {
+        let (seq, text) = rec.ok()?;
+        records.insert(seq, serde_json::from_str(&text).unwrap());
+    }
+    Some((position, rows, records))
+}
+
+/// The receiver of docs/sinks.md (Python, SQLite), as printed there, for a
+/// `changes` sink (behind a forwarding receiver that keeps each request's
+/// bytes) and a `patterns` sink, across several windows and keys and a
+/// restore (a reset): its tables end equal to `GET /results` and the
+/// pattern output, and its position is the sink's.
+/// Then every batch the `changes` sink sent is delivered again, with its
+/// own bytes and signature, after the later ones were applied: the receiver
+/// answers 200 and applies none of them (some would change the rows if
+/// they were applied again).
 #[test]
 fn the_documented_python_receiver_ends_exact() {
+    if !python3_available() {
+        return;
+    }
     let dir = tempdir();
     let secret = "doc-secret";
-    let Some((mut rows_rx, rows_url, rows_state)) = python_receiver(dir.path(), "rows", secret)
-    else {
-        eprintln!(
-            "skipped: python3 is not installed (the receiver example of docs/sinks.md is Python)"
-        );
-        return;
-    };
-    let (mut out_rx, out_url, out_state) = python_receiver(dir.path(), "output", secret).unwrap();
+    let (_rows_rx, rows_base, rows_db) = python_receiver(dir.path(), "rows", secret);
+    let (_out_rx, out_base, out_db) = python_receiver(dir.path(), "output", secret);
+    let proxy = Receiver::forwarding(&rows_base);
     let s = start(&dir.path().join("db"), &args(&[]));
     let ops = workload(41, 50);
     for op in &ops[..15] {
@@ -903,55 +1037,125 @@ fn the_documented_python_receiver_ends_exact() {
     pattern_workload(&s, 9, 10);
     create(
         &s,
-        json!({"name":"rows","url":rows_url,"stream":"changes","start":"start","batch_size":5,"secret":secret}),
+        json!({"name":"rows","url":format!("{}/", proxy.base),"stream":"changes","start":"start","batch_size":5,"secret":secret}),
     );
     create(
         &s,
-        json!({"name":"output","url":out_url,"stream":"patterns","start":"start","batch_size":2,"secret":secret}),
+        json!({"name":"output","url":format!("{out_base}/"),"stream":"patterns","start":"start","batch_size":2,"secret":secret}),
     );
     let ckpt = s.post_empty("/checkpoints").json()["id"].as_u64().unwrap();
     for op in &ops[15..35] {
         assert_eq!(op.send(&s).status, 200);
     }
     pattern_workload(&s, 10, 10);
-    let read = |p: &std::path::Path| -> Option<Value> {
-        serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
-    };
     let check = |s: &Server| {
         wait_until("the Python receivers to converge", DEADLINE, || {
-            let rows = read(&rows_state)?;
-            let out = read(&out_state)?;
-            let held: BTreeMap<String, Value> = rows["rows"]
-                .as_object()?
-                .iter()
-                .map(|(_, r)| (addr(r), r.clone()))
-                .collect();
-            let recs: BTreeMap<u64, Value> = out["records"]
-                .as_object()?
-                .iter()
-                .map(|(k, r)| (k.parse().unwrap(), r.clone()))
-                .collect();
-            (held == results(s)
+            let (_, rows, _) = stored(&rows_db)?;
+            let (_, _, recs) = stored(&out_db)?;
+            (rows == results(s)
                 && recs == records(s, "/patterns/output", "output")
-                && sink(s, "rows")["lag"] == 0)
+                && sink(s, "rows")["lag"] == 0
+                && sink(s, "output")["lag"] == 0)
                 .then_some(())
         });
     };
     check(&s);
-    // A restore, and a different history after it.
+    let keys: BTreeSet<String> = results(&s).values().map(|r| r["key"].to_string()).collect();
+    let windows: BTreeSet<String> = results(&s)
+        .values()
+        .map(|r| r["window"].to_string())
+        .collect();
+    assert!(
+        keys.len() > 1 && windows.len() > 1,
+        "several keys {keys:?} and windows {windows:?}"
+    );
+
+    // Every batch again, as sent, straight to the receiver.
+    let sent: Vec<Request> = proxy
+        .log()
+        .into_iter()
+        .filter(|r| r.action == Action::Ok)
+        .collect();
+    let before = stored(&rows_db).unwrap();
+    let last_batch = sent
+        .iter()
+        .map(|r| {
+            r.header("x-streamforge-batch")
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .max();
+    assert_eq!(
+        Some(before.0 .1),
+        last_batch,
+        "the position: the last batch"
+    );
+    let mut held = common::receiver::SinkState::default();
+    for r in &sent {
+        common::receiver::apply(&mut held, &serde_json::from_slice(&r.body).unwrap());
+    }
+    assert_eq!(held.rows, before.1, "the protocol's state");
+    let stale = sent
+        .iter()
+        .filter(|r| {
+            let mut again = held.clone();
+            again.batch = 0;
+            common::receiver::apply(&mut again, &serde_json::from_slice(&r.body).unwrap());
+            again.rows != held.rows
+        })
+        .count();
+    assert!(stale > 0, "no batch would change the rows if applied again");
+    for r in &sent {
+        let mut req = s.client.post(format!("{rows_base}/")).body(r.body.clone());
+        for (k, v) in &r.headers {
+            if k.starts_with("x-streamforge-") || k == "idempotency-key" || k == "content-type" {
+                req = req.header(k, v);
+            }
+        }
+        let status = req.send().unwrap().status();
+        assert_eq!(status, 200, "a redelivered batch is acknowledged");
+        assert_eq!(
+            stored(&rows_db).unwrap(),
+            before,
+            "redelivered batch {} applied nothing ({stale} of them would change the rows)",
+            r.header("x-streamforge-batch").unwrap()
+        );
+    }
+
+    // A restore: the receiver's reset drops the rows made after the
+    // checkpoint (the restore removed some) ...
+    let held_before_restore = results(&s);
     assert_eq!(
         s.post_empty(&format!("/checkpoints/{ckpt}/restore")).status,
         200
     );
+    check(&s);
+    let restored = results(&s);
+    assert!(
+        held_before_restore
+            .keys()
+            .any(|a| !restored.contains_key(a)),
+        "the restore removed rows (the reset has something to drop)"
+    );
+    // ... and a longer history after it, past more windows.
     for op in &ops[15..] {
         assert_eq!(op.send(&s).status, 200);
     }
-    s.ok("/watermarks", r#"{"partition":"p2","watermark":200000}"#);
+    for p in 0..4 {
+        s.ok(
+            "/watermarks",
+            &format!(r#"{{"partition":"p{p}","watermark":10000}}"#),
+        );
+    }
     check(&s);
-    let _ = rows_rx.kill();
-    let _ = out_rx.kill();
-    let _ = rows_rx.wait();
-    let _ = out_rx.wait();
+    let (position, _, _) = stored(&rows_db).unwrap();
+    let v = sink(&s, "rows");
+    assert_eq!(
+        (position.2, position.3),
+        (v["epoch"].as_u64().unwrap(), v["cursor"].as_u64().unwrap()),
+        "the position: the sink's epoch and cursor"
+    );
 }
 
 fn cli(s: &Server, args: &[&str]) -> (bool, String, String) {

@@ -109,7 +109,9 @@ impl Follower {
     }
 
     /// Waits for the note that a restore rewound the stream to `after` in
-    /// `epoch` (the changes made from now on reach it).
+    /// `epoch` (the changes made from now on reach it): on stderr, and as
+    /// the next line on stdout, the marker a pipe reading stdout sees, right
+    /// after the lines taken before it and before the ones taken after it.
     pub fn rewound(&self, epoch: u64, after: u64) {
         let note = self.notes.recv_timeout(DEADLINE).expect("a note on stderr");
         assert_eq!(
@@ -118,6 +120,14 @@ impl Follower {
                 "streamforge: the service was restored to an earlier checkpoint (epoch {epoch}): \
                  everything printed after sequence {after} is void; reading again from {after}"
             )
+        );
+        assert_eq!(
+            self.take(1),
+            format!(
+                "# rewind: epoch {epoch}, cut back to sequence {after}: \
+                 the lines printed after {after} are void\n"
+            ),
+            "the rewind marker on stdout, in its place"
         );
     }
 

@@ -71,6 +71,9 @@ struct Inner {
     plan: Plan,
     secret: Option<String>,
     bad_signatures: usize,
+    /// A forwarding receiver's target (`http://host:port`): each request
+    /// goes there as received, and its answer's status back.
+    forward: Option<String>,
 }
 
 /// A running receiver.
@@ -162,6 +165,7 @@ impl Receiver {
             plan: Box::new(plan),
             secret: secret.map(str::to_string),
             bad_signatures: 0,
+            forward: None,
         }));
         let shared = inner.clone();
         std::thread::spawn(move || {
@@ -172,6 +176,16 @@ impl Receiver {
             }
         });
         Receiver { base, inner }
+    }
+
+    /// A receiver that forwards every request to `target` (`http://host:port`,
+    /// the request's path appended) with its headers and body, answers with
+    /// the target's status, and logs what went through (action `Ok` for a
+    /// 2xx, else `Fail(status)`; 502 when the target cannot be reached).
+    pub fn forwarding(target: &str) -> Receiver {
+        let r = Receiver::start(None, |_, _| Action::Ok);
+        r.inner.lock().unwrap().forward = Some(target.to_string());
+        r
     }
 
     /// Every request received so far, in order.
@@ -217,6 +231,19 @@ fn respond(conn: &mut TcpStream, status: u16, extra: &str) {
     let _ = conn.flush();
 }
 
+/// Posts a request as received to `target` + `path`; the answer's status.
+fn forward_to(target: &str, path: &str, headers: &BTreeMap<String, String>, body: &[u8]) -> u16 {
+    let mut req = reqwest::blocking::Client::new()
+        .post(format!("{target}{path}"))
+        .body(body.to_vec());
+    for (k, v) in headers {
+        if !["host", "content-length", "connection"].contains(&k.as_str()) {
+            req = req.header(k, v);
+        }
+    }
+    req.send().map_or(502, |r| r.status().as_u16())
+}
+
 fn serve(conn: TcpStream, shared: &Arc<Mutex<Inner>>) {
     let mut reader = BufReader::new(conn.try_clone().expect("clone"));
     let mut conn = conn;
@@ -244,6 +271,26 @@ fn serve(conn: TcpStream, shared: &Arc<Mutex<Inner>>) {
             .get("content-length")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
+        let forward = shared.lock().unwrap().forward.clone();
+        if let Some(target) = forward {
+            let mut body = vec![0u8; len];
+            if reader.read_exact(&mut body).is_err() {
+                return;
+            }
+            let status = forward_to(&target, &path, &headers, &body);
+            shared.lock().unwrap().log.push(Request {
+                path,
+                headers,
+                body,
+                action: if (200..300).contains(&status) {
+                    Action::Ok
+                } else {
+                    Action::Fail(status)
+                },
+            });
+            respond(&mut conn, status, "");
+            continue;
+        }
         let action = {
             let mut g = shared.lock().unwrap();
             let n = g.log.len();
