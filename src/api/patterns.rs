@@ -1,5 +1,5 @@
 //! The pattern engine's routes: `POST /patterns/events`, `/patterns/advance`,
-//! `/patterns/finish`, `GET /patterns`, `/patterns/output` (and its stream,
+//! `/patterns/finish`, `GET /patterns` (`?diagnostics=true`), `/patterns/output` (and its stream,
 //! in `stream`), `/patterns/status`, and its checkpoints and restores.
 //! Same conventions as the window engine's routes: problem+json, `index` on
 //! batch errors, a 2xx is durable, a rejection changes nothing.
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::dto::page_body;
 use super::error::ApiError;
-use super::extract::{self, CheckpointId, PageQuery, Svc, WriteCall};
+use super::extract::{self, CheckpointId, PageQuery, QueryParams, Svc, WriteCall};
 use super::routes::{blocking, json_response, long_poll, to_json};
 use super::AppState;
 use crate::patterns::PatternStatus;
@@ -150,9 +150,25 @@ pub async fn post_finish(Svc(svc): Svc) -> Result<Response, ApiError> {
         .map(|b| json_response(StatusCode::OK, b))
 }
 
-/// `GET /patterns`: the document in force.
-pub async fn get_document(Svc(svc): Svc) -> Result<Response, ApiError> {
-    Ok(json_response(StatusCode::OK, svc.pattern_document()))
+/// `GET /patterns`: the document in force; with `diagnostics=true`, plus
+/// the engine's type mismatch counters (`type_mismatches`).
+pub async fn get_document(q: QueryParams, Svc(svc): Svc) -> Result<Response, ApiError> {
+    let diagnostics = match q.get("diagnostics")? {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "query parameter diagnostics must be true or false, got {other:?}"
+            )))
+        }
+    };
+    if !diagnostics {
+        return Ok(json_response(StatusCode::OK, svc.pattern_document()));
+    }
+    // the counters are read under the processor lock
+    blocking(move || Ok(svc.pattern_document_diagnostics()))
+        .await
+        .map(|b| json_response(StatusCode::OK, b))
 }
 
 /// `GET /patterns/output?after=S&limit=N&wait_ms=T&epoch=E`.

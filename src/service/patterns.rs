@@ -169,7 +169,12 @@ impl Service {
                 sequence: out.sequence,
                 late: RestoredLate::Records(&[]),
             },
-            |engines| engines.patterns = engine,
+            |engines| {
+                // the type mismatch counters are the process's (diagnostics)
+                let mut engine = engine;
+                engine.keep_type_mismatches(&engines.patterns);
+                engines.patterns = engine;
+            },
         )?;
         Ok(out)
     }
