@@ -1,5 +1,5 @@
 //! The pattern engine's routes: `POST /patterns/events`, `/patterns/advance`,
-//! `/patterns/finish`, `GET /patterns`, `/patterns/output` (and its stream,
+//! `/patterns/finish`, `GET /patterns` (`?diagnostics=true`), `/patterns/output` (and its stream,
 //! in `stream`), `/patterns/status`, and its checkpoints and restores.
 //! Same conventions as the window engine's routes: problem+json, `index` on
 //! batch errors, a 2xx is durable, a rejection changes nothing.
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::dto::page_body;
 use super::error::ApiError;
-use super::extract::{self, CheckpointId, IdempotencyKey, PageQuery, Svc, WriteCall};
+use super::extract::{self, CheckpointId, IdempotencyKey, PageQuery, QueryParams, Svc, WriteCall};
 use super::routes::{blocking, json_response, long_poll, to_json};
 use super::AppState;
 use crate::patterns::PatternStatus;
@@ -156,11 +156,28 @@ pub async fn post_finish(Svc(svc): Svc) -> Result<Response, ApiError> {
         .map(|b| json_response(StatusCode::OK, b))
 }
 
-/// `GET /patterns`: the document in force.
-pub async fn get_document(Svc(svc): Svc) -> Result<Response, ApiError> {
-    blocking(move || Ok(svc.pattern_document()?))
-        .await
-        .map(|b| json_response(StatusCode::OK, b))
+/// `GET /patterns`: the document in force; with `diagnostics=true`, plus
+/// the engine's type mismatch counters (`type_mismatches`).
+pub async fn get_document(q: QueryParams, Svc(svc): Svc) -> Result<Response, ApiError> {
+    let diagnostics = match q.get("diagnostics")? {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "query parameter diagnostics must be true or false, got {other:?}"
+            )))
+        }
+    };
+    // read under the processor lock
+    blocking(move || {
+        Ok(if diagnostics {
+            svc.pattern_document_diagnostics()?
+        } else {
+            svc.pattern_document()?
+        })
+    })
+    .await
+    .map(|b| json_response(StatusCode::OK, b))
 }
 
 /// `PUT /patterns` answer: what the change did, by pattern name.
@@ -169,6 +186,9 @@ struct ChangeResponse<'a> {
     kept: &'a [String],
     started: &'a [String],
     removed: &'a [String],
+    /// Conditions of the new document that can never be true (as `patterns
+    /// check` warns): `PATH: why`.
+    warnings: Vec<String>,
 }
 
 /// `PUT /patterns`: a new document (as `--patterns` takes it), validated as
@@ -186,11 +206,16 @@ pub async fn put_document(call: WriteCall) -> Result<Response, ApiError> {
         }
         let doc = crate::patterns::Document::from_json(&body)
             .map_err(|e| ApiError::invalid_request(e.to_string()))?;
+        let warnings: Vec<String> = doc.warnings().iter().map(|w| w.to_string()).collect();
+        for w in &warnings {
+            tracing::warn!("PUT /patterns: {w}");
+        }
         let c = svc.put_patterns(doc)?;
         to_json(&ChangeResponse {
             kept: &c.kept,
             started: &c.started,
             removed: &c.removed,
+            warnings,
         })
     })
     .await

@@ -2,8 +2,8 @@
 //! (`/patterns/...`, docs/patterns.md) and its offline checks.
 //!
 //! - `check FILE`: validates a patterns document with the engine's own
-//!   parser (the messages of `serve --patterns`, with the JSON path) and
-//!   summarizes it;
+//!   parser (the messages of `serve --patterns`, with the JSON path),
+//!   summarizes it, and warns (stderr) of conditions that can never be true;
 //! - `send FILE|-`: pushes an NDJSON file of pattern operations (format
 //!   below) in order;
 //! - `advance W`, `finish`: print the output records of the call;
@@ -63,7 +63,10 @@ pub enum PatternsCommand {
     /// Runs the engine's own validation (every rule of docs/patterns.md);
     /// an invalid document prints the message `serve --patterns` would give,
     /// with the JSON path of the offending value, and exits with status 1.
-    /// No service is contacted.
+    /// A condition that can never be true (an order operator against a
+    /// Bool, a field compared with values of two types in one "all", ...)
+    /// is printed on stderr as `streamforge: warning: FILE: PATH: ...`; the
+    /// document is valid all the same (status 0). No service is contacted.
     Check {
         /// Patterns document (JSON), or - for standard input.
         file: PathBuf,
@@ -191,7 +194,14 @@ pub enum PatternsCommand {
 /// Runs a `patterns` command.
 pub fn run(cmd: PatternsCommand) -> anyhow::Result<()> {
     match cmd {
-        PatternsCommand::Check { file } => print(&[check(&file)?.trim_end().to_string()]),
+        PatternsCommand::Check { file } => {
+            let (summary, warnings) = check(&file)?;
+            print(&[summary.trim_end().to_string()])?;
+            for w in warnings {
+                eprintln!("streamforge: warning: {w}");
+            }
+            Ok(())
+        }
         PatternsCommand::Send {
             conn,
             file,
@@ -350,10 +360,17 @@ fn plural(n: u64, what: &str) -> String {
     }
 }
 
-/// `patterns check`: the summary of a valid document.
-fn check(path: &Path) -> anyhow::Result<String> {
+/// `patterns check`: the summary of a valid document, and its warnings
+/// (`FILE: PATH: message`: conditions that can never be true).
+fn check(path: &Path) -> anyhow::Result<(String, Vec<String>)> {
     let doc = load_document(path)?;
-    Ok(summary(&doc, &shown_path(path)))
+    let shown = shown_path(path);
+    let warnings = doc
+        .warnings()
+        .iter()
+        .map(|w| format!("{shown}: {w}"))
+        .collect();
+    Ok((summary(&doc, &shown), warnings))
 }
 
 /// What `check` prints: per pattern (by name) its within, skip policy and

@@ -408,7 +408,11 @@ impl Service {
     ) -> Result<(), ServiceError> {
         let replayed = super::recover::replay(&self.writer(at), &self.env.db, &self.setup);
         match replayed {
-            Ok((engines, logged)) => {
+            Ok((mut engines, logged)) => {
+                // the type mismatch counters are the process's (diagnostics)
+                engines
+                    .patterns
+                    .keep_type_mismatches(&inner.engines.patterns);
                 inner.engines = engines;
                 inner.broken = false;
                 inner.window_gen += 1;

@@ -301,7 +301,7 @@ impl Gauge {
 }
 
 /// A label value with `\\`, `"` and newlines escaped (the text format).
-fn escape_label(v: &str) -> String {
+pub(super) fn escape_label(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")

@@ -37,6 +37,7 @@ mod idempotency;
 pub mod metrics;
 mod order;
 pub mod parse;
+mod pattern_diagnostics;
 mod patterns;
 mod recover;
 mod restore;
@@ -413,13 +414,32 @@ impl Service {
             Setup {
                 pipeline: Self::resolve_pipeline(writer, opts)?,
                 limits: Arc::new(Mutex::new(limits)),
-                patterns,
+                patterns: Self::warn_patterns(patterns, opts),
                 shards: opts.shards,
                 shard_pool,
                 history: Arc::new(history),
             },
             change,
         ))
+    }
+
+    /// Logs the conditions of the pattern document that can never be true
+    /// (`Document::warnings`): of the `--patterns` file when one is given
+    /// (its paths are the file's; it has the same patterns), otherwise of
+    /// the document served (its paths are those of `GET /patterns`).
+    fn warn_patterns(
+        served: crate::patterns::Document,
+        opts: &Options,
+    ) -> crate::patterns::Document {
+        let shown = if opts.patterns_explicit {
+            &opts.patterns
+        } else {
+            &served
+        };
+        for w in shown.warnings() {
+            tracing::warn!(pattern = %w.pattern, "patterns document: {w}");
+        }
+        served
     }
 
     /// The pattern documents of the database: the one a fresh engine
@@ -819,6 +839,7 @@ impl Service {
         let at = &mut Held::entry();
         let logged = self.queue(at).logged;
         let g = self.lock(at);
+        let mismatches = g.engines.patterns.type_mismatches();
         let p = &g.engines.window;
         let parts = p.partitions();
         let per = |f: &dyn Fn(&PartitionStatus) -> Option<f64>| -> Vec<_> {
@@ -904,7 +925,9 @@ impl Service {
             ),
         ];
         drop(g);
-        self.env.metrics.render(&gauges)
+        let mut text = self.env.metrics.render(&gauges);
+        pattern_diagnostics::render_type_mismatches(&mut text, &mismatches);
+        text
     }
 }
 

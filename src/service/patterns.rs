@@ -302,7 +302,12 @@ impl Service {
                     ))
                 }
             },
-            |engines| engines.patterns = engine,
+            |engines| {
+                // the type mismatch counters are the process's (diagnostics)
+                let mut engine = engine;
+                engine.keep_type_mismatches(&engines.patterns);
+                engines.patterns = engine;
+            },
         )?;
         Ok(out)
     }

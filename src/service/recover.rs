@@ -213,6 +213,9 @@ pub(super) fn replay(
     engines
         .patterns
         .set_limits(given.unwrap_or(current.limits()));
+    // diagnostics, not state: the replay's comparisons were counted when
+    // the calls ran
+    engines.patterns.reset_type_mismatches();
     // Replay runs the window engine in one shard: the reader and the
     // verifier already keep both cores busy, and handing each call to shard
     // threads as well made recovery 25-40 % slower (BENCHMARKS.md). The

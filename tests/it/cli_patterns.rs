@@ -503,6 +503,58 @@ fn advance_and_finish_print_the_records() {
 }
 
 #[test]
+fn check_warns_of_conditions_that_can_never_be_true() {
+    let dir = tempdir();
+    let file = dir.path().join("never.json");
+    std::fs::write(
+        &file,
+        r#"{"patterns": [
+          {"name": "zeta", "within": 100, "stages": [{"name": "a", "where": {"kind": "a"}}]},
+          {"name": "spend", "within": 1000, "stages": [
+            {"name": "login", "where": {"all": [{"kind": "login"},
+                {"field": "ok", "op": "ge", "value": true}]}},
+            {"name": "big", "where": {"all": [{"kind": "pay"},
+                {"field": "amount", "op": "gt", "value": 100},
+                {"field": "amount", "op": "lt", "value": 200.5}]}}]}]}"#,
+    )
+    .expect("write");
+    let file_s = file.to_str().expect("utf-8 path");
+    // valid (exit 0, the usual summary); the warnings on stderr, each with
+    // its path (the index the pattern has in the file)
+    let r = run(client(&["patterns", "check", file_s]), None).ok();
+    assert!(
+        r.stdout
+            .starts_with(&format!("{file_s}: valid, 2 patterns\n")),
+        "{r:?}"
+    );
+    let warnings: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(warnings.len(), 2, "{r:?}");
+    assert_eq!(
+        warnings[0],
+        format!(
+            r#"streamforge: warning: {file_s}: patterns[1].stages[0].where.all[1]: "ge" against the Bool true is never true: a Bool supports only eq and ne (every other operator compares false); write {{"field":"ok","op":"eq","value":true}} (or "ne")"#
+        )
+    );
+    assert!(
+        warnings[1].starts_with(&format!(
+            r#"streamforge: warning: {file_s}: patterns[1].stages[1].where: this "all" is never true: it compares field "amount" with an Integer (all[1]) and a Double (all[2])"#
+        )),
+        "{r:?}"
+    );
+    // the example documents have none
+    for doc in [
+        DOC,
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/pipelines/default.patterns.json"
+        ),
+    ] {
+        let r = run(client(&["patterns", "check", doc]), None).ok();
+        assert_eq!(r.stderr, "", "{doc}");
+    }
+}
+
+#[test]
 fn check_documents_offline() {
     let r = run(client(&["patterns", "check", DOC]), None).ok();
     assert_eq!(

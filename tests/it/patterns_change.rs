@@ -197,5 +197,16 @@ fn a_bad_document_changes_nothing() {
     let c = put(&s, OLD).json();
     assert_eq!(names(&c["kept"]), ["pair", "solo"]);
     assert!(c["started"].as_array().unwrap().is_empty());
+    assert!(c["warnings"].as_array().unwrap().is_empty());
     assert_eq!(state(&s), before);
+    // a condition that can never be true is warned (and put in force)
+    let never = r#"{"patterns": [{"name": "x", "within": 5, "stages": [
+      {"name": "s", "where": {"field": "ok", "op": "gt", "value": true}}]}]}"#;
+    let c = put(&s, never).json();
+    let w = c["warnings"].as_array().unwrap();
+    assert!(
+        w.len() == 1 && w[0].as_str().unwrap().contains("stages[0].where"),
+        "{c}"
+    );
+    assert_eq!(names(&c["started"]), ["x"]);
 }

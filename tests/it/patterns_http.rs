@@ -2573,3 +2573,137 @@ fn recovery_starts_from_a_deleted_base_or_a_restored_body() {
     assert_eq!(s.output(1000), reference.output(1000));
     assert_eq!(s.envelope(), reference.envelope());
 }
+
+/// `int_spend` (an Integer threshold), `big_spend` (a Double threshold,
+/// which the Integer amounts events send never reach) and `flag` (`gt`
+/// against a Bool: never true, warned at startup), in this order in the
+/// file (so file indexes differ from the sorted order of `GET /patterns`).
+const MISMATCH_DOC: &str = r#"{"patterns": [
+  {"name": "int_spend", "within": 100, "stages": [{"name": "spend",
+    "where": {"all": [{"kind": "pay"}, {"field": "amount", "op": "gt", "value": 101}]}}]},
+  {"name": "big_spend", "within": 100, "stages": [{"name": "spend",
+    "where": {"all": [{"kind": "pay"}, {"field": "amount", "op": "gt", "value": 101.5}]}}]},
+  {"name": "flag", "within": 100, "stages": [{"name": "f",
+    "where": {"all": [{"kind": "pay"}, {"field": "ok", "op": "gt", "value": true}]}}]}]}"#;
+
+#[test]
+fn type_mismatches_show_in_metrics_and_diagnostics_and_leave_get_patterns_alone() {
+    let dir = tempdir();
+    let args = ["--checkpoint-every", "0"];
+    let mut s = serve(dir.path(), "db", MISMATCH_DOC, &args);
+    // The startup log names the condition that can never be true, with its
+    // path in the file.
+    let log = s.stderr();
+    assert!(
+        log.contains(
+            r#"patterns[2].stages[0].where.all[1]: "gt" against the Bool true is never true"#
+        ),
+        "{log}"
+    );
+
+    let document = streamforge::patterns::Document::from_json(MISMATCH_DOC.as_bytes())
+        .unwrap()
+        .to_json();
+    let document = String::from_utf8(document).unwrap();
+    let with = |counts: &str| {
+        format!(
+            r#"{},"type_mismatches":{counts}}}"#,
+            &document[..document.len() - 1]
+        )
+    };
+    assert_eq!(s.get("/patterns").body, document);
+    let d = s.get("/patterns?diagnostics=true");
+    assert_eq!(
+        (d.status, d.content_type.as_str()),
+        (200, "application/json")
+    );
+    assert_eq!(d.body, with("{}"));
+    let status = s.get("/patterns/status").body;
+
+    // 102 is an Integer: never greater than the Double 101.5 (no coercion),
+    // greater than the Integer 101; 102.0 is a Double: the other way round.
+    s.pushed(&array(&[
+        pev("e1", "k", "pay", 10, r#""amount":102"#),
+        pev("e2", "j", "pay", 11, r#""amount":102"#),
+        pev("e3", "k", "pay", 12, r#""amount":102.0"#),
+        pev("e4", "k", "browse", 13, r#""amount":"102""#),
+    ]));
+    let out = s.advanced(20);
+    let matched: Vec<(String, String)> = out
+        .iter()
+        .map(|r| {
+            let v: Value = serde_json::from_str(r).unwrap();
+            (
+                v["pattern"].as_str().unwrap().into(),
+                v["id"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        matched,
+        [
+            ("int_spend".to_string(), "int_spend:1".to_string()),
+            ("int_spend".into(), "int_spend:2".into()),
+            ("big_spend".into(), "big_spend:3".into())
+        ]
+    );
+
+    // /metrics: one sample per condition that counted, by pattern and path
+    // (the kind test comes first: the browse event compares no amount).
+    let metric = |pattern: &str| {
+        format!(
+            r#"streamforge_pattern_type_mismatches_total{{pattern="{pattern}",condition="stages[0].where.all[1]"}}"#
+        )
+    };
+    assert_eq!(s.metric(&metric("big_spend")), 2.0);
+    assert_eq!(s.metric(&metric("int_spend")), 1.0);
+    let text = s.get("/metrics").body;
+    assert!(
+        text.contains("# TYPE streamforge_pattern_type_mismatches_total counter\n"),
+        "{text}"
+    );
+    assert!(!text.contains(r#"pattern="flag""#), "{text}");
+    let counted =
+        r#"{"big_spend":{"stages[0].where.all[1]":2},"int_spend":{"stages[0].where.all[1]":1}}"#;
+    assert_eq!(s.get("/patterns?diagnostics=true").body, with(counted));
+
+    // Without the parameter (or with false) nothing changes; the status
+    // neither.
+    assert_eq!(s.get("/patterns").body, document);
+    assert_eq!(s.get("/patterns?diagnostics=false").body, document);
+    assert_eq!(
+        s.get("/patterns/status").body,
+        status.replace(
+            r#""watermark":-1,"buffered":0,"next_ordinal":1,"sequence":0"#,
+            r#""watermark":20,"buffered":0,"next_ordinal":5,"sequence":3"#
+        )
+    );
+    s.get("/patterns?diagnostics=yes")
+        .problem(400, "bad_request");
+    s.get("/patterns?diagnostics=true&diagnostics=true")
+        .problem(400, "bad_request");
+
+    // Not state: a checkpoint does not hold them; a restore keeps the
+    // process's counters going, a restart starts them at zero (SIGKILL: the
+    // restart replays the advance, which does not count).
+    let envelope = s.envelope();
+    assert!(!envelope.contains("type_mismatches"));
+    let r = s.post("/patterns/restore", &envelope);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(s.get("/patterns?diagnostics=true").body, with(counted));
+    // one more, in the command log only
+    s.pushed(&pev("e5", "k", "pay", 30, r#""amount":200"#));
+    s.advanced(40);
+    assert_eq!(s.metric(&metric("big_spend")), 3.0);
+    s.kill();
+    let s = serve(dir.path(), "db", MISMATCH_DOC, &args);
+    assert_eq!(s.output(100).len(), 4, "the advance was replayed");
+    assert_eq!(s.get("/patterns?diagnostics=true").body, with("{}"));
+    assert!(!s
+        .get("/metrics")
+        .body
+        .contains("streamforge_pattern_type_mismatches_total{"));
+    s.pushed(&pev("e6", "k", "pay", 50, r#""amount":200"#));
+    s.advanced(60);
+    assert_eq!(s.metric(&metric("big_spend")), 1.0);
+}

@@ -4,6 +4,7 @@
 use crate::condition::{self, Budget, Condition, Scope};
 pub use crate::error::DocumentError;
 use crate::value::Syntax;
+pub use crate::warnings::Warning;
 use crate::MAX_WINDOW;
 use streamforge_canonical::strict::{self as json, kind_name, number, Json, Num, Path};
 use streamforge_canonical::writer::{int, string};
@@ -90,11 +91,24 @@ pub struct Pattern {
 }
 
 /// A validated patterns document; patterns are kept sorted by name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Document {
     pub(crate) patterns: Vec<Pattern>,
     pub(crate) limits: Limits,
+    /// `source[i]`: the index `patterns[i]` had in the text it was read
+    /// from (for the paths of [`Document::warnings`]).
+    pub(crate) source: Vec<usize>,
 }
+
+/// Equal patterns and limits (where the patterns stood in their texts does
+/// not matter).
+impl PartialEq for Document {
+    fn eq(&self, other: &Document) -> bool {
+        self.patterns == other.patterns && self.limits == other.limits
+    }
+}
+
+impl Eq for Document {}
 
 impl Document {
     /// Parses and validates a document.
@@ -103,15 +117,39 @@ impl Document {
         let j = json::parse(bytes).map_err(|m| err(&root, m))?;
         let entries = object(&j, &root, "the document")?;
         known_keys(entries, &root, &["patterns", "limits"])?;
-        let patterns = match lookup(entries, "patterns") {
-            Some(p) => parse_patterns(p, &root.key("patterns"), Syntax::Document)?,
+        let (patterns, source) = match lookup(entries, "patterns") {
+            Some(p) => parse_patterns_indexed(p, &root.key("patterns"), Syntax::Document)?,
             None => return Err(err(&root, "missing key \"patterns\"")),
         };
         let limits = match lookup(entries, "limits") {
             Some(l) => parse_limits(l, &root.key("limits"))?,
             None => Limits::default(),
         };
-        Ok(Document { patterns, limits })
+        Ok(Document {
+            patterns,
+            limits,
+            source,
+        })
+    }
+
+    /// Conditions that can never be true, found from the document alone
+    /// (the document is valid all the same): an order operator against a
+    /// Bool, a field required in one `all` to hold two types, ... (see
+    /// docs/patterns.md, "Conditions that can never be true"). In document
+    /// order, each with the JSON path of its node, the pattern's index
+    /// being the one it had in the text the document was read from.
+    pub fn warnings(&self) -> Vec<Warning> {
+        let mut order: Vec<(usize, &Pattern)> = self
+            .patterns
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (self.source.get(i).copied().unwrap_or(i), p))
+            .collect();
+        order.sort_by_key(|&(i, _)| i);
+        order
+            .into_iter()
+            .flat_map(|(i, p)| crate::warnings::of_pattern(p, i))
+            .collect()
     }
 
     /// The `GET /patterns` body: every default written out, patterns sorted
@@ -144,6 +182,7 @@ impl Document {
         Document {
             patterns: self.patterns.clone(),
             limits,
+            source: self.source.clone(),
         }
     }
 
@@ -288,6 +327,15 @@ pub(crate) fn parse_patterns(
     path: &Path<'_>,
     syntax: Syntax,
 ) -> Result<Vec<Pattern>, DocumentError> {
+    parse_patterns_indexed(j, path, syntax).map(|(patterns, _)| patterns)
+}
+
+/// [`parse_patterns`], with the index each pattern had in the array.
+fn parse_patterns_indexed(
+    j: &Json<'_>,
+    path: &Path<'_>,
+    syntax: Syntax,
+) -> Result<(Vec<Pattern>, Vec<usize>), DocumentError> {
     let Json::Array(items) = j else {
         return Err(err(
             path,
@@ -309,8 +357,9 @@ pub(crate) fn parse_patterns(
         }
         patterns.push(pattern);
     }
-    patterns.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(patterns)
+    let mut indexed: Vec<(usize, Pattern)> = patterns.into_iter().enumerate().collect();
+    indexed.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+    Ok(indexed.into_iter().map(|(i, p)| (p, i)).unzip())
 }
 
 fn parse_pattern(j: &Json<'_>, path: &Path<'_>, syntax: Syntax) -> Result<Pattern, DocumentError> {

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use crate::branch::Shape;
 use crate::buffer::{Buffer, Pending};
+use crate::compiled::Conds;
 use crate::deadlines::Deadlines;
 use crate::document::{Document, Limits};
 use crate::error::{PushRejection, Rejection};
@@ -84,12 +85,27 @@ pub struct Status {
     pub patterns: Vec<(String, PatternStatus)>,
 }
 
-/// A pattern's names and shape, shared by output records.
+/// The count of one condition's type mismatches (see
+/// [`Engine::type_mismatches`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeMismatch {
+    /// The pattern's name.
+    pub pattern: String,
+    /// The comparison's path within its pattern, as in the document:
+    /// `stages[2].where.all[1]`, `absence.not`.
+    pub condition: String,
+    /// Evaluations that were false because the two values' types differ.
+    pub count: u64,
+}
+
+/// A pattern's names and shape, shared by output records, and its
+/// conditions with their leaves numbered.
 #[derive(Debug, Clone)]
 pub(crate) struct Compiled {
     pub name: Arc<str>,
     pub stage_names: Arc<[Arc<str>]>,
     pub shape: Shape,
+    pub conds: Arc<Conds>,
 }
 
 impl Compiled {
@@ -104,6 +120,7 @@ impl Compiled {
                     .map(|s| Arc::from(s.name.as_str()))
                     .collect(),
                 shape: Shape::of(p),
+                conds: Arc::new(Conds::of(p)),
             })
             .collect()
     }
@@ -185,6 +202,10 @@ pub struct Engine {
     due: Vec<(u32, KeyId)>,
     /// The previous advance's output count (the next one's first capacity).
     out_hint: usize,
+    /// `mismatches[pattern][leaf]`: comparisons false because their values'
+    /// types differ. Diagnostics, not state: never in a checkpoint, never
+    /// undone by a failed advance.
+    mismatches: Vec<Box<[u64]>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -205,7 +226,12 @@ impl Engine {
     pub fn new(doc: Document) -> Engine {
         let compiled = Compiled::all(&doc);
         let n = doc.patterns.len();
+        let mismatches = compiled
+            .iter()
+            .map(|c| vec![0; c.conds.leaves()].into_boxed_slice())
+            .collect();
         Engine {
+            mismatches,
             states: vec![Vec::new(); doc.patterns.len()],
             compiled,
             doc,
@@ -276,6 +302,16 @@ impl Engine {
             .collect();
         self.deadlines = std::mem::take(&mut self.deadlines).remap(&from);
         self.compiled = Compiled::all(&doc);
+        // a kept pattern keeps its type mismatch counts, a new one starts at 0
+        let mut counts = std::mem::take(&mut self.mismatches);
+        self.mismatches = from
+            .iter()
+            .zip(&self.compiled)
+            .map(|(f, c)| match f {
+                Some(i) => std::mem::take(&mut counts[*i]),
+                None => vec![0; c.conds.leaves()].into_boxed_slice(),
+            })
+            .collect();
         self.doc = doc;
         change
     }
@@ -507,7 +543,15 @@ impl Engine {
         let pattern = &self.doc.patterns[p];
         let c = &self.compiled[p];
         let st = &mut self.states[p][e.key as usize];
-        let Some(obs) = observe(pattern, &c.shape, st, e, &mut self.scratch) else {
+        let Some(obs) = observe(
+            pattern,
+            &c.conds,
+            &c.shape,
+            st,
+            e,
+            &mut self.scratch,
+            &mut self.mismatches[p],
+        ) else {
             // the limit holds after every observation, also one that changes
             // nothing (a restore may have lowered it below what the key holds)
             let live = (st.branches.len() + st.waits.len()) as u64;
@@ -661,6 +705,54 @@ impl Engine {
             next_ordinal: self.next_ordinal,
             sequence: self.sequence,
             patterns,
+        }
+    }
+
+    /// The field comparisons that were false because their two values'
+    /// types differ (an Integer against a Double, a String against a
+    /// number, ...), per pattern (by name) and condition (in document
+    /// order); only nonzero counts.
+    ///
+    /// Diagnostics, not state: counted since this engine was built (a
+    /// restore builds a new engine), never in a checkpoint or the output,
+    /// and an advance that fails (and changes nothing else) keeps what it
+    /// counted. A comparison is counted each time it is evaluated: for each
+    /// branch or absence wait it is evaluated for.
+    pub fn type_mismatches(&self) -> Vec<TypeMismatch> {
+        let mut out = Vec::new();
+        for (c, counts) in self.compiled.iter().zip(&self.mismatches) {
+            for (path, &count) in c.conds.paths.iter().zip(counts.iter()) {
+                if count > 0 {
+                    out.push(TypeMismatch {
+                        pattern: c.name.to_string(),
+                        condition: path.to_string(),
+                        count,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Sets every type mismatch count to zero (a replay of the command log
+    /// counts what was counted when the calls ran).
+    pub fn reset_type_mismatches(&mut self) {
+        for counts in &mut self.mismatches {
+            counts.fill(0);
+        }
+    }
+
+    /// Adds `other`'s type mismatch counts to this engine's, when both run
+    /// the same patterns (otherwise changes nothing): a service replacing
+    /// its engine (a restore) keeps its counters going.
+    pub fn keep_type_mismatches(&mut self, other: &Engine) {
+        if !self.doc.same_patterns(&other.doc) {
+            return;
+        }
+        for (mine, theirs) in self.mismatches.iter_mut().zip(&other.mismatches) {
+            for (a, b) in mine.iter_mut().zip(theirs.iter()) {
+                *a = a.saturating_add(*b);
+            }
         }
     }
 
@@ -821,6 +913,50 @@ mod tests {
         let rb = b.finish().unwrap();
         assert_eq!(ra, rb);
         assert!(!ra.output.is_empty());
+    }
+
+    #[test]
+    fn type_mismatches_are_counted_per_pattern_and_condition_and_are_no_state() {
+        let d = doc(r#"{"patterns":[
+            {"name":"big","within":100,"stages":[{"name":"a","where":{"all":[{"kind":"pay"},
+                {"field":"amount","op":"gt","value":101.5}]}}]},
+            {"name":"int","within":100,"stages":[{"name":"a","where":{"all":[{"kind":"pay"},
+                {"field":"amount","op":"gt","value":101}]}}]}]}"#);
+        let mut e = Engine::new(d.clone());
+        assert_eq!(e.type_mismatches(), []);
+        e.push(vec![ev("a", "k", "pay", 102), ev("b", "k", "login", 103)])
+            .unwrap();
+        let before = e.checkpoint();
+        let out = e.advance(200).unwrap();
+        // the Integer 102 never matches 101.5; it matches the Integer 101
+        assert_eq!(ids(&out.output), ["1 match int:1"]);
+        let counted = vec![TypeMismatch {
+            pattern: "big".into(),
+            condition: "stages[0].where.all[1]".into(),
+            count: 1,
+        }];
+        assert_eq!(e.type_mismatches(), counted);
+        // not state: a checkpoint does not hold them, a restore starts at 0
+        let mut fresh = Engine::new(d.clone());
+        fresh
+            .push(vec![ev("a", "k", "pay", 102), ev("b", "k", "login", 103)])
+            .unwrap();
+        assert_eq!(fresh.checkpoint(), before);
+        let mut restored = Engine::restore(&e.checkpoint(), &d).unwrap();
+        assert_eq!(restored.type_mismatches(), []);
+        restored.keep_type_mismatches(&e);
+        assert_eq!(restored.type_mismatches(), counted);
+        // a failed advance changes nothing but may leave its counts
+        let mut e = Engine::new(d.with_limits(Limits {
+            max_results_per_advance: 1,
+            active_states: 100,
+        }));
+        e.push(vec![ev("a", "k", "pay", 102), ev("b", "j", "pay", 103)])
+            .unwrap();
+        let cp = e.checkpoint();
+        assert!(matches!(e.advance(200), Err(Rejection::LimitExceeded(_))));
+        assert_eq!(e.checkpoint(), cp);
+        assert_eq!(e.type_mismatches()[0].count, 2);
     }
 
     /// Runs `events` (`id key kind time`) and one advance to 400; returns

@@ -9,6 +9,7 @@
 
 use crate::branch::{successors, Branch, Caps, Shape};
 use crate::buffer::Pending;
+use crate::compiled::Conds;
 use crate::document::{Contiguity, Pattern};
 
 /// The live branches of one (pattern, key): the first held inline (most
@@ -210,22 +211,28 @@ pub(crate) struct Scratch {
     pub candidates: Vec<Caps>,
 }
 
-/// Steps 1 to 4 of observing `e` for a pattern.
+/// Steps 1 to 4 of observing `e` for a pattern, whose conditions are
+/// `conds` (type mismatches counted in `mismatches`).
 pub(crate) fn observe(
     pattern: &Pattern,
+    conds: &Conds,
     shape: &Shape,
     st: &KeyState,
     e: &Pending,
     scratch: &mut Scratch,
+    mismatches: &mut [u64],
 ) -> Option<Observed> {
     let ev = &e.event;
     // 1. absence waits that existed before e: cancelled when absence holds
+    // (each wait evaluated once)
     let mut waits = None;
-    if let Some(absence) = &pattern.absence {
+    if let Some(absence) = &conds.absence {
         if !st.waits.is_empty() {
-            let holds = |w: &Caps| absence.eval(ev, &|r| w.last_of(r));
-            if st.waits.iter().any(holds) {
-                waits = Some(st.waits.iter().filter(|w| !holds(w)).cloned().collect());
+            let mut holds = |w: &Caps| absence.eval(ev, &|r| w.last_of(r), mismatches);
+            if let Some(first) = st.waits.iter().position(&mut holds) {
+                let mut kept: Vec<Caps> = st.waits[..first].to_vec();
+                kept.extend(st.waits[first + 1..].iter().filter(|w| !holds(w)).cloned());
+                waits = Some(kept);
             }
         }
     }
@@ -240,11 +247,17 @@ pub(crate) fn observe(
     candidates.clear();
     let mut changed = waits.is_some();
     for b in st.branches.iter() {
-        let stage = &pattern.stages[usize::from(b.wait)];
+        let wait = usize::from(b.wait);
+        let stage = &pattern.stages[wait];
+        let sc = &conds.stages[wait];
         let caps = |r: usize| b.caps.last_of(r);
-        let d = if stage.forbidden.as_ref().is_some_and(|f| f.eval(ev, &caps)) {
+        let d = if sc
+            .forbidden
+            .as_ref()
+            .is_some_and(|f| f.eval(ev, &caps, mismatches))
+        {
             Decision::Drop
-        } else if stage.where_.eval(ev, &caps) {
+        } else if sc.where_.eval(ev, &caps, mismatches) {
             match stage.contiguity {
                 Contiguity::SkipAny => Decision::Fork,
                 _ => Decision::Capture,
@@ -258,7 +271,7 @@ pub(crate) fn observe(
         decisions.push(d);
     }
     // 3. a start (stage 0's forbidden never blocks it)
-    let start = pattern.stages[0].where_.eval(ev, &|_| None);
+    let start = conds.stages[0].where_.eval(ev, &|_| None, mismatches);
     if !changed && !start {
         return None;
     }

@@ -11,6 +11,9 @@
 //! - [`document`]: the patterns document, its validation (JSON paths in every
 //!   message), the `GET /patterns` form and pattern equality.
 //! - [`condition`]: condition trees, their validation and evaluation.
+//! - `compiled`: conditions as the engine runs them, each field comparison
+//!   numbered (its type mismatch counter).
+//! - `warnings`: conditions that can never be true, found from the document.
 //! - [`value`]: the five field types and their comparison.
 //! - [`event`]: events and their parsing from exact JSON text.
 //! - `buffer`: pushed events waiting for an advance, in `(time, ordinal)` order.
@@ -41,15 +44,19 @@ pub mod value;
 mod branch;
 mod buffer;
 mod checkpoint;
+mod compiled;
 mod deadlines;
 mod expiry;
 mod keys;
 mod keystate;
 mod selection;
+mod warnings;
 
 pub use condition::{Condition, Op, Operand};
-pub use document::{Contiguity, Document, DocumentError, Limits, Pattern, Skip, Stage};
-pub use engine::{AdvanceOutcome, DocumentChange, Engine, PatternStatus, PushOutcome, Status};
+pub use document::{Contiguity, Document, DocumentError, Limits, Pattern, Skip, Stage, Warning};
+pub use engine::{
+    AdvanceOutcome, DocumentChange, Engine, PatternStatus, PushOutcome, Status, TypeMismatch,
+};
 pub use error::{PushRejection, Rejection};
 pub use event::{parse_event, Event, EventParser};
 pub use output::{CapturedEvent, Output, OutputKind};

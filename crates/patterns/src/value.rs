@@ -271,31 +271,38 @@ pub fn compare(left: &Value, op: Op, right: &Value) -> bool {
 /// [`compare`] on borrowed values.
 #[inline]
 pub(crate) fn compare_ref(left: ValueRef<'_>, op: Op, right: ValueRef<'_>) -> bool {
+    compare_typed(left, op, right).unwrap_or(false)
+}
+
+/// [`compare_ref`], telling a type mismatch apart: `Some(result)` for two
+/// values of one type, `None` for two types (false for every operator).
+#[inline]
+pub(crate) fn compare_typed(left: ValueRef<'_>, op: Op, right: ValueRef<'_>) -> Option<bool> {
     let ord = match (left, right) {
         (ValueRef::Integer(a), ValueRef::Integer(b)) => a.cmp(&b),
         (ValueRef::Double(a), ValueRef::Double(b)) => match a.partial_cmp(&b) {
             Some(o) => o,
-            None => return false,
+            None => return Some(false),
         },
         (ValueRef::Decimal(a, _), ValueRef::Decimal(b, _)) => a.cmp_value(&b),
         (ValueRef::String(a), ValueRef::String(b)) => a.cmp(b),
         (ValueRef::Bool(a), ValueRef::Bool(b)) => {
-            return match op {
+            return Some(match op {
                 Op::Eq => a == b,
                 Op::Ne => a != b,
                 _ => false,
-            }
+            })
         }
-        _ => return false,
+        _ => return None,
     };
-    match op {
+    Some(match op {
         Op::Eq => ord == Ordering::Equal,
         Op::Ne => ord != Ordering::Equal,
         Op::Lt => ord == Ordering::Less,
         Op::Le => ord != Ordering::Greater,
         Op::Gt => ord == Ordering::Greater,
         Op::Ge => ord != Ordering::Less,
-    }
+    })
 }
 
 #[cfg(test)]

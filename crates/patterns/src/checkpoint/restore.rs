@@ -308,6 +308,7 @@ fn build(state: &Json<'_>, sp: &Path<'_>, expect: Expect<'_>) -> Result<Engine, 
         Expect::Same(doc) => doc,
         Expect::Own(limits) => {
             own = Document {
+                source: (0..patterns.len()).collect(),
                 patterns: patterns.clone(),
                 limits,
             };
