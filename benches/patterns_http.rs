@@ -289,10 +289,6 @@ fn main() {
             rates[usize::from(keyed)].push(x.events_per_s);
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let plain = median(&mut rates[0]);
     let keyed = median(&mut rates[1]);
     println!(
@@ -346,10 +342,6 @@ fn send_bench(batches: &[Batch], runs: usize) {
             server.kill9();
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let plain = median(&mut rates[0]);
     let keyed = median(&mut rates[1]);
     println!(
@@ -357,4 +349,10 @@ fn send_bench(batches: &[Batch], runs: usize) {
          events/s (keyed/plain {:.3}; target: at least 0.9)",
         keyed / plain
     );
+}
+
+/// The median (sorts `v`).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }

@@ -109,12 +109,15 @@ impl Drop for Claim<'_> {
 }
 
 impl Service {
-    /// Claims `req`'s key, or finds its stored answer. `Ok(Err(body))`: a
-    /// retry of the same request, answered with `body`.
+    /// Claims `req`'s key (none without a key), or finds its stored answer.
+    /// `Ok(Err(body))`: a retry of the same request, answered with `body`.
     pub(super) fn claim_key<'a>(
         &'a self,
-        req: &KeyedRequest,
-    ) -> Result<Result<Claim<'a>, Vec<u8>>, ServiceError> {
+        req: Option<&KeyedRequest>,
+    ) -> Result<Result<Option<Claim<'a>>, Vec<u8>>, ServiceError> {
+        let Some(req) = req else {
+            return Ok(Ok(None));
+        };
         let set = &self.commits.keys;
         if !set
             .0
@@ -133,7 +136,7 @@ impl Service {
             key: req.key.clone(),
         };
         let Some(stored) = self.with_reader(|r| r.idempotency_key(&req.key))? else {
-            return Ok(Ok(claim));
+            return Ok(Ok(Some(claim)));
         };
         if stored.route != req.route || stored.request_sha256 != req.sha256 {
             return Err(ServiceError::KeyReused(format!(

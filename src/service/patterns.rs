@@ -96,10 +96,9 @@ impl Service {
         batch: PatternBatch,
         key: Option<&KeyedRequest>,
     ) -> Result<Keyed<PushAnswer>, ServiceError> {
-        let _claim = match key.map(|k| self.claim_key(k)).transpose()? {
-            Some(Err(stored)) => return Ok(Keyed::Replayed(stored)),
-            Some(Ok(claim)) => Some(claim),
-            None => None,
+        let _claim = match self.claim_key(key)? {
+            Ok(claim) => claim,
+            Err(stored) => return Ok(Keyed::Replayed(stored)),
         };
         let n = batch.events.len() as u64;
         let cmd = PatternPush {
@@ -136,10 +135,9 @@ impl Service {
         watermark: i64,
         key: Option<&KeyedRequest>,
     ) -> Result<Keyed<AdvanceAnswer>, ServiceError> {
-        let _claim = match key.map(|k| self.claim_key(k)).transpose()? {
-            Some(Err(stored)) => return Ok(Keyed::Replayed(stored)),
-            Some(Ok(claim)) => Some(claim),
-            None => None,
+        let _claim = match self.claim_key(key)? {
+            Ok(claim) => claim,
+            Err(stored) => return Ok(Keyed::Replayed(stored)),
         };
         let cmd = PatternAdvance { watermark };
         let body = StoredBody::raw(cmd.body()?);

@@ -51,11 +51,23 @@ fn state(s: &Server) -> (String, Value, String) {
     )
 }
 
-fn names(v: &Value) -> Vec<&str> {
+/// The names of the patterns `GET /patterns` shows.
+fn doc_names(s: &Server) -> Vec<String> {
+    let doc: Value = s.get("/patterns").json();
+    let list: Vec<Value> = doc["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].clone())
+        .collect();
+    names(&Value::Array(list))
+}
+
+fn names(v: &Value) -> Vec<String> {
     v.as_array()
         .unwrap()
         .iter()
-        .map(|n| n.as_str().unwrap())
+        .map(|n| n.as_str().unwrap().to_string())
         .collect()
 }
 
@@ -90,13 +102,7 @@ fn a_live_change_keeps_unchanged_patterns_and_survives_restarts_and_restores() {
     assert_eq!(names(&c["kept"]), ["pair"]);
     assert_eq!(names(&c["started"]), ["trio"]);
     assert_eq!(names(&c["removed"]), ["solo"]);
-    let doc: Value = s.get("/patterns").json();
-    let got: Vec<&str> = doc["patterns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
+    let got = doc_names(&s);
     assert_eq!(got, ["pair", "trio"]);
     // pair kept k's branch; trio sees j's buffered events, not k's past ones
     s.ok(
@@ -158,13 +164,7 @@ fn a_live_change_keeps_unchanged_patterns_and_survives_restarts_and_restores() {
         &dir.path().join("db"),
         &[&a[..], &["--prefer-patterns", "file"]].concat(),
     );
-    let doc: Value = s.get("/patterns").json();
-    let got: Vec<&str> = doc["patterns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
+    let got = doc_names(&s);
     assert_eq!(got, ["pair", "solo"]);
     let r = s.post_empty(&format!("/patterns/checkpoints/{before_change}/restore"));
     assert_eq!(r.status, 200, "{}", r.body);
