@@ -214,6 +214,28 @@ impl Service {
         self.setup.patterns.to_json()
     }
 
+    /// The names of the patterns in force, sorted: read from the document
+    /// [`Service::pattern_document`] serves at this moment, so they follow
+    /// it whenever it changes.
+    pub fn pattern_names(&self) -> Vec<String> {
+        #[derive(serde::Deserialize)]
+        struct Doc {
+            patterns: Vec<Named>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Named {
+            name: String,
+        }
+        match serde_json::from_slice::<Doc>(&self.pattern_document()) {
+            Ok(d) => d.patterns.into_iter().map(|p| p.name).collect(),
+            Err(e) => {
+                // never: the document is written by `to_json`
+                tracing::error!(error = %e, "the pattern document does not parse back");
+                Vec::new()
+            }
+        }
+    }
+
     /// `POST /patterns/restore` and `POST /patterns/checkpoints/{id}/restore`:
     /// the pattern engine's state becomes the checkpoint's, its output is
     /// cut back to the checkpoint's sequence, and its epoch grows by one.

@@ -42,6 +42,7 @@ mod durability;
 mod epochs;
 mod kafka;
 mod migrations;
+mod patterns_filters;
 mod patterns_http;
 mod patterns_keys;
 mod restore_mutations;
