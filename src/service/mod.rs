@@ -835,8 +835,11 @@ impl Service {
                 f64::from(u8::from(self.is_ready())),
             ),
         ];
+        let patterns = g.engines.patterns.status();
         drop(g);
-        self.env.metrics.render(&gauges)
+        let mut out = self.env.metrics.render(&gauges);
+        out.push_str(&self.env.metrics.render_patterns(&patterns));
+        out
     }
 }
 

@@ -196,6 +196,7 @@ impl Service {
         }
         self.commit(at, ticket, enc, || ())?;
         Metrics::inc(&self.env.metrics.pattern_output, o.output.len() as u64);
+        self.env.metrics.pattern_output_committed(&o.output);
         Ok(answer)
     }
 

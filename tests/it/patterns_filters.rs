@@ -5,10 +5,13 @@
 //! small limits reaches the head, a filtered long poll answers once anything
 //! new was scanned, a filtered stream sends exactly the matching records
 //! with their ids (catching up, live, across a pattern restore's rewind and
-//! resumed from a `Last-Event-ID`), and an unknown pattern is 422.
+//! resumed from a `Last-Event-ID`), an unknown pattern is 422; and the
+//! per-pattern metrics of `/metrics` equal the output's counts and `GET
+//! /patterns/status`.
 
 use crate::common;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Instant;
@@ -573,4 +576,166 @@ fn an_unknown_pattern_is_422_naming_the_known_ones() {
     let r = s.get("/patterns/output?key=nobody");
     assert_eq!(r.status, 200);
     assert!(r.body.starts_with(r#"{"output":[],"next":"#), "{}", r.body);
+}
+
+/// The samples of a family with the label `pattern`, from `/metrics`
+/// (label values unescaped).
+fn per_pattern(text: &str, name: &str) -> BTreeMap<String, f64> {
+    let prefix = format!("{name}{{pattern=\"");
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(&prefix) else {
+            continue;
+        };
+        let (label, value) = rest.rsplit_once("\"} ").unwrap();
+        let label = label
+            .replace("\\n", "\n")
+            .replace("\\\"", "\"")
+            .replace("\\\\", "\\");
+        out.insert(label, value.parse().unwrap());
+    }
+    assert!(
+        text.contains(&format!("# TYPE {name} ")),
+        "{name} has no TYPE line"
+    );
+    out
+}
+
+#[test]
+fn per_pattern_metrics_count_the_output_and_show_the_engine() {
+    let dir = tempdir();
+    let s = serve(dir.path());
+    // Before any output: every pattern, at 0.
+    let text = s.get("/metrics").body;
+    for name in [
+        "streamforge_pattern_matches_total",
+        "streamforge_pattern_timeouts_total",
+        "streamforge_pattern_active_branches",
+        "streamforge_pattern_waits",
+        "streamforge_pattern_keys",
+    ] {
+        let zero: BTreeMap<String, f64> = PATTERNS.iter().map(|p| (p.to_string(), 0.0)).collect();
+        assert_eq!(per_pattern(&text, name), zero, "{name}");
+    }
+    assert!(text.contains("# TYPE streamforge_pattern_matches_total counter\n"));
+    assert!(text.contains("# TYPE streamforge_pattern_active_branches gauge\n"));
+    assert_eq!(s.metric("streamforge_pattern_buffered_events"), 0.0);
+
+    let mut load = Load::new(41);
+    load.run(&s, 40);
+    // A branch and a wait surely open, and events left buffered (after the
+    // watermark).
+    let w = load.w;
+    let r = s.post(
+        "/patterns/events",
+        &format!(
+            "[{},{}]",
+            pev(5000, "open", "login", w + 1, 0),
+            pev(5001, "open", "a", w + 1, 9)
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    load.advance(&s, 1);
+    load.push(&s, 12);
+
+    let all = all_output(&s);
+    let text = s.get("/metrics").body;
+    let status = s.get("/patterns/status").json();
+    let count = |kind: &str| -> BTreeMap<String, f64> {
+        PATTERNS
+            .iter()
+            .map(|p| {
+                let n = all
+                    .iter()
+                    .filter(|r| {
+                        let v: Value = serde_json::from_str(r).unwrap();
+                        v["pattern"] == *p && v["type"] == kind
+                    })
+                    .count();
+                (p.to_string(), n as f64)
+            })
+            .collect()
+    };
+    let matches = count("match");
+    let timeouts = count("timeout");
+    assert!(matches.values().all(|n| *n > 0.0), "{matches:?}");
+    assert!(timeouts["pair"] > 0.0, "{timeouts:?}");
+    assert_eq!(
+        per_pattern(&text, "streamforge_pattern_matches_total"),
+        matches
+    );
+    assert_eq!(
+        per_pattern(&text, "streamforge_pattern_timeouts_total"),
+        timeouts
+    );
+    assert_eq!(
+        matches.values().chain(timeouts.values()).sum::<f64>(),
+        s.metric("streamforge_pattern_output_total")
+    );
+    let engine = |field: &str| -> BTreeMap<String, f64> {
+        status["patterns"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(p, v)| (p.clone(), v[field].as_f64().unwrap()))
+            .collect()
+    };
+    for (name, field) in [
+        ("streamforge_pattern_active_branches", "branches"),
+        ("streamforge_pattern_waits", "waits"),
+        ("streamforge_pattern_keys", "keys"),
+    ] {
+        let want = engine(field);
+        assert_eq!(want.len(), PATTERNS.len());
+        assert!(want.values().any(|v| *v > 0.0), "{field}: {status}");
+        assert_eq!(per_pattern(&text, name), want, "{name}");
+    }
+    let buffered = status["buffered"].as_f64().unwrap();
+    assert!(buffered > 0.0, "{status}");
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("streamforge_pattern_buffered_events "))
+        .expect("streamforge_pattern_buffered_events");
+    assert_eq!(line.parse::<f64>().unwrap(), buffered);
+
+    // A finish: everything expires; the counters go on from there.
+    let f = s.post_empty("/patterns/finish");
+    assert_eq!(f.status, 200, "{}", f.body);
+    let all = all_output(&s);
+    assert!(all.len() > matches.values().chain(timeouts.values()).sum::<f64>() as usize);
+    let text = s.get("/metrics").body;
+    let count_now = |kind: &str| -> BTreeMap<String, f64> {
+        PATTERNS
+            .iter()
+            .map(|p| {
+                let n = all
+                    .iter()
+                    .filter(|r| {
+                        let v: Value = serde_json::from_str(r).unwrap();
+                        v["pattern"] == *p && v["type"] == kind
+                    })
+                    .count();
+                (p.to_string(), n as f64)
+            })
+            .collect()
+    };
+    assert_eq!(
+        per_pattern(&text, "streamforge_pattern_matches_total"),
+        count_now("match")
+    );
+    assert_eq!(
+        per_pattern(&text, "streamforge_pattern_timeouts_total"),
+        count_now("timeout")
+    );
+    for name in [
+        "streamforge_pattern_active_branches",
+        "streamforge_pattern_waits",
+        "streamforge_pattern_keys",
+    ] {
+        assert!(
+            per_pattern(&text, name).values().all(|v| *v == 0.0),
+            "{name} after the finish"
+        );
+    }
+    assert_eq!(s.metric("streamforge_pattern_buffered_events"), 0.0);
 }
