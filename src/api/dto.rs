@@ -193,6 +193,13 @@ pub struct Health {
 /// `{"<field>":[rows],"next":N,"head":H,"epoch":E}`, plus `"rewound_to":R`
 /// when the page was asked for in an older epoch.
 pub fn page_body(field: &str, page: &Page) -> Vec<u8> {
+    let next = page.rows.last().map_or(page.after, |(s, _)| *s);
+    page_body_next(field, page, next)
+}
+
+/// [`page_body`] with `next` given: a filtered page's `next` is the last
+/// sequence it scanned, which may be beyond its last row.
+pub fn page_body_next(field: &str, page: &Page, next: u64) -> Vec<u8> {
     let rows = &page.rows;
     let size: usize = rows.iter().map(|(_, r)| r.len() + 1).sum();
     let mut out = Vec::with_capacity(size + 64);
@@ -205,7 +212,6 @@ pub fn page_body(field: &str, page: &Page) -> Vec<u8> {
         }
         out.extend_from_slice(r.as_bytes());
     }
-    let next = rows.last().map_or(page.after, |(s, _)| *s);
     out.extend_from_slice(
         format!(
             "],\"next\":{next},\"head\":{},\"epoch\":{}",

@@ -314,6 +314,15 @@ impl QueryParams {
         Ok(found)
     }
 
+    /// Every value of a repeatable parameter, in the order given.
+    pub fn all(&self, name: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
     /// An integer parameter: malformed → 400; outside `lo..=hi` → 422.
     pub fn int(&self, name: &str, default: i64, lo: i64, hi: i64) -> Result<i64, ApiError> {
         let Some(raw) = self.get(name)? else {

@@ -12,6 +12,7 @@
 //! - `dashboard`: `GET /`, the live dashboard page (public; the data it
 //!   reads is not).
 //! - [`extract`]: body and query parsing (deliveries, NDJSON, pages).
+//! - `filter`: the `pattern=` / `key=` filters of the pattern output.
 //! - [`dto`]: response bodies in docs/api.md field order.
 //! - [`error`]: [`ApiError`] and the status ↔ `code` table.
 //!
@@ -22,6 +23,7 @@ mod dashboard;
 pub mod dto;
 pub mod error;
 pub mod extract;
+mod filter;
 pub mod ingest;
 pub mod patterns;
 pub mod routes;

@@ -12,9 +12,10 @@ use axum::response::Response;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::dto::page_body;
+use super::dto::{page_body, page_body_next};
 use super::error::ApiError;
 use super::extract::{self, CheckpointId, IdempotencyKey, PageQuery, QueryParams, Svc, WriteCall};
+use super::filter::OutputFilter;
 use super::routes::{blocking, json_response, long_poll, to_json};
 use super::AppState;
 use crate::patterns::PatternStatus;
@@ -222,10 +223,25 @@ pub async fn put_document(call: WriteCall) -> Result<Response, ApiError> {
     .map(|b| json_response(StatusCode::OK, b))
 }
 
-/// `GET /patterns/output?after=S&limit=N&wait_ms=T&epoch=E`.
-pub async fn get_output(q: PageQuery, Svc(svc): Svc) -> Result<Response, ApiError> {
-    let page = long_poll(svc, Stream::Patterns, q).await?;
-    Ok(json_response(StatusCode::OK, page_body("output", &page)))
+/// `GET /patterns/output?after=S&limit=N&wait_ms=T&epoch=E` (and
+/// `pattern=`, `key=`: `limit` counts the records scanned, `next` passes
+/// them all, a long poll answers once anything new was scanned).
+pub async fn get_output(
+    q: PageQuery,
+    filter: OutputFilter,
+    Svc(svc): Svc,
+) -> Result<Response, ApiError> {
+    if filter.is_empty() {
+        let page = long_poll(svc, Stream::Patterns, q).await?;
+        return Ok(json_response(StatusCode::OK, page_body("output", &page)));
+    }
+    filter.check(&svc)?;
+    let mut page = long_poll(svc, Stream::Patterns, q).await?;
+    let next = filter.retain(&mut page);
+    Ok(json_response(
+        StatusCode::OK,
+        page_body_next("output", &page, next),
+    ))
 }
 
 /// `GET /patterns/status`.

@@ -2,7 +2,10 @@
 //! the pattern output): server-sent events, one per change (`id:
 //! <epoch>:<seq>`, `data: <Change JSON>`), starting after `Last-Event-ID`
 //! (which wins; `15` alone means epoch 0) or `after` (with `epoch`, when the
-//! client knows it); a comment heartbeat every 15 s.
+//! client knows it); a comment heartbeat every 15 s. The pattern output's
+//! stream takes the filters of its pages (`pattern=`, `key=`, see
+//! `filter`): only the records they keep are sent, ids and rewinds as
+//! without them.
 //!
 //! Restores: when the stream's epoch is older than the service's (a restore
 //! happened while it was open, or the client resumes from an older epoch),
@@ -27,6 +30,7 @@ use tokio::sync::watch;
 
 use super::error::ApiError;
 use super::extract::{QueryParams, Svc};
+use super::filter::OutputFilter;
 use super::routes::blocking;
 use super::AppState;
 use crate::service::{Heads, Service};
@@ -44,11 +48,14 @@ struct Cursor {
     epoch: u64,
     after: u64,
     buf: VecDeque<Event>,
+    /// The records to send (`pattern=`, `key=`); the others are passed
+    /// over, ids and rewinds unchanged.
+    filter: Option<OutputFilter>,
 }
 
 impl Cursor {
     /// Queues the page's events: a rewind first when it was rewound, then
-    /// its records. Moves the cursor past them.
+    /// its records (those the filter keeps). Moves the cursor past them all.
     fn take(&mut self, page: Page) {
         if let Some(r) = page.rewound_to {
             self.buf.push_back(
@@ -62,6 +69,9 @@ impl Cursor {
         self.after = page.after;
         for (seq, json) in page.rows {
             self.after = seq;
+            if self.filter.as_ref().is_some_and(|f| !f.keeps(&json)) {
+                continue;
+            }
             self.buf.push_back(
                 Event::default()
                     .id(format!("{}:{seq}", page.epoch))
@@ -126,17 +136,30 @@ impl FromRequestParts<AppState> for StreamStart {
 
 /// `GET /changes/stream`.
 pub async fn get_stream(start: StreamStart, Svc(svc): Svc) -> Result<Response, ApiError> {
-    stream_of(Stream::Changes, start, svc).await
+    stream_of(Stream::Changes, start, None, svc).await
 }
 
-/// `GET /patterns/output/stream`: the pattern output, with the same rules.
-pub async fn get_pattern_stream(start: StreamStart, Svc(svc): Svc) -> Result<Response, ApiError> {
-    stream_of(Stream::Patterns, start, svc).await
+/// `GET /patterns/output/stream`: the pattern output, with the same rules;
+/// with `pattern=` / `key=`, only the records they keep (an unknown pattern
+/// is 422 before the stream starts).
+pub async fn get_pattern_stream(
+    start: StreamStart,
+    filter: OutputFilter,
+    Svc(svc): Svc,
+) -> Result<Response, ApiError> {
+    let filter = if filter.is_empty() {
+        None
+    } else {
+        filter.check(&svc)?;
+        Some(filter)
+    };
+    stream_of(Stream::Patterns, start, filter, svc).await
 }
 
 async fn stream_of(
     stream: Stream,
     start: StreamStart,
+    filter: Option<OutputFilter>,
     svc: Arc<Service>,
 ) -> Result<Response, ApiError> {
     let StreamStart { after, epoch } = start;
@@ -161,6 +184,7 @@ async fn stream_of(
         epoch: first.epoch,
         after: first.after,
         buf: VecDeque::new(),
+        filter,
     };
     cursor.take(first);
     let events = stream::unfold(cursor, |mut c| async move {

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use crate::patterns::{OutputKind, PatternStatus};
+
 /// Upper bounds (seconds) of the request latency histogram.
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -94,8 +96,17 @@ pub struct Metrics {
     pub last_checkpoint_seal_us: AtomicU64,
     checkpoint_sizes: Mutex<Histogram>,
     latency: Mutex<BTreeMap<(String, u16), Histogram>>,
+    /// Pattern output records emitted, per pattern.
+    pattern_output_by: Mutex<BTreeMap<String, PatternCounts>>,
     /// Sections rendered after the service's own (the Kafka source's).
     sections: Sections,
+}
+
+/// Output records one pattern emitted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct PatternCounts {
+    matches: u64,
+    timeouts: u64,
 }
 
 /// A part of the exposition that lives outside the service.
@@ -130,6 +141,85 @@ impl Metrics {
     /// Adds a section rendered at the end of every exposition.
     pub fn add_section(&self, section: Section) {
         lock(&self.sections.0).push(section);
+    }
+
+    /// Counts one advance's committed output records by pattern and type
+    /// (one lock per advance; nothing when it emitted nothing).
+    pub fn pattern_output_committed(&self, records: &[crate::patterns::Output]) {
+        if records.is_empty() {
+            return;
+        }
+        let mut by = lock(&self.pattern_output_by);
+        for r in records {
+            if !by.contains_key(&*r.pattern) {
+                by.insert(r.pattern.to_string(), PatternCounts::default());
+            }
+            if let Some(c) = by.get_mut(&*r.pattern) {
+                match r.kind {
+                    OutputKind::Match => c.matches += 1,
+                    OutputKind::Timeout => c.timeouts += 1,
+                }
+            }
+        }
+    }
+
+    /// The per-pattern families: `streamforge_pattern_matches_total` and
+    /// `streamforge_pattern_timeouts_total` (label `pattern`; every pattern
+    /// of `status`, 0 until it emits, and every pattern that emitted since
+    /// the process started), and from the engine's `status` the gauges
+    /// `streamforge_pattern_active_branches`, `streamforge_pattern_waits`,
+    /// `streamforge_pattern_keys` (label `pattern`) and
+    /// `streamforge_pattern_buffered_events`.
+    pub fn render_patterns(&self, status: &crate::patterns::Status) -> String {
+        let mut counts = lock(&self.pattern_output_by).clone();
+        for (name, _) in &status.patterns {
+            counts.entry(name.clone()).or_default();
+        }
+        let mut out = String::new();
+        family(
+            &mut out,
+            "streamforge_pattern_matches_total",
+            "Pattern output records of type match emitted, per pattern (since the process started).",
+            "counter",
+            counts.iter().map(|(p, c)| (p.as_str(), c.matches)),
+        );
+        family(
+            &mut out,
+            "streamforge_pattern_timeouts_total",
+            "Pattern output records of type timeout emitted, per pattern (since the process started).",
+            "counter",
+            counts.iter().map(|(p, c)| (p.as_str(), c.timeouts)),
+        );
+        let engine = |f: fn(&PatternStatus) -> u64| {
+            status.patterns.iter().map(move |(p, s)| (p.as_str(), f(s)))
+        };
+        family(
+            &mut out,
+            "streamforge_pattern_active_branches",
+            "Live branches (partial matches) of each pattern.",
+            "gauge",
+            engine(|s| s.branches),
+        );
+        family(
+            &mut out,
+            "streamforge_pattern_waits",
+            "Absence waits of each pattern.",
+            "gauge",
+            engine(|s| s.waits),
+        );
+        family(
+            &mut out,
+            "streamforge_pattern_keys",
+            "Keys holding at least one branch or wait, per pattern.",
+            "gauge",
+            engine(|s| s.keys),
+        );
+        let name = "streamforge_pattern_buffered_events";
+        out.push_str(&format!(
+            "# HELP {name} Pattern events pushed and not yet processed by an advance.\n# TYPE {name} gauge\n{name} {}\n",
+            status.buffered
+        ));
+        out
     }
 
     /// Records one request's latency under its route template and status.
@@ -300,9 +390,71 @@ impl Gauge {
     }
 }
 
+/// One family with the label `pattern`: its `# HELP`, `# TYPE` and a
+/// sample per pattern.
+fn family<'a>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    kind: &str,
+    samples: impl IntoIterator<Item = (&'a str, u64)>,
+) {
+    out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+    for (pattern, v) in samples {
+        out.push_str(&format!(
+            "{name}{{pattern=\"{}\"}} {v}\n",
+            escape_label(pattern)
+        ));
+    }
+}
+
 /// A label value with `\\`, `"` and newlines escaped (the text format).
 pub(super) fn escape_label(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patterns::{PatternStatus, Status};
+
+    #[test]
+    fn per_pattern_families_escape_their_label_values() {
+        let m = Metrics::default();
+        let weird = "a\"b\\c\nd";
+        let status = Status {
+            watermark: 5,
+            buffered: 3,
+            next_ordinal: 9,
+            sequence: 0,
+            patterns: vec![
+                (
+                    weird.to_string(),
+                    PatternStatus {
+                        keys: 1,
+                        branches: 2,
+                        waits: 0,
+                    },
+                ),
+                ("z".to_string(), PatternStatus::default()),
+            ],
+        };
+        let text = m.render_patterns(&status);
+        for line in [
+            "# TYPE streamforge_pattern_matches_total counter",
+            r#"streamforge_pattern_matches_total{pattern="a\"b\\c\nd"} 0"#,
+            r#"streamforge_pattern_timeouts_total{pattern="z"} 0"#,
+            "# TYPE streamforge_pattern_active_branches gauge",
+            r#"streamforge_pattern_active_branches{pattern="a\"b\\c\nd"} 2"#,
+            r#"streamforge_pattern_keys{pattern="a\"b\\c\nd"} 1"#,
+            r#"streamforge_pattern_waits{pattern="z"} 0"#,
+            "streamforge_pattern_buffered_events 3",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
+        // Every sample is one line: the newline is escaped.
+        assert_eq!(text.lines().filter(|l| l.contains("a\\\"b")).count(), 5);
+    }
 }

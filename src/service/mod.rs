@@ -924,8 +924,10 @@ impl Service {
                 f64::from(u8::from(self.is_ready())),
             ),
         ];
+        let patterns = g.engines.patterns.status();
         drop(g);
         let mut text = self.env.metrics.render(&gauges);
+        text.push_str(&self.env.metrics.render_patterns(&patterns));
         pattern_diagnostics::render_type_mismatches(&mut text, &mismatches);
         text
     }

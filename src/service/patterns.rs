@@ -194,6 +194,7 @@ impl Service {
         }
         self.commit(at, ticket, enc, || ())?;
         Metrics::inc(&self.env.metrics.pattern_output, o.output.len() as u64);
+        self.env.metrics.pattern_output_committed(&o.output);
         Ok(answer)
     }
 
@@ -234,6 +235,14 @@ impl Service {
         // the document's limits are in force now, also after a rebuild
         *self.setup.limits.lock().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(change)
+    }
+
+    /// The names of the patterns in force, sorted (a `PUT /patterns`
+    /// changes them).
+    pub fn pattern_names(&self) -> Result<Vec<String>, ServiceError> {
+        let at = &mut Held::entry();
+        let g = self.lock_settled(at)?;
+        Ok(g.engines.patterns.document().pattern_names())
     }
 
     /// `POST /patterns/restore` and `POST /patterns/checkpoints/{id}/restore`:

@@ -43,6 +43,7 @@ mod epochs;
 mod kafka;
 mod migrations;
 mod patterns_change;
+mod patterns_filters;
 mod patterns_http;
 mod patterns_keys;
 mod restore_mutations;

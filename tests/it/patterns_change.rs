@@ -104,6 +104,10 @@ fn a_live_change_keeps_unchanged_patterns_and_survives_restarts_and_restores() {
     assert_eq!(names(&c["removed"]), ["solo"]);
     let got = doc_names(&s);
     assert_eq!(got, ["pair", "trio"]);
+    // the output filters know the patterns in force now
+    assert_eq!(s.get("/patterns/output?pattern=trio").status, 200);
+    s.get("/patterns/output?pattern=solo")
+        .problem(422, "invalid_request");
     // pair kept k's branch; trio sees j's buffered events, not k's past ones
     s.ok(
         "/patterns/events",

@@ -2662,7 +2662,10 @@ fn type_mismatches_show_in_metrics_and_diagnostics_and_leave_get_patterns_alone(
         text.contains("# TYPE streamforge_pattern_type_mismatches_total counter\n"),
         "{text}"
     );
-    assert!(!text.contains(r#"pattern="flag""#), "{text}");
+    assert!(
+        !text.contains(r#"streamforge_pattern_type_mismatches_total{pattern="flag""#),
+        "{text}"
+    );
     let counted =
         r#"{"big_spend":{"stages[0].where.all[1]":2},"int_spend":{"stages[0].where.all[1]":1}}"#;
     assert_eq!(s.get("/patterns?diagnostics=true").body, with(counted));
