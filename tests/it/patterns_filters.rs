@@ -641,23 +641,8 @@ fn per_pattern_metrics_count_the_output_and_show_the_engine() {
     let all = all_output(&s);
     let text = s.get("/metrics").body;
     let status = s.get("/patterns/status").json();
-    let count = |kind: &str| -> BTreeMap<String, f64> {
-        PATTERNS
-            .iter()
-            .map(|p| {
-                let n = all
-                    .iter()
-                    .filter(|r| {
-                        let v: Value = serde_json::from_str(r).unwrap();
-                        v["pattern"] == *p && v["type"] == kind
-                    })
-                    .count();
-                (p.to_string(), n as f64)
-            })
-            .collect()
-    };
-    let matches = count("match");
-    let timeouts = count("timeout");
+    let matches = records_by_pattern(&all, "match");
+    let timeouts = records_by_pattern(&all, "timeout");
     assert!(matches.values().all(|n| *n > 0.0), "{matches:?}");
     assert!(timeouts["pair"] > 0.0, "{timeouts:?}");
     assert_eq!(
@@ -704,28 +689,13 @@ fn per_pattern_metrics_count_the_output_and_show_the_engine() {
     let all = all_output(&s);
     assert!(all.len() > matches.values().chain(timeouts.values()).sum::<f64>() as usize);
     let text = s.get("/metrics").body;
-    let count_now = |kind: &str| -> BTreeMap<String, f64> {
-        PATTERNS
-            .iter()
-            .map(|p| {
-                let n = all
-                    .iter()
-                    .filter(|r| {
-                        let v: Value = serde_json::from_str(r).unwrap();
-                        v["pattern"] == *p && v["type"] == kind
-                    })
-                    .count();
-                (p.to_string(), n as f64)
-            })
-            .collect()
-    };
     assert_eq!(
         per_pattern(&text, "streamforge_pattern_matches_total"),
-        count_now("match")
+        records_by_pattern(&all, "match")
     );
     assert_eq!(
         per_pattern(&text, "streamforge_pattern_timeouts_total"),
-        count_now("timeout")
+        records_by_pattern(&all, "timeout")
     );
     for name in [
         "streamforge_pattern_active_branches",
@@ -738,4 +708,21 @@ fn per_pattern_metrics_count_the_output_and_show_the_engine() {
         );
     }
     assert_eq!(s.metric("streamforge_pattern_buffered_events"), 0.0);
+}
+
+/// How many of the output records `all` are of type `kind`, per pattern.
+fn records_by_pattern(all: &[String], kind: &str) -> BTreeMap<String, f64> {
+    PATTERNS
+        .iter()
+        .map(|p| {
+            let n = all
+                .iter()
+                .filter(|r| {
+                    let v: Value = serde_json::from_str(r).unwrap();
+                    v["pattern"] == *p && v["type"] == kind
+                })
+                .count();
+            (p.to_string(), n as f64)
+        })
+        .collect()
 }
