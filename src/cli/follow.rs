@@ -32,7 +32,7 @@ use super::{item, print, rewind_note, text, Conn, Paging};
 /// The line that marks a rewind on stdout in plain output (a `#` note, as
 /// the summaries of other commands are): what was printed after `after`
 /// is void, and what follows is epoch `epoch`'s history from `after`.
-fn rewind_marker(epoch: u64, after: u64) -> String {
+pub(super) fn rewind_marker(epoch: u64, after: u64) -> String {
     format!("# rewind: epoch {epoch}, cut back to sequence {after}: the lines printed after {after} are void")
 }
 

@@ -641,6 +641,13 @@ fn pages(
         let page = fetch(&query)?;
         if let Some(r) = page.rewound_to {
             eprintln!("{}", rewind_note(page.epoch, r));
+            // and on stdout, in its place, so that a pipe learns of it too
+            print(&[if paging.json {
+                // as `changes --follow --json` writes it
+                format!(r#"{{"rewind":{{"epoch":{},"after":{r}}}}}"#, page.epoch)
+            } else {
+                follow::rewind_marker(page.epoch, r)
+            }])?;
         }
         epoch = Some(page.epoch);
         print(&page.lines)?;

@@ -686,3 +686,29 @@ fn follow_also_merges_the_streams_of_several_instances() {
         "{refused:?}"
     );
 }
+
+/// `late --follow` marks a restore that rewinds the late output on stdout
+/// too, in its place (plain: a `# rewind` line; `--json`: a `rewind`
+/// object), as `changes --follow` does.
+#[test]
+fn late_follow_marks_a_rewind_on_stdout() {
+    let dir = tempdir();
+    let s = example_server(dir.path());
+    let r = s.post_empty("/checkpoints");
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.json()["id"].as_u64().unwrap();
+    let plain = Follower::start(&s, &["late", "--follow"]);
+    let json = Follower::start(&s, &["late", "--follow", "--json"]);
+    sf(&s, &["send", EVENTS]).ok();
+    let late = "1 v7 alice timestamp=40000 value=3 watermark=120000\n";
+    assert_eq!(plain.take(1), late);
+    let first = json.take(1);
+    assert!(first.contains("\"seq\":1"), "{first}");
+    let r = s.post_empty(&format!("/checkpoints/{id}/restore"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    plain.rewound(1, 0);
+    assert_eq!(json.take(1), "{\"rewind\":{\"epoch\":1,\"after\":0}}\n");
+    // the late record again, in the new epoch
+    sf(&s, &["send", EVENTS]).ok();
+    assert_eq!(plain.take(1), late);
+}
