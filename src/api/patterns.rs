@@ -235,7 +235,8 @@ pub async fn get_output(
         let page = long_poll(svc, Stream::Patterns, q).await?;
         return Ok(json_response(StatusCode::OK, page_body("output", &page)));
     }
-    filter.check(&svc)?;
+    // the names in force are read under the processor lock
+    let (filter, svc) = blocking(move || filter.check(&svc).map(|()| (filter, svc))).await?;
     let mut page = long_poll(svc, Stream::Patterns, q).await?;
     let next = filter.retain(&mut page);
     Ok(json_response(

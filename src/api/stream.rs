@@ -147,11 +147,11 @@ pub async fn get_pattern_stream(
     filter: OutputFilter,
     Svc(svc): Svc,
 ) -> Result<Response, ApiError> {
-    let filter = if filter.is_empty() {
-        None
+    let (filter, svc) = if filter.is_empty() {
+        (None, svc)
     } else {
-        filter.check(&svc)?;
-        Some(filter)
+        // the names in force are read under the processor lock
+        super::routes::blocking(move || filter.check(&svc).map(|()| (Some(filter), svc))).await?
     };
     stream_of(Stream::Patterns, start, filter, svc).await
 }

@@ -414,7 +414,7 @@ impl Service {
             Setup {
                 pipeline: Self::resolve_pipeline(writer, opts)?,
                 limits: Arc::new(Mutex::new(limits)),
-                patterns: Self::warn_patterns(patterns, opts),
+                patterns,
                 shards: opts.shards,
                 shard_pool,
                 history: Arc::new(history),
@@ -426,20 +426,17 @@ impl Service {
     /// Logs the conditions of the pattern document that can never be true
     /// (`Document::warnings`): of the `--patterns` file when one is given
     /// (its paths are the file's; it has the same patterns), otherwise of
-    /// the document served (its paths are those of `GET /patterns`).
-    fn warn_patterns(
-        served: crate::patterns::Document,
-        opts: &Options,
-    ) -> crate::patterns::Document {
+    /// the document in force after recovery (its paths are those of `GET
+    /// /patterns`; a `PUT /patterns` may have changed it since the start).
+    fn warn_patterns(in_force: &crate::patterns::Document, opts: &Options) {
         let shown = if opts.patterns_explicit {
             &opts.patterns
         } else {
-            &served
+            in_force
         };
         for w in shown.warnings() {
             tracing::warn!(pattern = %w.pattern, "patterns document: {w}");
         }
-        served
     }
 
     /// The pattern documents of the database: the one a fresh engine
@@ -550,6 +547,7 @@ impl Service {
         let (setup, change) = Self::resolve(&mut writer, &opts)?;
         let (engines, logged) =
             recover::replay(&writer, &opts.db, &setup).map_err(|e| fail("recovery failed", &e))?;
+        Self::warn_patterns(engines.patterns.document(), &opts);
         let recovery = Recovery {
             replayed: logged.window + logged.patterns,
             seconds: started.elapsed().as_secs_f64(),

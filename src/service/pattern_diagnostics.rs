@@ -27,13 +27,10 @@ impl Service {
     /// `GET /patterns?diagnostics=true`: the `GET /patterns` body with a
     /// last member `"type_mismatches": {"<pattern>": {"<condition>": n}}`.
     pub fn pattern_document_diagnostics(&self) -> Result<Vec<u8>, super::ServiceError> {
-        let at = &mut Held::entry();
-        let g = self.lock_settled(at)?;
         // the document and its counters of one moment (a PUT /patterns
         // changes both)
-        let mut body = g.engines.patterns.document().to_json();
-        let counts = g.engines.patterns.type_mismatches();
-        drop(g);
+        let (mut body, counts) =
+            self.with_patterns(|e| (e.document().to_json(), e.type_mismatches()))?;
         // the document is one JSON object: add the member before its `}`
         body.pop();
         body.extend_from_slice(b",\"type_mismatches\":");

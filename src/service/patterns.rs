@@ -208,11 +208,16 @@ impl Service {
         })
     }
 
-    /// `GET /patterns`: the document in force.
-    pub fn pattern_document(&self) -> Result<Vec<u8>, ServiceError> {
+    /// Reads the pattern engine (once every applied call is committed).
+    pub(super) fn with_patterns<R>(&self, f: impl FnOnce(&Engine) -> R) -> Result<R, ServiceError> {
         let at = &mut Held::entry();
         let g = self.lock_settled(at)?;
-        Ok(g.engines.patterns.document().to_json())
+        Ok(f(&g.engines.patterns))
+    }
+
+    /// `GET /patterns`: the document in force.
+    pub fn pattern_document(&self) -> Result<Vec<u8>, ServiceError> {
+        self.with_patterns(|e| e.document().to_json())
     }
 
     /// `PUT /patterns`: puts `doc` in force, as one logged command in order
@@ -240,9 +245,7 @@ impl Service {
     /// The names of the patterns in force, sorted (a `PUT /patterns`
     /// changes them).
     pub fn pattern_names(&self) -> Result<Vec<String>, ServiceError> {
-        let at = &mut Held::entry();
-        let g = self.lock_settled(at)?;
-        Ok(g.engines.patterns.document().pattern_names())
+        self.with_patterns(|e| e.document().pattern_names())
     }
 
     /// `POST /patterns/restore` and `POST /patterns/checkpoints/{id}/restore`:
@@ -259,11 +262,7 @@ impl Service {
         // Validated completely before anything is touched, against the
         // patterns in force (checked again when it is put in place: a
         // change may come in between).
-        let doc = {
-            let at = &mut Held::entry();
-            let g = self.lock_settled(at)?;
-            g.engines.patterns.document().clone()
-        };
+        let doc = self.with_patterns(|e| e.document().clone())?;
         let invalid = |e: String| {
             ServiceError::Rejected(crate::engine::Rejection::InvalidCheckpoint(
                 if e.is_empty() {

@@ -213,4 +213,14 @@ fn a_bad_document_changes_nothing() {
         "{c}"
     );
     assert_eq!(names(&c["started"]), ["x"]);
+    // a restart warns of the document in force, not of the first one
+    let mut s = s;
+    s.terminate();
+    let s = start(&dir.path().join("db"), &[]);
+    assert_eq!(doc_names(&s), ["x"]);
+    let log = s.stderr();
+    assert!(
+        log.contains("stages[0].where") && log.contains("never true"),
+        "{log}"
+    );
 }
