@@ -48,6 +48,7 @@ pub mod api;
 pub use streamforge_canonical as canonical;
 pub mod cli;
 pub mod config;
+pub mod inbound;
 pub mod kafka;
 pub use streamforge_engine as engine;
 pub use streamforge_nexmark as nexmark;

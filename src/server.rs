@@ -13,7 +13,8 @@ use tokio::sync::oneshot;
 
 use crate::api::{self, ApiConfig};
 use crate::config::{ServeArgs, DEFAULT_PATTERNS, DEFAULT_PIPELINE};
-use crate::engine::Pipeline;
+use crate::inbound::config::Secrets;
+use crate::inbound::Inbound;
 use crate::patterns::Document;
 use crate::service::{Metrics, Options, Retention, Service};
 use crate::sinks::Sinks;
@@ -37,13 +38,14 @@ impl Config {
         for o in &args.cors_origins {
             api::cors_origin(o)?;
         }
-        let (pipeline, explicit) = load(
+        let ((pipeline, inbound), explicit) = load(
             args.pipeline.as_deref(),
             "--pipeline",
             DEFAULT_PIPELINE,
             "the embedded pipeline",
-            Pipeline::from_json,
+            |bytes| crate::inbound::config::pipeline_file(bytes, Secrets::Load),
         )?;
+        refuse_idle_flags(args, &inbound)?;
         let (patterns, patterns_explicit) = load(
             args.patterns.as_deref(),
             "--patterns",
@@ -89,12 +91,15 @@ impl Config {
                     0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(64)),
                     k => k as usize,
                 },
+                strategies: inbound.watermarks.clone(),
             },
             api: ApiConfig {
                 token: args.token.clone(),
                 cors_origins: args.cors_origins.clone(),
                 max_body_bytes: args.max_body_bytes,
                 max_restore_bytes: args.max_restore_bytes,
+                inbound: Arc::new(inbound),
+                keep_rejected: args.keep_rejected,
             },
             sinks: crate::sinks::Options {
                 backoff: std::time::Duration::from_millis(args.sink_backoff_ms),
@@ -106,6 +111,44 @@ impl Config {
             },
         })
     }
+}
+
+/// The flags and settings that would do nothing in the mode the server
+/// runs in are refused, never silently ignored.
+fn refuse_idle_flags(args: &ServeArgs, inbound: &Inbound) -> Result<(), String> {
+    if args.topic.is_none() {
+        if let Some(b) = args.max_out_of_orderness {
+            return Err(format!(
+                "--max-out-of-orderness {b} applies to the partitions consumed with --kafka, and \
+                 this server runs without it: for HTTP partitions declare it in the pipeline \
+                 file, e.g. \"watermarks\": {{\"p0\": {{\"max_out_of_orderness\": {b}}}}} \
+                 (docs/webhooks.md)"
+            ));
+        }
+        if args.idle_after > 0 {
+            return Err(format!(
+                "--idle-after {} applies to the partitions consumed with --kafka, and this \
+                 server runs without it: for HTTP partitions declare it in the pipeline file, \
+                 e.g. \"watermarks\": {{\"p0\": {{\"idle_after\": {}}}}} (docs/webhooks.md)",
+                args.idle_after, args.idle_after
+            ));
+        }
+        if args.instance != "0/1" {
+            return Err(format!(
+                "--instance {} applies only with --kafka (the share of the topic's partitions \
+                 this instance consumes)",
+                args.instance
+            ));
+        }
+    } else if !inbound.is_empty() {
+        return Err(
+            "the pipeline declares \"sources\" or \"watermarks\", which serve HTTP partitions; \
+             with --kafka the partitions are consumed from the topic and their watermarks come \
+             from --max-out-of-orderness and --idle-after: remove them from the pipeline file"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// A JSON file given with `flag` (then `true`: given explicitly), or the
@@ -128,6 +171,33 @@ fn load<T, E: std::fmt::Display>(
             parse(default.as_bytes()).map_err(|e| format!("{default_name}: {e}"))?,
             false,
         )),
+    }
+}
+
+/// The idleness of the partitions whose pipeline `"watermarks"` entry has
+/// an `idle_after`: every `every`, each one quiet for that long is marked
+/// idle, as a logged `idle` command (its next event makes it active
+/// again). A failed mark is tried again at the next tick.
+async fn idleness(svc: Arc<Service>, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let s = svc.clone();
+        let marked = tokio::task::spawn_blocking(move || {
+            let mut marked = Vec::new();
+            for p in s.idle_due() {
+                match s.mark_idle(&p, crate::service::Reply::Minimal) {
+                    Ok(_) => marked.push(p),
+                    Err(e) => tracing::warn!(partition = %p, error = %e, "marking an idle partition failed; trying again"),
+                }
+            }
+            marked
+        })
+        .await;
+        for p in marked.unwrap_or_default() {
+            tracing::info!(partition = %p, "partition idle: no event within its idle_after");
+        }
     }
 }
 
@@ -233,6 +303,9 @@ pub async fn run(
             tracing::warn!(error = %e, "cannot write to stdout");
         }
     }
+    let idleness = svc
+        .idle_tick()
+        .map(|every| tokio::spawn(idleness(svc.clone(), every)));
     // If the signal came during recovery, the streams opened since must end too.
     let svc_for_stop = svc.clone();
     tokio::spawn(async move {
@@ -244,6 +317,9 @@ pub async fn run(
         .await
         .map_err(|e| ServerError(format!("server task failed: {e}")))?
         .map_err(|e| ServerError(format!("server failed: {e}")))?;
+    if let Some(task) = idleness {
+        task.abort();
+    }
     if let Some(source) = source {
         source.stop().await;
     }

@@ -48,6 +48,18 @@ pub enum Code {
     LimitExceeded,
     /// 503: storage failure or recovery in progress; nothing was applied.
     Unavailable,
+    /// 401: a webhook source's signature header is absent.
+    SignatureMissing,
+    /// 401: a webhook source's signature header cannot be read.
+    SignatureMalformed,
+    /// 401: no signature matches the source's secrets.
+    SignatureMismatch,
+    /// 401: the signed timestamp is outside the source's tolerance.
+    SignatureStale,
+    /// 415: a webhook body that is neither JSON nor NDJSON.
+    UnsupportedMediaType,
+    /// 422: a webhook payload that does not fit its source's mapping.
+    MappingFailed,
 }
 
 impl Code {
@@ -71,6 +83,12 @@ impl Code {
             | Code::LimitExceeded
             | Code::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Code::SignatureMissing
+            | Code::SignatureMalformed
+            | Code::SignatureMismatch
+            | Code::SignatureStale => StatusCode::UNAUTHORIZED,
+            Code::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Code::MappingFailed => StatusCode::UNPROCESSABLE_ENTITY,
         }
     }
 
@@ -94,6 +112,12 @@ impl Code {
             Code::InvalidRequest => "invalid_request",
             Code::LimitExceeded => "limit_exceeded",
             Code::Unavailable => "unavailable",
+            Code::SignatureMissing => "signature_missing",
+            Code::SignatureMalformed => "signature_malformed",
+            Code::SignatureMismatch => "signature_mismatch",
+            Code::SignatureStale => "signature_stale",
+            Code::UnsupportedMediaType => "unsupported_media_type",
+            Code::MappingFailed => "mapping_failed",
         }
     }
 
@@ -117,6 +141,12 @@ impl Code {
             | Code::LimitExceeded
             | Code::IdempotencyKeyReused => "Unprocessable Content",
             Code::Unavailable => "Service Unavailable",
+            Code::SignatureMissing
+            | Code::SignatureMalformed
+            | Code::SignatureMismatch
+            | Code::SignatureStale => "Unauthorized",
+            Code::UnsupportedMediaType => "Unsupported Media Type",
+            Code::MappingFailed => "Unprocessable Content",
         }
     }
 }

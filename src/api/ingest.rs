@@ -275,6 +275,7 @@ mod tests {
             change_count: 2,
             late: b"[]".to_vec(),
             late_count: 0,
+            duplicates: 0,
             watermark: Some(-4),
             offsets: offsets.clone(),
         };

@@ -24,6 +24,7 @@ pub mod dto;
 pub mod error;
 pub mod extract;
 mod filter;
+pub mod inbound;
 pub mod ingest;
 pub mod patterns;
 pub mod routes;
@@ -62,6 +63,8 @@ pub struct AppState {
     pub max_body_bytes: usize,
     /// The limit of a restored envelope's body.
     pub max_restore_bytes: u64,
+    /// The inbound webhook sources (docs/webhooks.md).
+    pub inbound: Arc<inbound::InboundState>,
 }
 
 impl AppState {
@@ -86,6 +89,11 @@ pub struct ApiConfig {
     /// The limit of `POST /restore` bodies (streamed beyond
     /// `max_body_bytes`).
     pub max_restore_bytes: u64,
+    /// The inbound webhook sources and watermark strategies of the
+    /// pipeline file.
+    pub inbound: Arc<crate::inbound::Inbound>,
+    /// Rejected webhook payloads kept per source.
+    pub keep_rejected: u64,
 }
 
 /// Every route the router serves, as `(method, path template)`; the openapi
@@ -121,6 +129,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("delete", "/patterns/checkpoints/{id}"),
     ("post", "/patterns/checkpoints/{id}/restore"),
     ("post", "/patterns/restore"),
+    ("post", "/ingest/{source}"),
+    ("get", "/ingest/{source}/rejected"),
     ("post", "/sinks"),
     ("get", "/sinks"),
     ("get", "/sinks/{name}"),
@@ -152,7 +162,15 @@ pub fn router(
             .map(Arc::from),
         max_body_bytes: cfg.max_body_bytes,
         max_restore_bytes: cfg.max_restore_bytes,
+        inbound: Arc::new(inbound::InboundState::new(
+            cfg.inbound.clone(),
+            cfg.keep_rejected,
+        )),
     };
+    if !cfg.inbound.sources.is_empty() {
+        let st = state.inbound.clone();
+        state.metrics.add_section(Arc::new(move || st.render()));
+    }
     let app = Router::new()
         .route("/events", post(ingest::post_events))
         .route("/watermarks", post(ingest::post_watermarks))
@@ -197,6 +215,8 @@ pub fn router(
             post(patterns::restore_by_id),
         )
         .route("/patterns/restore", post(patterns::restore_body))
+        .route("/ingest/{source}", post(inbound::post_ingest))
+        .route("/ingest/{source}/rejected", get(inbound::get_rejected))
         .route("/sinks", post(sinks::post_sink).get(sinks::list_sinks))
         .route(
             "/sinks/{name}",
@@ -247,12 +267,19 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
     Some(
         CorsLayer::new()
             .allow_origin(allow)
-            .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
+            .allow_methods([
+                Method::GET,
+                Method::POST,
+                Method::PUT,
+                Method::DELETE,
+                Method::OPTIONS,
+            ])
             .allow_headers([
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,
                 header::HeaderName::from_static("last-event-id"),
                 header::HeaderName::from_static("prefer"),
+                header::HeaderName::from_static("idempotency-key"),
             ])
             .max_age(std::time::Duration::from_secs(600)),
     )
@@ -280,6 +307,11 @@ async fn auth(State(st): State<AppState>, req: Request, next: Next) -> Response 
     };
     let path = req.uri().path();
     if is_public(path) {
+        return next.run(req).await;
+    }
+    // A signed webhook source's signature is its authentication (checked
+    // by its handler): producers cannot send a bearer token.
+    if req.method() == Method::POST && st.inbound.signed(path) {
         return next.run(req).await;
     }
     let header_ok = req

@@ -134,10 +134,15 @@ pub async fn get_status(Svc(svc): Svc) -> Result<Response, ApiError> {
 }
 
 /// `GET /pipeline`.
-pub async fn get_pipeline(Svc(svc): Svc) -> Result<Response, ApiError> {
+pub async fn get_pipeline(State(st): State<AppState>, Svc(svc): Svc) -> Result<Response, ApiError> {
+    // With inbound sources or watermark strategies, they follow the
+    // engine's fields; without, the answer is the engine's pipeline alone.
     Ok(json_response(
         StatusCode::OK,
-        svc.pipeline().to_json().into_bytes(),
+        st.inbound
+            .config
+            .pipeline_json(svc.pipeline().to_json())
+            .into_bytes(),
     ))
 }
 

@@ -219,6 +219,9 @@ pub enum ClientCommand {
         /// Checkpoint envelope file (as `checkpoint get -o` writes it).
         file: PathBuf,
     },
+    /// Validate a pipeline file offline.
+    #[command(subcommand)]
+    Pipeline(PipelineCommand),
     /// Write a Nexmark demo stream (people, auctions, bids) as an operation
     /// file on standard output.
     ///
@@ -451,6 +454,9 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Patterns(c) => patterns::run(c),
         ClientCommand::Nexmark(args) => nexmark::run(&args),
         ClientCommand::Sink(c) => sinks::run(c),
+        ClientCommand::Pipeline(PipelineCommand::Check { file }) => {
+            print(&[pipeline_check(&file)?])
+        }
         ClientCommand::Verify { file } => print(&[verify::describe(&file)?.trim_end().to_string()]),
         ClientCommand::Health { conn } => {
             let api = Api::new(&conn, Some(Duration::from_secs(2)))?;
@@ -458,6 +464,90 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
             print(&["ok".to_string()])
         }
     }
+}
+
+/// `streamforge pipeline ...`
+#[derive(Debug, Subcommand)]
+pub enum PipelineCommand {
+    /// Validate a pipeline file (as `serve --pipeline` reads it) and
+    /// summarize it.
+    ///
+    /// Runs the engine's own validation of partitions, windows and
+    /// lateness, and checks the inbound webhook "sources" and "watermarks"
+    /// (docs/webhooks.md): every mistake is printed with its JSON path
+    /// (`sources.stripe.timestamp.unit: ...`), exit status 1. Secrets are
+    /// not read (a missing secret variable or file is said on stderr as a
+    /// warning). No service is contacted.
+    Check {
+        /// Pipeline file (JSON), or - for standard input.
+        file: PathBuf,
+    },
+}
+
+/// `pipeline check FILE`: the summary, or every mistake.
+fn pipeline_check(file: &std::path::Path) -> anyhow::Result<String> {
+    use crate::inbound::config::{pipeline_file, Secrets};
+    let bytes = if file.as_os_str() == "-" {
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)?;
+        b
+    } else {
+        std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?
+    };
+    let (pipeline, inbound) = pipeline_file(&bytes, Secrets::Skip)
+        .map_err(|e| anyhow::anyhow!("{}: invalid pipeline:\n{e}", file.display()))?;
+    let mut out = format!(
+        "{}: valid: {} partitions ({}), {} windows ({}), lateness {}",
+        file.display(),
+        pipeline.partitions().len(),
+        pipeline.partitions().join(", "),
+        pipeline.windows().len(),
+        pipeline
+            .windows()
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", "),
+        pipeline.lateness()
+    );
+    for (name, s) in &inbound.sources {
+        let target = match &s.target {
+            crate::inbound::Target::Window { partition, .. } => format!("partition {partition}"),
+            crate::inbound::Target::Patterns { .. } => "the pattern engine".to_string(),
+        };
+        let sig = match &s.signature {
+            Some(sig) => {
+                let missing = match sig.origin.strip_prefix("the environment variable ") {
+                    Some(var) => std::env::var_os(var).is_none(),
+                    None => sig
+                        .origin
+                        .strip_prefix("the file ")
+                        .is_some_and(|f| !std::path::Path::new(f).exists()),
+                };
+                if missing {
+                    eprintln!(
+                        "streamforge: warning: sources.{name}.signature: {} is not set here (serve needs it)",
+                        sig.origin
+                    );
+                }
+                format!("signed ({:?}, secrets from {})", sig.scheme, sig.origin)
+            }
+            None => "unsigned (needs the bearer token when one is set)".to_string(),
+        };
+        out.push_str(&format!(
+            "\nsource {name}: POST /ingest/{name} -> {target}, {sig}"
+        ));
+    }
+    for (p, st) in &inbound.watermarks {
+        out.push_str(&format!(
+            "\nwatermark {p}: max_out_of_orderness {}, idle_after {}",
+            st.max_out_of_orderness
+                .map_or("none".into(), |b| b.to_string()),
+            st.idle_after_ms
+                .map_or("none".into(), |b| format!("{b} ms"))
+        ));
+    }
+    Ok(out)
 }
 
 /// The checkpoint commands of the engine whose routes start with `prefix`

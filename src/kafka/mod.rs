@@ -8,14 +8,13 @@
 //! the contract's redelivery and gap rules hold, and the offsets live in
 //! this service's own database (its command log and checkpoints), not in
 //! the broker. Watermarks: bounded out-of-orderness per consumed partition
-//! and idleness after a quiet time (`strategy`, `partition`); the
+//! and idleness after a quiet time (`crate::service::strategy`, `partition`); the
 //! instances exchange them through a watermark topic (`watermarks`), so
 //! every instance's global watermark is the minimum over every partition.
 //! docs/cluster.md is the user's description.
 
 mod partition;
 mod produce;
-mod strategy;
 mod watermarks;
 
 use std::collections::BTreeMap;
@@ -31,8 +30,8 @@ use tokio::task::JoinHandle;
 
 use crate::service::{Service, ServiceError};
 
+pub use crate::service::strategy::BoundedOutOfOrderness;
 pub use produce::{Outgoing, Producer};
-pub use strategy::BoundedOutOfOrderness;
 
 /// This instance's share of the topic: partitions `k` with `k mod count ==
 /// index`.

@@ -17,10 +17,10 @@ use rskafka::record::RecordAndOffset;
 use serde_json::value::RawValue;
 use tokio::sync::watch;
 
-use super::strategy::BoundedOutOfOrderness;
 use super::watermarks::Publisher;
 use super::{blocking, SourceState};
 use crate::service::parse::{self, Framing, ParseError};
+use crate::service::strategy::BoundedOutOfOrderness;
 use crate::service::{Reply, Service, ServiceError};
 
 /// Bytes asked for per fetch (the broker may return one batch more).

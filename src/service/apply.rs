@@ -41,6 +41,8 @@ pub struct IngestAnswer {
     pub late: Vec<u8>,
     /// Number of late records.
     pub late_count: usize,
+    /// Deliveries consumed as duplicates (a known id).
+    pub duplicates: u64,
     /// The global watermark.
     pub watermark: Option<i64>,
     /// Consumed offset of each touched partition, sorted by name.
@@ -71,12 +73,18 @@ impl Service {
         reply: Reply,
     ) -> Result<IngestAnswer, ServiceError> {
         let n = deliveries.len() as u64;
+        let derive = self.setup.derived.touched(&deliveries);
         let cmd = Ingest {
             framing,
             deliveries,
+            derive,
+        };
+        let body = match cmd.body(raw)? {
+            Some(derived) => StoredBody::pack(&derived),
+            None => StoredBody::pack(raw),
         };
         let at = &mut Held::entry();
-        let (ticket, o) = self.apply(at, cmd, StoredBody::pack(raw))?;
+        let (ticket, o) = self.apply(at, cmd, body)?;
         let enc = Encoded::new(&Output {
             changes: &o.changes,
             late: &o.late,
@@ -106,6 +114,7 @@ impl Service {
             change_count: o.changes.len(),
             late,
             late_count: o.late.len(),
+            duplicates: o.duplicates,
             watermark: o.watermark,
             offsets: o.offsets,
         })

@@ -31,6 +31,7 @@ mod apply;
 mod checkpoint;
 mod cmd;
 mod commit;
+mod derived;
 pub mod error;
 pub mod faults;
 mod idempotency;
@@ -43,6 +44,7 @@ mod recover;
 mod restore;
 mod restore_stream;
 mod sinks;
+pub mod strategy;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -121,6 +123,9 @@ pub(crate) struct Setup {
     pub shard_pool: Option<Arc<dyn crate::engine::Executor>>,
     /// Where the window engine's flushed history lives.
     pub history: Arc<store::HistoryDb>,
+    /// The derived watermarks: strategies and when each partition last
+    /// had an event.
+    pub derived: Arc<derived::Derived>,
 }
 
 impl Setup {
@@ -234,6 +239,9 @@ pub struct Options {
     pub metrics: Arc<Metrics>,
     /// Key-hash shards of the window engine (1-64), each on a thread.
     pub shards: usize,
+    /// Partitions whose watermark derives from their events (a pipeline's
+    /// `"watermarks"`, docs/webhooks.md).
+    pub strategies: std::collections::BTreeMap<String, strategy::Strategy>,
 }
 
 /// The pattern documents a start resolves: the one a fresh engine starts
@@ -418,6 +426,7 @@ impl Service {
                 shards: opts.shards,
                 shard_pool,
                 history: Arc::new(history),
+                derived: Arc::new(derived::Derived::new(&opts.strategies)),
             },
             change,
         ))

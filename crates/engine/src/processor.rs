@@ -418,6 +418,13 @@ impl Processor {
         self.live.len()
     }
 
+    /// One partition's reported progress and idle flag (None: not a
+    /// partition of the pipeline).
+    pub fn partition_clock(&self, name: &str) -> Option<(Option<i64>, bool)> {
+        let p = self.pipeline.partition_index(name)?;
+        Some((self.clock.progress[p], self.clock.idle[p]))
+    }
+
     /// Every partition's state, sorted by name.
     pub fn partitions(&self) -> Vec<PartitionStatus> {
         self.pipeline

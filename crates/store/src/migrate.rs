@@ -57,6 +57,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0011_pattern_document_changes",
         include_str!("../../../migrations/0011_pattern_document_changes.sql"),
     ),
+    (
+        "0012_ingest_rejected",
+        include_str!("../../../migrations/0012_ingest_rejected.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

@@ -1,0 +1,124 @@
+//! Derived watermarks of HTTP partitions (a pipeline's `"watermarks"`,
+//! docs/webhooks.md): which partitions derive, and when each last had an
+//! event, for idleness.
+//!
+//! The advance an event calls for travels with its ingest command (see
+//! `cmd/ingest.rs`); the idle mark is an ordinary logged `idle` command,
+//! issued by the server's idleness ticker when [`Service::idle_due`] names
+//! the partition. Only the wall clock of the last event lives here, in
+//! memory: after a restart, every partition counts its quiet time from the
+//! start.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::engine::DeliveryRef;
+
+use super::strategy::Strategy;
+use super::Service;
+
+/// The strategies and the partitions' last events.
+#[derive(Debug)]
+pub(crate) struct Derived {
+    strategies: BTreeMap<String, Strategy>,
+    /// Milliseconds since `start` of each deriving partition's last event.
+    last: BTreeMap<String, AtomicU64>,
+    start: Instant,
+}
+
+impl Derived {
+    pub fn new(strategies: &BTreeMap<String, Strategy>) -> Derived {
+        Derived {
+            strategies: strategies.clone(),
+            last: strategies
+                .keys()
+                .map(|p| (p.clone(), AtomicU64::new(0)))
+                .collect(),
+            #[allow(clippy::disallowed_methods)] // idleness is wall clock
+            start: Instant::now(),
+        }
+    }
+
+    /// The partitions among `deliveries`' that derive, with their bound, in
+    /// name order; notes that they had an event now.
+    pub fn touched(&self, deliveries: &[DeliveryRef<'_>]) -> Vec<(String, Option<i64>)> {
+        if self.strategies.is_empty() {
+            return Vec::new();
+        }
+        let now = self.now_ms();
+        let mut out = Vec::new();
+        for (p, s) in &self.strategies {
+            if deliveries.iter().any(|d| d.partition == p.as_str()) {
+                if let Some(t) = self.last.get(p) {
+                    t.store(now, Ordering::Relaxed);
+                }
+                out.push((p.clone(), s.max_out_of_orderness));
+            }
+        }
+        out
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    /// Whether any partition has an idleness timeout.
+    pub fn any_idleness(&self) -> bool {
+        self.strategies.values().any(|s| s.idle_after_ms.is_some())
+    }
+}
+
+impl Service {
+    /// The deriving partitions quiet for longer than their `idle_after`,
+    /// and not idle yet: the server's ticker marks each idle (a logged
+    /// `idle` command).
+    pub fn idle_due(&self) -> Vec<String> {
+        let d = &self.setup.derived;
+        let now = d.now_ms();
+        let quiet: Vec<&String> = d
+            .strategies
+            .iter()
+            .filter(|(p, s)| {
+                s.idle_after_ms.is_some_and(|after| {
+                    let last = d.last.get(*p).map_or(0, |t| t.load(Ordering::Relaxed));
+                    now.saturating_sub(last) >= after
+                })
+            })
+            .map(|(p, _)| p)
+            .collect();
+        if quiet.is_empty() {
+            return Vec::new();
+        }
+        let Ok(status) = self.status() else {
+            return Vec::new();
+        };
+        status
+            .partitions
+            .iter()
+            .filter(|p| !p.idle && quiet.contains(&&p.name))
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
+    /// How often the idleness ticker should look: a tenth of the shortest
+    /// `idle_after` (10 ms to 1 s); None without idleness timeouts.
+    pub fn idle_tick(&self) -> Option<Duration> {
+        let d = &self.setup.derived;
+        if !d.any_idleness() {
+            return None;
+        }
+        let shortest = d
+            .strategies
+            .values()
+            .filter_map(|s| s.idle_after_ms)
+            .min()
+            .unwrap_or(1000);
+        Some(Duration::from_millis((shortest / 10).clamp(10, 1000)))
+    }
+
+    /// The partitions that derive their watermark, with their strategies.
+    pub fn strategies(&self) -> &BTreeMap<String, Strategy> {
+        &self.setup.derived.strategies
+    }
+}
