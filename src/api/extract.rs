@@ -208,7 +208,9 @@ pub fn json<T: DeserializeOwned>(body: &[u8], what: &'static str) -> Result<T, A
     let mut de = serde_json::Deserializer::from_slice(body);
     strict::object(&mut de, what)
         .and_then(|v| de.end().map(|()| v))
-        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+        .map_err(|e| {
+            ApiError::bad_request(format!("invalid JSON body{}", parse::located(body, &e)))
+        })
 }
 
 /// Whether a `Content-Type` names NDJSON (JSON Lines): `application/x-ndjson`,

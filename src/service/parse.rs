@@ -124,7 +124,7 @@ fn parse_deliveries(body: &[u8], framing: Framing) -> Result<Parsed<'_>, ParseEr
                 }
                 let i = items.len();
                 let d = one_delivery(line).map_err(|e| ParseError::Malformed {
-                    message: format!("line {}{}", n + 1, located(&e)),
+                    message: format!("line {}{}", n + 1, located(line, &e)),
                     index: Some(i),
                 })?;
                 items.push(d);
@@ -135,7 +135,7 @@ fn parse_deliveries(body: &[u8], framing: Framing) -> Result<Parsed<'_>, ParseEr
             let first = body.iter().find(|b| !b.is_ascii_whitespace());
             if first != Some(&b'[') {
                 let d = one_delivery(body).map_err(|e| ParseError::Malformed {
-                    message: json_error(&e, || "invalid delivery".into()),
+                    message: json_error(body, &e, || "invalid delivery".into()),
                     index: None,
                 })?;
                 return Ok(Parsed {
@@ -149,7 +149,7 @@ fn parse_deliveries(body: &[u8], framing: Framing) -> Result<Parsed<'_>, ParseEr
                 .deserialize(&mut de)
                 .and_then(|v| de.end().map(|()| v))
                 .map_err(|e| ParseError::Malformed {
-                    message: json_error(&e, || format!("delivery {}", at.get())),
+                    message: json_error(body, &e, || format!("delivery {}", at.get())),
                     index: Some(at.get()),
                 })?
         }
@@ -173,16 +173,16 @@ fn one_delivery(text: &[u8]) -> Result<DeliveryRef<'_>, serde_json::Error> {
 
 /// The message of a JSON body's error: `what` and where, or (more than one
 /// JSON value in the body) which content type NDJSON needs.
-fn json_error(e: &serde_json::Error, what: impl FnOnce() -> String) -> String {
+fn json_error(text: &[u8], e: &serde_json::Error, what: impl FnOnce() -> String) -> String {
     if is_trailing(e) {
         format!(
             "the body holds more than one JSON value{}; to send one delivery per line \
              (NDJSON), set Content-Type: application/x-ndjson (or application/ndjson, \
              application/jsonl)",
-            located(e)
+            located(text, e)
         )
     } else {
-        format!("{}{}", what(), located(e))
+        format!("{}{}", what(), located(text, e))
     }
 }
 
@@ -194,8 +194,8 @@ fn is_trailing(e: &serde_json::Error) -> bool {
 /// `": <what> (column C)"` from serde_json's "<what> at line L column C"
 /// (the line is the caller's to name: NDJSON counts lines of the body, a
 /// JSON body has its own).
-fn located(e: &serde_json::Error) -> String {
-    let what = strict::without_position(e);
+pub fn located(text: &[u8], e: &serde_json::Error) -> String {
+    let what = explain(text, e);
     if e.line() == 0 {
         format!(": {what}")
     } else if e.line() == 1 {
@@ -203,6 +203,71 @@ fn located(e: &serde_json::Error) -> String {
     } else {
         format!(", line {} column {}: {what}", e.line(), e.column())
     }
+}
+
+/// serde_json's message for an error in `text`, in the service's words: a
+/// type error names its field (`` `key` must be a string, got integer `42` ``),
+/// and a body that is not JSON says so (single-quoted keys included).
+fn explain(text: &[u8], e: &serde_json::Error) -> String {
+    let msg = strict::without_position(e);
+    if msg == "key must be a string" {
+        return "object keys must be strings in double quotes (JSON has no single quotes and \
+                no bare names)"
+            .into();
+    }
+    if msg.starts_with("expected ident") || msg.starts_with("expected value") {
+        return format!("not JSON ({msg})");
+    }
+    if let Some((got, expected)) = msg
+        .strip_prefix("invalid type: ")
+        .and_then(|rest| rest.split_once(", expected "))
+    {
+        if let Some(field) = field_at(text, e.line(), e.column()) {
+            return format!("`{field}` must be {expected}, got {got}");
+        }
+    }
+    msg
+}
+
+/// The name of the object member whose value ends at `line`:`column`
+/// (serde_json's position of an error, 1-based), if any.
+fn field_at(text: &[u8], line: usize, column: usize) -> Option<String> {
+    let start = if line <= 1 {
+        0
+    } else {
+        text.iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .nth(line - 2)?
+            .0
+            + 1
+    };
+    let prefix = text.get(..(start + column).min(text.len()))?;
+    let (mut in_str, mut esc, mut from) = (false, false, 0);
+    let (mut last_str, mut key) = (None, None);
+    for (i, &b) in prefix.iter().enumerate() {
+        if in_str {
+            match b {
+                _ if esc => esc = false,
+                b'\\' => esc = true,
+                b'"' => {
+                    in_str = false;
+                    last_str = Some(from..i);
+                }
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => {
+                in_str = true;
+                from = i + 1;
+            }
+            b':' => key = last_str.clone(),
+            _ => {}
+        }
+    }
+    key.and_then(|r| std::str::from_utf8(&prefix[r]).ok().map(str::to_string))
 }
 
 /// Deserializes a JSON array of deliveries, recording the index being read
@@ -308,7 +373,7 @@ pub fn pattern_events(body: &[u8], framing: Framing) -> Result<PatternBatch, Par
             }
             if let (None, Some(e)) = (&malformed, cut) {
                 let i = items.len();
-                malformed = Some((Some(i), format!("event {i}{}", located(&e))));
+                malformed = Some((Some(i), format!("event {i}{}", located(body, &e))));
             }
         }
     }
@@ -343,6 +408,46 @@ impl<'de> Visitor<'de> for RawSeed<'_, 'de> {
             self.0.borrow_mut().push(v);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod explain_tests {
+    use super::*;
+
+    fn message(body: &str, framing: Framing) -> String {
+        match deliveries(body.as_bytes(), framing) {
+            Err(ParseError::Malformed { message, .. }) => message,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn type_errors_name_their_field_and_non_json_says_so() {
+        let m = message(
+            r#"{"partition":"p0","event":{"id":"a","key":42,"timestamp":1,"value":1}}"#,
+            Framing::Json,
+        );
+        assert_eq!(
+            m,
+            "invalid delivery, column 44: `key` must be a string, got integer `42`"
+        );
+        let m = message(
+            "\n{\"partition\":\"p0\",\"event\":{\"id\":\"a:b\",\"key\":7,\"timestamp\":1,\"value\":1}}\n",
+            Framing::Ndjson,
+        );
+        assert!(
+            m.starts_with("line 2, column ")
+                && m.ends_with("`key` must be a string, got integer `7`"),
+            "{m}"
+        );
+        let m = message("{'partition':'p0'}", Framing::Json);
+        assert!(
+            m.contains("object keys must be strings in double quotes"),
+            "{m}"
+        );
+        let m = message("nope", Framing::Json);
+        assert!(m.contains("not JSON"), "{m}");
     }
 }
 

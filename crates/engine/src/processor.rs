@@ -97,7 +97,18 @@ impl Processor {
     fn partition(&self, name: &str) -> Result<usize, Rejection> {
         self.pipeline
             .partition_index(name)
-            .ok_or_else(|| Rejection::UnknownPartition(format!("unknown partition {name:?}")))
+            .ok_or_else(|| {
+                let known: Vec<String> = self
+                    .pipeline
+                    .partitions()
+                    .iter()
+                    .map(|p| format!("{p:?}"))
+                    .collect();
+                Rejection::UnknownPartition(format!(
+                    "unknown partition {name:?} (the pipeline's partitions: {}; names are case-sensitive)",
+                    known.join(", ")
+                ))
+            })
     }
 
     /// Ingests a batch atomically, with exactly the effect of separate calls.

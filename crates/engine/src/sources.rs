@@ -405,9 +405,29 @@ impl Sources {
                 consumed + 1
             )));
         }
-        let conflict = || {
+        // Names what differs: the known event's key, timestamp and value
+        // against the delivery's.
+        let conflict = |key: &str, timestamp: i64, value: i64| {
+            let mut differs = Vec::new();
+            if key != delivery.key() {
+                differs.push(format!("key {key:?} (this delivery: {:?})", delivery.key()));
+            }
+            if timestamp != delivery.timestamp() {
+                differs.push(format!(
+                    "timestamp {timestamp} (this delivery: {})",
+                    delivery.timestamp()
+                ));
+            }
+            if value != delivery.value() {
+                differs.push(format!(
+                    "value {value} (this delivery: {})",
+                    delivery.value()
+                ));
+            }
             Rejection::IdentityConflict(format!(
-                "event id {id:?} is already known with another key, timestamp or value"
+                "event id {id:?} is already known with {}; an event id names one event \
+                 (key, timestamp and value) for the processor's whole life",
+                differs.join(", ")
             ))
         };
         let records = &self.records;
@@ -416,9 +436,16 @@ impl Sources {
         });
         let vacant = match probe {
             Ok(no) => {
-                let same = self.event(no).is_some_and(|r| same_rec(r, keys));
-                if !same {
-                    return Err(conflict());
+                if let Some(r) = self.event(no) {
+                    if !same_rec(r, keys) {
+                        return Err(conflict(keys.name(r.key), r.timestamp, r.value));
+                    }
+                } else {
+                    return Err(conflict(
+                        delivery.key(),
+                        delivery.timestamp(),
+                        delivery.value(),
+                    ));
                 }
                 self.push_delivery(partition, no);
                 return Ok(Resolved::Duplicate);
@@ -435,7 +462,7 @@ impl Sources {
         let (timestamp, value) = (delivery.timestamp(), delivery.value());
         if let Some(e) = known {
             if e.timestamp != timestamp || e.value != value || e.key != delivery.key() {
-                return Err(conflict());
+                return Err(conflict(&e.key, e.timestamp, e.value));
             }
             // A duplicate of a flushed event: its record copies the
             // identity, so that later duplicates find it in the tail.
