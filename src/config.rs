@@ -93,10 +93,11 @@ pub struct ServeArgs {
     pub retain_late: u64,
     /// Rejected webhook payloads kept per source on
     /// GET /ingest/{source}/rejected (the newest N; older ones are dropped
-    /// and counted in /metrics).
-    #[arg(long, env = "STREAMFORGE_KEEP_REJECTED", default_value_t = 1000,
+    /// and counted in /metrics). Default 1000; only with a pipeline that
+    /// declares "sources".
+    #[arg(long, env = "STREAMFORGE_KEEP_REJECTED",
           value_parser = clap::value_parser!(u64).range(1..))]
-    pub keep_rejected: u64,
+    pub keep_rejected: Option<u64>,
     /// Idempotency keys of pattern pushes and advances kept (the newest N;
     /// 0 keeps every key). A retry whose key was dropped is applied again.
     #[arg(long, env = "STREAMFORGE_IDEMPOTENCY_KEYS", default_value_t = crate::service::DEFAULT_KEYS_KEPT)]

@@ -99,7 +99,7 @@ impl Config {
                 max_body_bytes: args.max_body_bytes,
                 max_restore_bytes: args.max_restore_bytes,
                 inbound: Arc::new(inbound),
-                keep_rejected: args.keep_rejected,
+                keep_rejected: args.keep_rejected.unwrap_or(1000),
             },
             sinks: crate::sinks::Options {
                 backoff: std::time::Duration::from_millis(args.sink_backoff_ms),
@@ -116,6 +116,12 @@ impl Config {
 /// The flags and settings that would do nothing in the mode the server
 /// runs in are refused, never silently ignored.
 fn refuse_idle_flags(args: &ServeArgs, inbound: &Inbound) -> Result<(), String> {
+    if let (Some(n), true) = (args.keep_rejected, inbound.sources.is_empty()) {
+        return Err(format!(
+            "--keep-rejected {n} bounds the rejected pages of webhook sources, and the pipeline \
+             declares no \"sources\" (docs/webhooks.md)"
+        ));
+    }
     if args.topic.is_none() {
         if let Some(b) = args.max_out_of_orderness {
             return Err(format!(

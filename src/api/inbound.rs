@@ -156,17 +156,17 @@ struct RejectedRecord<'a> {
     body_bytes: usize,
 }
 
-/// Headers that carry secrets or credentials, never kept.
+/// Headers that carry credentials or signatures, never kept (the ids and
+/// timestamps of the signature schemes are kept: a re-send needs them).
 fn secret_header(name: &str, source: &Source) -> bool {
     matches!(
         name,
         "authorization" | "proxy-authorization" | "cookie" | "set-cookie"
-    ) || source
-        .signature
-        .as_ref()
-        .and_then(|s| s.verifier.as_ref())
-        .is_some_and(|v| v.signature_headers().iter().any(|h| h == name))
-        || name.contains("signature")
+    ) || name.contains("signature")
+        || source.signature.as_ref().is_some_and(|s| match &s.scheme {
+            crate::inbound::signature::Scheme::Hmac(h) => h.header.eq_ignore_ascii_case(name),
+            _ => false,
+        })
 }
 
 /// Keeps a refused request on its source's page and counts it; returns the
@@ -305,6 +305,19 @@ pub async fn post_ingest(
         Err(_) => {
             let svc = st.service()?;
             let limit = st.max_body_bytes;
+            if source.signature.is_some() {
+                // Its signature cannot be checked without the body: an
+                // unauthenticated request is not kept (anybody could fill
+                // the page), only counted.
+                inbound.count(REJECTED, &name, Code::PayloadTooLarge.as_str(), 1);
+                return Err(ApiError::new(
+                    Code::PayloadTooLarge,
+                    format!(
+                        "the request body is larger than the limit of {limit} bytes (start the \
+                         service with a larger --max-body-bytes); nothing was applied"
+                    ),
+                ));
+            }
             let err = ApiError::new(
                 Code::PayloadTooLarge,
                 format!(

@@ -494,8 +494,10 @@ fn pipeline_check(file: &std::path::Path) -> anyhow::Result<String> {
     } else {
         std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?
     };
-    let (pipeline, inbound) = pipeline_file(&bytes, Secrets::Skip)
-        .map_err(|e| anyhow::anyhow!("{}: invalid pipeline:\n{e}", file.display()))?;
+    let (pipeline, inbound) = pipeline_file(&bytes, Secrets::Skip).map_err(|e| {
+        let e = e.strip_prefix("invalid pipeline: ").unwrap_or(&e);
+        anyhow::anyhow!("{}: invalid pipeline:\n{e}", file.display())
+    })?;
     let mut out = format!(
         "{}: valid: {} partitions ({}), {} windows ({}), lateness {}",
         file.display(),
@@ -526,8 +528,13 @@ fn pipeline_check(file: &std::path::Path) -> anyhow::Result<String> {
                 };
                 if missing {
                     eprintln!(
-                        "streamforge: warning: sources.{name}.signature: {} is not set here (serve needs it)",
-                        sig.origin
+                        "streamforge: warning: sources.{name}.signature: {} {} here (serve needs it)",
+                        sig.origin,
+                        if sig.origin.starts_with("the file") {
+                            "does not exist"
+                        } else {
+                            "is not set"
+                        }
                     );
                 }
                 format!("signed ({:?}, secrets from {})", sig.scheme, sig.origin)

@@ -176,6 +176,9 @@ pub fn split_pipeline(bytes: &[u8]) -> Result<Split, String> {
     if sources.is_none() && watermarks.is_none() {
         return Ok((bytes.to_vec(), None, None));
     }
+    // serde_json keeps the last of duplicate keys: the file is refused for
+    // them as the engine refuses them in a file without sources.
+    crate::canonical::strict::parse(bytes)?;
     let rest = serde_json::to_vec(&Value::Object(map)).map_err(|e| e.to_string())?;
     Ok((rest, sources, watermarks))
 }
@@ -649,17 +652,18 @@ fn signature(v: &Value, path: &str, secrets: Secrets, errs: &mut Vec<String>) ->
     let m = object(v, path, errs)?;
     let before = errs.len();
     let scheme_name = m.get("scheme").and_then(Value::as_str).unwrap_or("");
-    let known: &[&str] = if scheme_name == "hmac" {
-        &[
+    // Only the schemes that sign a timestamp have a tolerance.
+    let known: &[&str] = match scheme_name {
+        "hmac" => &[
             "scheme",
             "secret_env",
             "secret_file",
             "header",
             "encoding",
             "prefix",
-        ]
-    } else {
-        &["scheme", "secret_env", "secret_file", "tolerance_s"]
+        ],
+        "github" => &["scheme", "secret_env", "secret_file"],
+        _ => &["scheme", "secret_env", "secret_file", "tolerance_s"],
     };
     for k in m.keys() {
         if k == "secret" || k == "secrets" {

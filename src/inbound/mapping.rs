@@ -274,6 +274,11 @@ impl Item<'_> {
             Field::Header(h) => self
                 .headers
                 .get(h)
+                // Svix sends the Standard Webhooks headers as svix-*.
+                .or_else(|| {
+                    h.strip_prefix("webhook-")
+                        .and_then(|rest| self.headers.get(format!("svix-{rest}")))
+                })
                 .and_then(|v| v.to_str().ok())
                 .map(|s| Value::String(s.to_string())),
             Field::Constant(c) => Some(c.clone()),

@@ -73,7 +73,8 @@ impl Service {
         reply: Reply,
     ) -> Result<IngestAnswer, ServiceError> {
         let n = deliveries.len() as u64;
-        let derive = self.setup.derived.touched(&deliveries);
+        let derive = self.setup.derived.derive_for(&deliveries);
+        let touched: Vec<String> = derive.iter().map(|(p, _)| p.clone()).collect();
         let cmd = Ingest {
             framing,
             deliveries,
@@ -103,6 +104,9 @@ impl Service {
                 Vec::new()
             }
         })?;
+        for p in &touched {
+            self.setup.derived.touch(p);
+        }
         Metrics::inc(&self.env.metrics.deliveries, n);
         Metrics::inc(&self.env.metrics.ingest_requests, 1);
         Metrics::inc(&self.env.metrics.duplicates, o.duplicates);
@@ -132,7 +136,9 @@ impl Service {
             watermark,
         };
         let body = StoredBody::raw(cmd.body()?);
-        self.tick(cmd, body, reply)
+        let out = self.tick(cmd, body, reply)?;
+        self.setup.derived.touch(partition);
+        Ok(out)
     }
 
     /// `POST /watermarks/batch`: the advances `(partition, watermark)`
@@ -154,7 +160,11 @@ impl Service {
                 .collect(),
         };
         let body = StoredBody::raw(cmd.body()?);
-        self.tick(cmd, body, reply)
+        let out = self.tick(cmd, body, reply)?;
+        for (p, _) in advances {
+            self.setup.derived.touch(p);
+        }
+        Ok(out)
     }
 
     /// `POST /partitions/{partition}/idle`.

@@ -41,22 +41,24 @@ impl Derived {
     }
 
     /// The partitions among `deliveries`' that derive, with their bound, in
-    /// name order; notes that they had an event now.
-    pub fn touched(&self, deliveries: &[DeliveryRef<'_>]) -> Vec<(String, Option<i64>)> {
+    /// name order.
+    pub fn derive_for(&self, deliveries: &[DeliveryRef<'_>]) -> Vec<(String, Option<i64>)> {
         if self.strategies.is_empty() {
             return Vec::new();
         }
-        let now = self.now_ms();
-        let mut out = Vec::new();
-        for (p, s) in &self.strategies {
-            if deliveries.iter().any(|d| d.partition == p.as_str()) {
-                if let Some(t) = self.last.get(p) {
-                    t.store(now, Ordering::Relaxed);
-                }
-                out.push((p.clone(), s.max_out_of_orderness));
-            }
+        self.strategies
+            .iter()
+            .filter(|(p, _)| deliveries.iter().any(|d| d.partition == p.as_str()))
+            .map(|(p, s)| (p.clone(), s.max_out_of_orderness))
+            .collect()
+    }
+
+    /// Notes that `partition` had an acknowledged event or advance now
+    /// (its quiet time starts over).
+    pub fn touch(&self, partition: &str) {
+        if let Some(t) = self.last.get(partition) {
+            t.store(self.now_ms(), Ordering::Relaxed);
         }
-        out
     }
 
     fn now_ms(&self) -> u64 {

@@ -51,6 +51,7 @@ mod schemathesis;
 mod shards;
 mod sinks;
 mod watermark_batch;
+mod webhooks;
 
 // The CLI, the docs, the walkthrough, the chaos suite.
 mod chaos;

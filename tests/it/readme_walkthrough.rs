@@ -1,10 +1,13 @@
 //! The README's walkthroughs, run as written.
 //!
-//! The sections `### Walkthrough: page views` and `### Walkthrough:
-//! patterns` are each a sequence of fenced blocks:
+//! The sections `### Walkthrough: page views`, `### Walkthrough: patterns`
+//! and `### Walkthrough: webhooks` are each a sequence of fenced blocks:
 //! - a ```sh block with `cargo run ... -- serve ...` (re)starts the server
 //!   with those flags (after `kill %1`, the running one is stopped with
-//!   SIGTERM first); the test binds 127.0.0.1:0 instead of 8080;
+//!   SIGTERM first); the test binds 127.0.0.1:0 instead of 8080. Its
+//!   `export NAME=value` lines set that variable for the server and for
+//!   every later command (as in the reader's shell), and `NAME=value`
+//!   words before `cargo run` set it for the server only;
 //! - every other ```sh block is a command, run by bash with `B` and
 //!   `STREAMFORGE_URL` set to the server's address and the tested
 //!   `streamforge` binary first on the `PATH`, and must be followed by its
@@ -20,17 +23,23 @@
 //! example files parse, that the page-views walkthrough sends exactly the
 //! operations of `examples/pageviews.ndjson`, in its order, and that every
 //! pattern event the patterns walkthrough pushes successfully is a line of
-//! `examples/payments.ndjson`, in the file's order. It needs `bash` and
-//! `curl`.
+//! `examples/payments.ndjson`, in the file's order. The webhooks
+//! walkthrough signs its requests as Stripe does, with the current time,
+//! and reads pages with `jq`; the test checks the example pipeline files
+//! of docs/webhooks.md and that the page shows each of them as it is. It
+//! needs `bash` and `curl`, and for the webhooks walkthrough `openssl` and
+//! `jq`.
 
 use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{start, tempdir, wait_until, Server, DEADLINE};
+use common::{start_env, tempdir, wait_until, Server, DEADLINE};
 use serde_json::Value;
 use streamforge::engine::{Delivery, Pipeline};
+use streamforge::inbound::config::{pipeline_file, Secrets};
+use streamforge::inbound::signature::Scheme;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -131,17 +140,57 @@ fn operations(cmd: &str) -> Vec<Value> {
     }
 }
 
+/// The `NAME=value` assignments among `words` (a shell variable name, `=`,
+/// a value without quotes).
+fn assignments<'a>(words: impl Iterator<Item = &'a str>) -> Vec<(String, String)> {
+    words
+        .map(|w| {
+            let (name, value) = w
+                .split_once('=')
+                .unwrap_or_else(|| panic!("NAME=value expected, got {w:?}"));
+            assert!(
+                !name.is_empty()
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                    && !value.contains(['\'', '"', '$']),
+                "a plain NAME=value: {w:?}"
+            );
+            (name.to_string(), value.to_string())
+        })
+        .collect()
+}
+
+/// The variables a README `serve` block exports (`export NAME=value`
+/// lines): the server and every later command get them.
+fn exports(block: &str) -> Vec<(String, String)> {
+    assignments(
+        block
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("export "))
+            .flat_map(str::split_whitespace),
+    )
+}
+
 /// `serve` flags of a README `cargo run` line: the test's pipeline path and
-/// database, without the address.
-fn serve_flags(block: &str, tmp: &Path) -> (std::path::PathBuf, Vec<String>) {
+/// database, without the address; and the variables set for the server
+/// alone (`NAME=value cargo run ...`).
+fn serve_flags(
+    block: &str,
+    tmp: &Path,
+) -> (std::path::PathBuf, Vec<String>, Vec<(String, String)>) {
     let line = block
         .lines()
         .find(|l| l.contains("cargo run"))
         .expect("cargo run line");
-    let args = line
+    let (before, args) = line
         .split_once(" -- ")
-        .expect("cargo run --release -- serve ...")
-        .1;
+        .expect("cargo run --release -- serve ...");
+    let env = assignments(
+        before
+            .split_once("cargo run")
+            .expect("cargo run")
+            .0
+            .split_whitespace(),
+    );
     let mut words = args.split_whitespace().filter(|w| *w != "&");
     assert_eq!(words.next(), Some("serve"), "{line}");
     let mut db = None;
@@ -160,11 +209,12 @@ fn serve_flags(block: &str, tmp: &Path) -> (std::path::PathBuf, Vec<String>) {
             _ => flags.extend([w.to_string(), value.to_string()]),
         }
     }
-    (db.expect("--db"), flags)
+    (db.expect("--db"), flags, env)
 }
 
-/// Runs a README command with bash; its stdout.
-fn run(cmd: &str, s: &Server, tmp: &Path) -> String {
+/// Runs a README command with bash, with the variables `env` set; its
+/// stdout.
+fn run(cmd: &str, s: &Server, tmp: &Path, env: &[(String, String)]) -> String {
     let script = format!(
         "set -euo pipefail\n{}",
         cmd.replace("/tmp/", &format!("{}/", tmp.display()))
@@ -183,6 +233,7 @@ fn run(cmd: &str, s: &Server, tmp: &Path) -> String {
         .env("B", &s.base)
         .env("STREAMFORGE_URL", &s.base)
         .env_remove("STREAMFORGE_TOKEN")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("PATH", path)
         // relative paths (examples/...) are the repository's, as in the README
         .current_dir(ROOT)
@@ -274,13 +325,18 @@ fn without_timing(text: &str) -> String {
 }
 
 fn curl_available() {
+    needs("curl", "--version", "curl");
+}
+
+/// Fails, saying what to install, unless `tool arg` runs.
+fn needs(tool: &str, arg: &str, package: &str) {
     assert!(
-        Command::new("curl")
-            .arg("--version")
+        Command::new(tool)
+            .arg(arg)
             .stdout(Stdio::null())
             .status()
             .is_ok_and(|s| s.success()),
-        "the README walkthrough test needs curl (apt-get install curl)"
+        "the README walkthrough test needs {tool} (apt-get install {package})"
     );
 }
 
@@ -292,6 +348,8 @@ fn run_walkthrough(title: &str) -> (usize, Vec<(String, String)>) {
     let dir = tempdir();
     let tmp = dir.path();
     let mut server: Option<Server> = None;
+    // What the serve blocks exported so far, as the reader's shell has it.
+    let mut exported: Vec<(String, String)> = Vec::new();
     let mut commands = Vec::new();
     let mut checked = 0;
     let mut i = 0;
@@ -307,9 +365,15 @@ fn run_walkthrough(title: &str) -> (usize, Vec<(String, String)>) {
                 assert!(s.terminate().success(), "graceful shutdown");
             }
             assert!(server.is_none(), "one server at a time: {}", b.text);
-            let (db, flags) = serve_flags(&b.text, tmp);
+            exported.extend(exports(&b.text));
+            let (db, flags, own) = serve_flags(&b.text, tmp);
             let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-            server = Some(start(&db, &flags));
+            let env: Vec<(&str, &str)> = exported
+                .iter()
+                .chain(&own)
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            server = Some(start_env(&db, &flags, &env));
             i += 1;
             continue;
         }
@@ -320,7 +384,7 @@ fn run_walkthrough(title: &str) -> (usize, Vec<(String, String)>) {
             .get(i + 1)
             .filter(|c| c.lang == "json" || c.lang == "text")
             .unwrap_or_else(|| panic!("no claimed output after: {}", b.text));
-        let got = run(&b.text, s, tmp);
+        let got = run(&b.text, s, tmp, &exported);
         if claim.lang == "json" {
             assert_eq!(got, minify(&claim.text), "output of: {}", b.text);
         } else {
@@ -417,6 +481,185 @@ fn patterns_walkthrough_outputs_are_what_the_server_returns() {
             .unwrap_or_else(|| panic!("{e} is not a later event of examples/payments.ndjson"))
             + 1;
     }
+}
+
+/// The payloads a README command posts (its `body='...'` lines), as
+/// written.
+fn posted_texts(cmd: &str) -> Vec<&str> {
+    cmd.lines()
+        .filter_map(|l| l.strip_prefix("body='")?.strip_suffix('\''))
+        .collect()
+}
+
+/// [`posted_texts`], parsed.
+fn posted_bodies(cmd: &str) -> Vec<Value> {
+    posted_texts(cmd)
+        .into_iter()
+        .map(|b| {
+            serde_json::from_str(b).unwrap_or_else(|e| panic!("README body is not JSON ({e}): {b}"))
+        })
+        .collect()
+}
+
+/// What a claimed answer of `POST /ingest/{source}` says: the `status` of
+/// an answer, the `code` of a problem, or the text of a text claim.
+fn outcome(claim: &str) -> String {
+    match serde_json::from_str::<Value>(&minify(claim)) {
+        Ok(v) => v
+            .get("code")
+            .or_else(|| v.get("status"))
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("an answer or a problem: {claim}"))
+            .to_string(),
+        Err(_) => claim.trim().to_string(),
+    }
+}
+
+#[test]
+fn webhooks_walkthrough_outputs_are_what_the_server_returns() {
+    needs("openssl", "version", "openssl");
+    needs("jq", "--version", "jq");
+    let (checked, commands) = run_walkthrough("webhooks");
+    assert!(checked >= 12, "only {checked} claims checked");
+
+    // The file is the one the section describes: a Stripe source, signed,
+    // its secret from the environment, and a derived watermark.
+    let file = std::fs::read(format!("{ROOT}/examples/webhooks.pipeline.json")).expect("file");
+    let (pipeline, inbound) =
+        pipeline_file(&file, Secrets::Skip).expect("a valid pipeline file with sources");
+    assert_eq!(pipeline.partitions(), ["payments"]);
+    let stripe = &inbound.sources["stripe"];
+    let sig = stripe.signature.as_ref().expect("a signed source");
+    assert_eq!(sig.scheme, Scheme::Stripe);
+    assert_eq!(sig.origin, "the environment variable STRIPE_WEBHOOK_SECRET");
+    assert_eq!(
+        inbound.watermarks["payments"].max_out_of_orderness,
+        Some(300_000)
+    );
+
+    // Each request is signed as it is sent (the server takes 300 s either
+    // way), while the events' own times are fixed in their bodies: the
+    // answers are the same on every run.
+    let posts: Vec<&(String, String)> = commands
+        .iter()
+        .filter(|(c, _)| c.contains("$B/ingest/stripe -H"))
+        .collect();
+    for (c, _) in &posts {
+        assert!(
+            c.contains("Stripe-Signature: t=$t,v1=$v1") && c.contains("$(date +%s)"),
+            "signed now: {c}"
+        );
+        for body in posted_bodies(c) {
+            assert!(body["created"].is_i64(), "a fixed event time: {body}");
+        }
+    }
+    let outcomes: Vec<String> = posts.iter().map(|(_, claim)| outcome(claim)).collect();
+    assert_eq!(
+        outcomes,
+        [
+            "new",
+            "duplicate",
+            "signature_mismatch",
+            "401 signature_stale",
+            "filtered",
+            "mapping_failed",
+            "new",
+            "new"
+        ],
+        "what the walkthrough shows, in order"
+    );
+    // The retry is the same payload as the first delivery.
+    assert_eq!(posted_bodies(&posts[0].0), posted_bodies(&posts[1].0));
+
+    // The refused payload is on the rejected page as it was sent.
+    let refused = posted_texts(&posts[5].0).remove(0);
+    let (_, page) = commands
+        .iter()
+        .find(|(c, _)| {
+            c.trim_start()
+                .starts_with("curl -s $B/ingest/stripe/rejected |")
+        })
+        .expect("the walkthrough reads the rejected page");
+    assert_eq!(
+        page.trim(),
+        format!("1 mapping_failed /data/object/amount {refused}"),
+        "the page keeps the body byte for byte"
+    );
+
+    // No watermark client: the first day was published because the last
+    // event's time moved the partition's watermark past its end.
+    assert!(
+        !commands
+            .iter()
+            .any(|(c, _)| c.contains("$B/watermarks") || c.contains("$B/partitions/")),
+        "the walkthrough posts no watermark"
+    );
+    let last: Value = serde_json::from_str(&minify(&posts[7].1)).expect("answer");
+    let (_, changes) = commands
+        .iter()
+        .find(|(c, _)| c.trim() == "curl -s $B/changes")
+        .expect("the walkthrough reads the changelog");
+    let changes: Value = serde_json::from_str(&minify(changes)).expect("a page");
+    let first = &changes["changes"][0];
+    assert_eq!(first["op"], "upsert");
+    let end = first["result"]["end"].as_i64().expect("end");
+    assert!(
+        last["watermark"].as_i64().is_some_and(|w| w >= end),
+        "the derived watermark {} is past the window's end {end}",
+        last["watermark"]
+    );
+    assert_eq!(
+        (&first["result"]["count"], &first["result"]["sum"]),
+        (&Value::from(2), &Value::from(4499)),
+        "the retry counted once, the re-sent payload counted"
+    );
+}
+
+/// The pipeline files of docs/webhooks.md are valid as `serve` reads them
+/// (secrets not read), and the page shows each as it is.
+#[test]
+fn webhook_example_files_parse_and_are_shown_in_docs() {
+    let page =
+        std::fs::read_to_string(format!("{ROOT}/docs/webhooks.md")).expect("docs/webhooks.md");
+    for (file, sources) in [
+        ("examples/webhooks.pipeline.json", &["stripe"][..]),
+        ("examples/github.pipeline.json", &["github"]),
+        (
+            "examples/stripe.pipeline.json",
+            &["stripe", "stripe_patterns"],
+        ),
+        (
+            "examples/standard-webhooks.pipeline.json",
+            &["shop_eu", "shop_us"],
+        ),
+    ] {
+        let text = std::fs::read_to_string(format!("{ROOT}/{file}")).expect(file);
+        let (_, inbound) =
+            pipeline_file(text.as_bytes(), Secrets::Skip).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let names: Vec<&str> = inbound.sources.keys().map(String::as_str).collect();
+        assert_eq!(names, sources, "{file}");
+        assert!(
+            inbound.sources.values().all(|s| s.signature.is_some()),
+            "{file}: every source is signed"
+        );
+        assert!(
+            !inbound.watermarks.is_empty(),
+            "{file}: a watermark strategy"
+        );
+        assert!(
+            page.contains(text.trim_end()),
+            "docs/webhooks.md shows {file} as it is"
+        );
+    }
+    let text =
+        std::fs::read_to_string(format!("{ROOT}/examples/stripe.patterns.json")).expect("document");
+    let doc =
+        streamforge::patterns::Document::from_json(text.as_bytes()).expect("a valid document");
+    assert_eq!(doc.pattern_names(), ["paid_after_failures"]);
+    assert!(
+        page.contains(text.trim_end()),
+        "docs/webhooks.md shows examples/stripe.patterns.json as it is"
+    );
 }
 
 #[test]

@@ -1,0 +1,248 @@
+//! One event per request, the shape webhook producers send: the server CPU
+//! of a signed webhook (`POST /ingest/{source}`, Stripe's scheme: a
+//! `charge.succeeded` payload mapped by JSON Pointers) beside an unsigned
+//! single-event `POST /events` in append mode, on the same server, in the
+//! same run, over many keep-alive connections.
+//!
+//! Three shapes, in alternating rounds (medians over the rounds):
+//! - `events`: `POST /events`, one delivery without offset, `Prefer:
+//!   return=minimal`, to a partition without a watermark strategy;
+//! - `webhook`: a signed Stripe event to a source on a partition without a
+//!   strategy;
+//! - `webhook+wm`: the same to a source whose partition derives its
+//!   watermark (`max_out_of_orderness`), so every call also advances it.
+//!
+//! Each prints requests/s, p50/p99 latency and the server's CPU per request
+//! (from /proc), and the ratio of each webhook shape's CPU to `events`'.
+//! The signature is computed by the client (its CPU is not the server's).
+//!
+//! `cargo build --release && cargo bench --bench webhooks`; environment:
+//! `BENCH_C` connections (16), `BENCH_N` requests per shape and round
+//! (8000), `BENCH_RUNS` rounds (3), `BENCH_SHAPES` (a comma-separated
+//! subset; `events` first when ratios are wanted), `STREAMFORGE_BIN`.
+
+#[path = "http_support.rs"]
+mod http_support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, Mac};
+use http_support::{binary, cpu_seconds, Conn, Server};
+use sha2::Sha256;
+
+const SECRET: &str = "whsec_bench_secret";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn pipeline(dir: &Path) -> std::path::PathBuf {
+    let secret = dir.join("stripe.secret");
+    std::fs::write(&secret, SECRET).expect("secret file");
+    let source = |partition: &str| {
+        serde_json::json!({
+            "partition": partition,
+            "signature": {"scheme": "stripe", "secret_file": secret},
+            "id": {"pointer": "/id"},
+            "key": {"pointer": "/data/object/customer"},
+            "value": {"pointer": "/data/object/amount"},
+            "timestamp": {"pointer": "/created", "unit": "s"},
+            "filter": {"pointer": "/type", "equals": "charge.succeeded"}
+        })
+    };
+    let doc = serde_json::json!({
+        "partitions": ["events", "stripe", "stripe_wm"],
+        "windows": {"per_minute": {"kind": "fixed", "size": 60000}},
+        "lateness": 0,
+        "sources": {"stripe": source("stripe"), "stripe_wm": source("stripe_wm")},
+        "watermarks": {"stripe_wm": {"max_out_of_orderness": 5000}}
+    });
+    let path = dir.join("pipeline.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&doc).expect("json")).expect("pipeline");
+    path
+}
+
+#[allow(clippy::disallowed_methods)] // the client signs with the current time
+fn now_s() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// One request: path, content type, extra header lines, body.
+type Req = (String, &'static str, String, Vec<u8>);
+
+/// One request of a shape.
+fn request(shape: &str, n: u64) -> Req {
+    let created = 1_700_000_000 + n as i64 / 10;
+    let customer = format!("cus_{}", n % 97);
+    match shape {
+        "events" => (
+            "/events".into(),
+            "application/json",
+            "prefer: return=minimal\r\n".into(),
+            format!(
+                r#"{{"partition":"events","event":{{"id":"ev-{n}","key":"{customer}","timestamp":{},"value":{}}}}}"#,
+                created * 1000,
+                100 + n % 900
+            )
+            .into_bytes(),
+        ),
+        _ => {
+            let source = if shape == "webhook" { "stripe" } else { "stripe_wm" };
+            let body = format!(
+                r#"{{"id":"evt_{shape}_{n}","object":"event","api_version":"2024-06-20","created":{created},"type":"charge.succeeded","livemode":false,"data":{{"object":{{"id":"ch_{n}","object":"charge","amount":{},"currency":"usd","customer":"{customer}","paid":true,"status":"succeeded"}}}}}}"#,
+                100 + n % 900
+            );
+            let t = now_s();
+            let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).expect("key");
+            mac.update(format!("{t}.").as_bytes());
+            mac.update(body.as_bytes());
+            let sig: String = mac
+                .finalize()
+                .into_bytes()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            (
+                format!("/ingest/{source}"),
+                "application/json",
+                format!("stripe-signature: t={t},v1={sig}\r\n"),
+                body.into_bytes(),
+            )
+        }
+    }
+}
+
+/// Figures of one shape in one round.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    rps: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    cpu_us: f64,
+}
+
+fn run(server: &Server, shape: &'static str, clients: usize, n: usize, base: u64) -> Figures {
+    let per = n / clients;
+    // the requests (and their signatures) are made before the clock starts
+    let work: Vec<Vec<Req>> = (0..clients)
+        .map(|c| {
+            (0..per)
+                .map(|i| request(shape, base + (c * per + i) as u64))
+                .collect()
+        })
+        .collect();
+    let cpu0 = cpu_seconds(server.pid());
+    let t = Instant::now();
+    let handles: Vec<_> = work
+        .into_iter()
+        .map(|reqs| {
+            let addr = server.addr.clone();
+            std::thread::spawn(move || {
+                let mut conn = Conn::new(&addr);
+                let mut lat = Vec::with_capacity(reqs.len());
+                for (path, ct, headers, body) in reqs {
+                    let t = Instant::now();
+                    let status = conn.call_with("POST", &path, ct, &headers, &body);
+                    lat.push(t.elapsed());
+                    assert_eq!(
+                        status,
+                        200,
+                        "{path}: {}",
+                        String::from_utf8_lossy(&conn.body)
+                    );
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut lat: Vec<Duration> = handles
+        .into_iter()
+        .flat_map(|h| h.join().expect("client"))
+        .collect();
+    let wall = t.elapsed().as_secs_f64();
+    let cpu = cpu_seconds(server.pid()) - cpu0;
+    lat.sort();
+    let q = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)].as_secs_f64() * 1e3;
+    Figures {
+        rps: lat.len() as f64 / wall,
+        p50_ms: q(0.50),
+        p99_ms: q(0.99),
+        cpu_us: cpu / lat.len() as f64 * 1e6,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let clients = env_usize("BENCH_C", 16).max(1);
+    let n = env_usize("BENCH_N", 8000).max(clients);
+    let runs = env_usize("BENCH_RUNS", 3).max(1);
+    let dir = tempfile::Builder::new()
+        .prefix("bench-webhooks-")
+        .tempdir_in(Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+        .expect("temp dir");
+    let pipeline = pipeline(dir.path());
+    let db = dir.path().join("bench.db");
+    let server = Server::start(&db, &["--pipeline".as_ref(), pipeline.as_os_str()]);
+    println!(
+        "binary: {} | {clients} connections, one event per request, {n} requests per shape and round, {runs} rounds",
+        binary().display()
+    );
+    // warm-up: connections, allocator, page cache
+    for shape in ["events", "webhook", "webhook+wm"] {
+        run(&server, shape, clients, clients * 20, 1 << 40);
+    }
+    let chosen = std::env::var("BENCH_SHAPES").unwrap_or_default();
+    let shapes: Vec<&'static str> = ["events", "webhook", "webhook+wm"]
+        .into_iter()
+        .filter(|s| chosen.is_empty() || chosen.split(',').any(|c| c == *s))
+        .collect();
+    let mut all: Vec<Vec<Figures>> = vec![Vec::new(); shapes.len()];
+    for round in 0..runs {
+        for (i, shape) in shapes.iter().enumerate() {
+            let f = run(&server, shape, clients, n, (round * n) as u64);
+            println!(
+                "round {round} {shape:>10}: {:>8.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  server CPU {:>6.1} us/request",
+                f.rps, f.p50_ms, f.p99_ms, f.cpu_us
+            );
+            all[i].push(f);
+        }
+    }
+    println!("\nmedians of {runs} rounds ({clients} connections):");
+    println!("| shape | requests/s | p50 | p99 | server CPU per request | CPU vs events |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    let base = median(all[0].iter().map(|f| f.cpu_us).collect());
+    for (i, shape) in shapes.iter().enumerate() {
+        let cpu = median(all[i].iter().map(|f| f.cpu_us).collect());
+        println!(
+            "| {shape} | {:.0} | {:.2} ms | {:.2} ms | {cpu:.1} us | {:.2}x |",
+            median(all[i].iter().map(|f| f.rps).collect()),
+            median(all[i].iter().map(|f| f.p50_ms).collect()),
+            median(all[i].iter().map(|f| f.p99_ms).collect()),
+            cpu / base
+        );
+    }
+    // per-round ratios (same round: the fairest pairing on a noisy box)
+    for (i, shape) in shapes.iter().enumerate().skip(1) {
+        let ratios: Vec<f64> = all[i]
+            .iter()
+            .zip(&all[0])
+            .map(|(w, e)| w.cpu_us / e.cpu_us)
+            .collect();
+        println!(
+            "{shape}: CPU ratio per round {:?}, median {:.2}x",
+            ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>(),
+            median(ratios.clone())
+        );
+    }
+    server.terminate();
+}
