@@ -12,6 +12,7 @@
 //! mode) or `POST /patterns/events` call: a 2xx means it is durable.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::body::Bytes;
@@ -24,12 +25,14 @@ use super::error::{ApiError, Code};
 use super::extract::{is_ndjson, QueryParams};
 use super::routes::{blocking, json_response, to_json};
 use super::AppState;
+use crate::engine::{DeliveryRef, EventRef};
 use crate::inbound::mapping::{self, Events, MapError};
 use crate::inbound::signature::Failure;
 use crate::inbound::{Inbound, Source, Target};
 use crate::service::parse::{self, Framing};
 use crate::service::{Keyed, KeyedRequest, Reply, Service, ServiceError};
 use crate::store::RejectedStore;
+use std::borrow::Cow;
 
 /// What the inbound routes share.
 pub struct InboundState {
@@ -39,8 +42,23 @@ pub struct InboundState {
     pub keep_rejected: u64,
     /// The rejected pages (opened on first use, once the service is).
     rejected: OnceLock<Arc<RejectedStore>>,
-    /// Counters: (metric, source, label) → count.
-    counts: Mutex<BTreeMap<(&'static str, String, String), u64>>,
+    /// Each source's counters.
+    counts: BTreeMap<String, Counters>,
+    /// The service, once recovered (the rejected pages' database).
+    service: Arc<OnceLock<Arc<Service>>>,
+}
+
+/// The labels of [`EVENTS`] and [`SIGNATURES`], by counter index.
+const STATUSES: [&str; 4] = ["new", "duplicate", "late", "filtered"];
+const REASONS: [&str; 4] = ["missing", "malformed", "mismatch", "stale"];
+
+/// One source's counters (no allocation or lock on the accepted path).
+#[derive(Default)]
+struct Counters {
+    events: [AtomicU64; 4],
+    signatures: [AtomicU64; 4],
+    /// By problem code (refusals are rare).
+    rejected: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl std::fmt::Debug for InboundState {
@@ -57,12 +75,21 @@ const SIGNATURES: &str = "streamforge_ingest_signature_failures_total";
 
 impl InboundState {
     /// The state of the sources of `config`.
-    pub fn new(config: Arc<Inbound>, keep_rejected: u64) -> InboundState {
+    pub fn new(
+        config: Arc<Inbound>,
+        keep_rejected: u64,
+        service: Arc<OnceLock<Arc<Service>>>,
+    ) -> InboundState {
         InboundState {
+            counts: config
+                .sources
+                .keys()
+                .map(|name| (name.clone(), Counters::default()))
+                .collect(),
             config,
             keep_rejected: keep_rejected.max(1),
             rejected: OnceLock::new(),
-            counts: Mutex::new(BTreeMap::new()),
+            service,
         }
     }
 
@@ -74,13 +101,29 @@ impl InboundState {
             .is_some_and(|s| s.signature.is_some())
     }
 
-    fn count(&self, metric: &'static str, source: &str, label: &str, by: u64) {
+    fn count(&self, metric: &'static str, source: &str, label: &'static str, by: u64) {
+        let Some(c) = self.counts.get(source) else {
+            return;
+        };
         if by == 0 {
             return;
         }
-        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        *c.entry((metric, source.to_string(), label.to_string()))
-            .or_default() += by;
+        let slot = |labels: &[&str; 4], counters: &[AtomicU64; 4]| {
+            if let Some(i) = labels.iter().position(|l| *l == label) {
+                counters[i].fetch_add(by, Ordering::Relaxed);
+            }
+        };
+        match metric {
+            EVENTS => slot(&STATUSES, &c.events),
+            SIGNATURES => slot(&REASONS, &c.signatures),
+            _ => {
+                *c.rejected
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(label)
+                    .or_default() += by
+            }
+        }
     }
 
     fn store(&self, svc: &Service) -> Result<Arc<RejectedStore>, ApiError> {
@@ -103,20 +146,45 @@ impl InboundState {
             return String::new();
         }
         let mut out = String::new();
-        let c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         for (metric, label, help) in [
             (EVENTS, "status", "Webhook items by what became of them (new, duplicate, late, filtered)."),
             (REJECTED, "code", "Webhook requests refused after their signature check, kept on the rejected page, by problem code."),
             (SIGNATURES, "reason", "Webhook requests refused for their signature (missing, malformed, mismatch, stale)."),
         ] {
             let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} counter");
-            for ((m, source, l), n) in c.iter() {
-                if *m == metric {
+            for (source, c) in &self.counts {
+                let mut lines: Vec<(&str, u64)> = match metric {
+                    EVENTS => STATUSES
+                        .iter()
+                        .zip(&c.events)
+                        .map(|(l, n)| (*l, n.load(Ordering::Relaxed)))
+                        .collect(),
+                    SIGNATURES => REASONS
+                        .iter()
+                        .zip(&c.signatures)
+                        .map(|(l, n)| (*l, n.load(Ordering::Relaxed)))
+                        .collect(),
+                    _ => c
+                        .rejected
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .iter()
+                        .map(|(l, n)| (*l, *n))
+                        .collect(),
+                };
+                lines.sort();
+                for (l, n) in lines.into_iter().filter(|(_, n)| *n > 0) {
                     let _ = writeln!(out, "{metric}{{source=\"{source}\",{label}=\"{l}\"}} {n}");
                 }
             }
         }
-        drop(c);
+        if self.rejected.get().is_none() {
+            // Opened here too, so that the dropped counts are there from
+            // the start (they are durable).
+            if let Some(svc) = self.service.get() {
+                let _ = self.store(svc);
+            }
+        }
         if let Some(store) = self.rejected.get() {
             let name = "streamforge_ingest_rejected_dropped_total";
             let _ = writeln!(
@@ -443,11 +511,21 @@ fn ingest(
     match (&source.target, &mapped.events) {
         (Target::Window { partition, .. }, Events::Window(events)) => {
             let raw = mapping::deliveries_body(partition, events);
-            let items = parse::deliveries(&raw, Framing::Json)
-                .map_err(|e| {
-                    ApiError::new(Code::Unavailable, format!("internal mapping error: {e}"))
-                })?
-                .items;
+            // The deliveries the logged body reads back as (a test in
+            // `mapping` keeps the two equal), without parsing it again.
+            let items: Vec<DeliveryRef<'_>> = events
+                .iter()
+                .map(|e| DeliveryRef {
+                    partition: Cow::Borrowed(partition.as_str()),
+                    offset: None,
+                    event: EventRef {
+                        id: Cow::Borrowed(e.id.as_str()),
+                        key: Cow::Borrowed(e.key.as_str()),
+                        timestamp: e.timestamp,
+                        value: e.value,
+                    },
+                })
+                .collect();
             let out = match svc.ingest(&raw, Framing::Json, items, Reply::Minimal) {
                 Ok(out) => out,
                 Err(ServiceError::BatchRejected(r)) => {

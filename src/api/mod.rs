@@ -151,7 +151,7 @@ pub fn router(
     cfg: &ApiConfig,
 ) -> Router {
     let state = AppState {
-        service,
+        service: service.clone(),
         sinks,
         producer,
         metrics,
@@ -165,6 +165,7 @@ pub fn router(
         inbound: Arc::new(inbound::InboundState::new(
             cfg.inbound.clone(),
             cfg.keep_rejected,
+            service.clone(),
         )),
     };
     if !cfg.inbound.sources.is_empty() {

@@ -117,6 +117,8 @@ pub struct Source {
     /// The signature check; None: the source needs the bearer token (when
     /// one is set) instead.
     pub signature: Option<Signature>,
+    /// The pointers it reads, as one pass over a payload reads them.
+    pub projection: super::projection::Projection,
 }
 
 /// The inbound configuration of a pipeline file.
@@ -462,11 +464,27 @@ fn source(
         return None;
     }
     let (timestamp, unit) = time?;
+    let (target, id, key) = (target?, id?, key?);
+    let mut fields: Vec<&Field> = vec![&id, &key, &timestamp];
+    match &target {
+        Target::Window { value, .. } => fields.push(value),
+        Target::Patterns { kind, fields: fs } => {
+            fields.push(kind);
+            fields.extend(fs.iter().map(|(_, f)| f));
+        }
+    }
+    fields.extend(filters.iter().map(|f| &f.from));
+    let projection =
+        super::projection::Projection::new(fields.into_iter().filter_map(|f| match f {
+            Field::Pointer(p) => Some(p.as_str()),
+            _ => None,
+        }));
     Some(Source {
+        projection,
         name: name.to_string(),
-        target: target?,
-        id: id?,
-        key: key?,
+        target,
+        id,
+        key,
         timestamp,
         unit,
         filters,

@@ -8,7 +8,10 @@
 use axum::http::HeaderMap;
 use serde_json::Value;
 
+use std::borrow::Cow;
+
 use super::config::{Field, Source, Target, Unit};
+use super::projection::{Found, Projection};
 use crate::canonical::writer::{int, string};
 
 /// An event of the window engine, owned.
@@ -112,39 +115,39 @@ fn body_error(detail: String) -> MapError {
     }
 }
 
-/// The items of a body: NDJSON lines, the elements of a JSON array, or the
-/// one payload.
-pub fn items(body: &[u8], ndjson: bool) -> Result<(Vec<Value>, bool), MapError> {
+/// The items of a body, each as the values its source reads: NDJSON
+/// lines, the elements of a JSON array, or the one payload; and whether it
+/// was a batch.
+pub fn items(proj: &Projection, body: &[u8], ndjson: bool) -> Result<(Vec<Found>, bool), MapError> {
     if let Err(e) = std::str::from_utf8(body) {
         return Err(body_error(format!(
             "the body is not UTF-8 (invalid byte at offset {})",
             e.valid_up_to()
         )));
     }
+    let not_json = |e: serde_json::Error| {
+        body_error(format!(
+            "the body is not JSON: {e} (a payload, a JSON array of payloads, or NDJSON \
+             with Content-Type: application/x-ndjson)"
+        ))
+    };
     let (items, batch) = if ndjson {
         let mut out = Vec::new();
         for (n, line) in body.split(|b| *b == b'\n').enumerate() {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let v: Value = serde_json::from_slice(line).map_err(|e| MapError {
+            let v = proj.read(line).map_err(|e| MapError {
                 index: Some(out.len()),
                 ..body_error(format!("line {}: not JSON: {e}", n + 1))
             })?;
             out.push(v);
         }
         (out, true)
+    } else if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        (proj.read_array(body).map_err(not_json)?, true)
     } else {
-        match serde_json::from_slice::<Value>(body) {
-            Ok(Value::Array(a)) => (a, true),
-            Ok(v) => (vec![v], false),
-            Err(e) => {
-                return Err(body_error(format!(
-                    "the body is not JSON: {e} (a payload, a JSON array of payloads, or NDJSON \
-                     with Content-Type: application/x-ndjson)"
-                )))
-            }
-        }
+        (vec![proj.read(body).map_err(not_json)?], false)
     };
     if items.is_empty() {
         return Err(body_error("the batch is empty".into()));
@@ -159,7 +162,7 @@ pub fn map(
     body: &[u8],
     ndjson: bool,
 ) -> Result<Mapped, MapError> {
-    let (items, batch) = items(body, ndjson)?;
+    let (items, batch) = items(&source.projection, body, ndjson)?;
     let n = items.len();
     let mut filtered = 0;
     let mut events = match source.target {
@@ -168,14 +171,15 @@ pub fn map(
     };
     for (i, item) in items.iter().enumerate() {
         let at = Item {
-            item,
+            found: item,
+            projection: &source.projection,
             headers,
             index: batch.then_some(i),
         };
         if !source
             .filters
             .iter()
-            .all(|f| at.read(&f.from) == Some(&f.equals).cloned())
+            .all(|f| at.read(&f.from).as_deref() == Some(&f.equals))
         {
             filtered += 1;
             continue;
@@ -194,7 +198,7 @@ pub fn map(
                 let kind = at.text(kind, "the kind", false)?;
                 let mut fs = Vec::with_capacity(fields.len());
                 for (name, f) in fields {
-                    match at.read(f) {
+                    match at.read(f).map(Cow::into_owned) {
                         None | Some(Value::Null) => {}
                         Some(v @ (Value::String(_) | Value::Bool(_) | Value::Number(_))) => {
                             fs.push((name.clone(), v))
@@ -229,9 +233,10 @@ pub fn map(
     })
 }
 
-/// One item and its request's headers.
+/// One item (the values its source reads) and its request's headers.
 struct Item<'a> {
-    item: &'a Value,
+    found: &'a Found,
+    projection: &'a Projection,
     headers: &'a HeaderMap,
     index: Option<usize>,
 }
@@ -268,9 +273,13 @@ impl Item<'_> {
     }
 
     /// The value at `f`: a header as a JSON string.
-    fn read(&self, f: &Field) -> Option<Value> {
+    fn read<'s>(&'s self, f: &'s Field) -> Option<Cow<'s, Value>> {
         match f {
-            Field::Pointer(p) => self.item.pointer(p).cloned(),
+            Field::Pointer(p) => self
+                .projection
+                .slot(p)
+                .and_then(|s| self.found[s].as_ref())
+                .map(Cow::Borrowed),
             Field::Header(h) => self
                 .headers
                 .get(h)
@@ -280,8 +289,8 @@ impl Item<'_> {
                         .and_then(|rest| self.headers.get(format!("svix-{rest}")))
                 })
                 .and_then(|v| v.to_str().ok())
-                .map(|s| Value::String(s.to_string())),
-            Field::Constant(c) => Some(c.clone()),
+                .map(|s| Cow::Owned(Value::String(s.to_string()))),
+            Field::Constant(c) => Some(Cow::Borrowed(c)),
         }
     }
 
@@ -296,8 +305,9 @@ impl Item<'_> {
     }
 
     fn id(&self, f: &Field) -> Result<String, MapError> {
-        let id = match self.read(f) {
-            Some(Value::String(s)) if !s.is_empty() => s,
+        let v = self.read(f);
+        let id = match v.as_deref() {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
             Some(Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),
             None => return Err(self.missing(f, "the event id (a non-empty string)")),
             Some(other) => {
@@ -308,7 +318,7 @@ impl Item<'_> {
                         if other.as_str() == Some("") {
                             "an empty string"
                         } else {
-                            kind_of(&other)
+                            kind_of(other)
                         }
                     ),
                 ))
@@ -322,8 +332,8 @@ impl Item<'_> {
     }
 
     fn text(&self, f: &Field, what: &str, numbers: bool) -> Result<String, MapError> {
-        match self.read(f) {
-            Some(Value::String(s)) if numbers || !s.is_empty() => Ok(s),
+        match self.read(f).as_deref() {
+            Some(Value::String(s)) if numbers || !s.is_empty() => Ok(s.clone()),
             Some(Value::Number(n)) if numbers && (n.is_i64() || n.is_u64()) => Ok(n.to_string()),
             None => Err(self.missing(f, &format!("{what} (a string)"))),
             Some(other) => Err(self.fail(
@@ -335,7 +345,7 @@ impl Item<'_> {
                     } else {
                         "a non-empty string"
                     },
-                    kind_of(&other)
+                    kind_of(other)
                 ),
             )),
         }
@@ -344,7 +354,7 @@ impl Item<'_> {
     fn integer(&self, f: &Field) -> Result<i64, MapError> {
         const WHAT: &str =
             "the value (an integer in the signed 64-bit range, or a string holding one)";
-        match self.read(f) {
+        match self.read(f).as_deref() {
             Some(Value::Number(n)) => match n.as_i64() {
                 Some(v) => Ok(v),
                 None if n.is_u64() => {
@@ -363,7 +373,7 @@ impl Item<'_> {
                 .parse::<i64>()
                 .map_err(|_| self.fail(f, format!("expected {WHAT}, got the string {s:?}"))),
             None => Err(self.missing(f, WHAT)),
-            Some(other) => Err(self.fail(f, format!("expected {WHAT}, got {}", kind_of(&other)))),
+            Some(other) => Err(self.fail(f, format!("expected {WHAT}, got {}", kind_of(other)))),
         }
     }
 
@@ -377,14 +387,14 @@ impl Item<'_> {
         };
         let v = self.read(f).ok_or_else(|| self.missing(f, what))?;
         if unit == Unit::Rfc3339 {
-            return match &v {
+            return match &*v {
                 Value::String(s) => {
                     rfc3339_ms(s).ok_or_else(|| self.fail(f, format!("expected {what}, got {s:?}")))
                 }
                 other => Err(self.fail(f, format!("expected {what}, got {}", kind_of(other)))),
             };
         }
-        let n = match &v {
+        let n = match &*v {
             Value::Number(n) => n.as_i64(),
             Value::String(s) => s.trim().parse::<i64>().ok(),
             _ => None,

@@ -13,10 +13,12 @@
 //! - [`config`]: the declarations, validated with the JSON path of every
 //!   mistake.
 //! - [`mapping`]: a payload (and its headers) to events.
+//! - [`projection`]: reads only the values a source's pointers name.
 //! - [`signature`]: the producers' signature schemes, in constant time.
 
 pub mod config;
 pub mod mapping;
+pub mod projection;
 pub mod signature;
 
 pub use config::{split_pipeline, Inbound, Source, Target};

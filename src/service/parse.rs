@@ -223,6 +223,8 @@ fn explain(text: &[u8], e: &serde_json::Error) -> String {
         .and_then(|rest| rest.split_once(", expected "))
     {
         if let Some(field) = field_at(text, e.line(), e.column()) {
+            let suffix = format!(" for `{field}`");
+            let expected = expected.strip_suffix(&suffix).unwrap_or(expected);
             return format!("`{field}` must be {expected}, got {got}");
         }
     }

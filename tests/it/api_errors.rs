@@ -52,7 +52,10 @@ fn rejections_say_what_is_wrong_in_the_users_terms() {
         400,
         "bad_request",
     );
-    assert!(d.contains("expected an integer for `watermark`"), "{d}");
+    assert!(
+        d.contains("`watermark` must be an integer, got string \"5\""),
+        "{d}"
+    );
 
     // A negative offset is a conflict that says so.
     let d = detail(
@@ -86,7 +89,7 @@ fn rejections_say_what_is_wrong_in_the_users_terms() {
         400,
         "bad_request",
     );
-    assert!(d.contains("expected an event object"), "{d}");
+    assert!(d.contains("`event` must be an event object"), "{d}");
 
     // NDJSON: one line number (the body's), with the column.
     let nd = format!(

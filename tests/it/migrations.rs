@@ -176,7 +176,9 @@ fn a_version_2_database_is_upgraded_and_keeps_serving_its_changes() {
     )
     .unwrap();
     c.execute_batch(
-        "DROP TABLE idempotency_keys;
+        "DROP TABLE ingest_rejected;
+         DROP TABLE ingest_rejected_heads;
+         DROP TABLE idempotency_keys;
          DROP TABLE source_positions;
          DROP TABLE checkpoint_segments;
          DROP TABLE segment_blocks;
