@@ -18,7 +18,8 @@
 //!
 //! `cargo build --release && cargo bench --bench webhooks`; environment:
 //! `BENCH_C` connections (16), `BENCH_N` requests per shape and round
-//! (8000), `BENCH_RUNS` rounds (3), `BENCH_SHAPES` (a comma-separated
+//! (8000), `BENCH_RUNS` rounds (3), `BENCH_CHECKPOINT_EVERY` (the
+//! server's `--checkpoint-every`, 1000), `BENCH_SHAPES` (a comma-separated
 //! subset; `events` first when ratios are wanted), `STREAMFORGE_BIN`.
 
 #[path = "http_support.rs"]
@@ -192,7 +193,16 @@ fn main() {
         .expect("temp dir");
     let pipeline = pipeline(dir.path());
     let db = dir.path().join("bench.db");
-    let server = Server::start(&db, &["--pipeline".as_ref(), pipeline.as_os_str()]);
+    let every = std::env::var("BENCH_CHECKPOINT_EVERY").unwrap_or_else(|_| "1000".into());
+    let server = Server::start(
+        &db,
+        &[
+            "--pipeline".as_ref(),
+            pipeline.as_os_str(),
+            "--checkpoint-every".as_ref(),
+            every.as_ref(),
+        ],
+    );
     println!(
         "binary: {} | {clients} connections, one event per request, {n} requests per shape and round, {runs} rounds",
         binary().display()
@@ -208,7 +218,14 @@ fn main() {
         .collect();
     let mut all: Vec<Vec<Figures>> = vec![Vec::new(); shapes.len()];
     for round in 0..runs {
-        for (i, shape) in shapes.iter().enumerate() {
+        // Each round starts with another shape: the live state (and with
+        // it the automatic checkpoints' work) grows during the run, and no
+        // shape should always come last.
+        let order: Vec<usize> = (0..shapes.len())
+            .map(|k| (k + round) % shapes.len())
+            .collect();
+        for i in order {
+            let shape = &shapes[i];
             let f = run(&server, shape, clients, n, (round * n) as u64);
             println!(
                 "round {round} {shape:>10}: {:>8.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  server CPU {:>6.1} us/request",
