@@ -261,5 +261,10 @@ fn main() {
             median(ratios.clone())
         );
     }
+    println!(
+        "server RSS {:.1} MB (peak {:.1} MB)",
+        http_support::proc_kib(server.pid(), "VmRSS") as f64 / 1048576.0,
+        http_support::proc_kib(server.pid(), "VmHWM") as f64 / 1048576.0
+    );
     server.terminate();
 }

@@ -23,6 +23,12 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar};
+
+thread_local! {
+    /// The condition a caller on this thread waits on for its commit.
+    static WAIT: Arc<Condvar> = Arc::new(Condvar::new());
+}
 
 use crate::store::{self, CommandRow, EngineId, StoredBody, Stream};
 
@@ -43,6 +49,11 @@ pub(super) struct CommitQueue {
     leader: bool,
     /// Decided calls whose callers have not yet collected the outcome.
     outcomes: HashMap<u64, Result<(), String>>,
+    /// The callers waiting for their call's outcome (or to lead), by
+    /// ticket: each waits on its own thread's condition, so that a commit
+    /// wakes exactly the callers it decided and the one that leads next,
+    /// not every caller in flight.
+    waiting: HashMap<u64, Arc<Condvar>>,
     /// A commit failed: queued and newly applied calls fail until the
     /// engines are rebuilt from the store.
     pub poisoned: bool,
@@ -184,6 +195,7 @@ impl Service {
                 // Nothing behind this call could ever commit: fail them all.
                 let mut q = self.queue(at);
                 self.fail_all(&mut q, "internal failure; nothing was applied", &[]);
+                wake_all(&q);
                 self.commits.committed.notify_all();
                 return Err(e);
             }
@@ -196,17 +208,21 @@ impl Service {
         }
         self.lead(at);
         let answer = meanwhile();
+        let cv = WAIT.with(Arc::clone);
         loop {
             let mut q = self.queue(at);
             loop {
                 if let Some(r) = q.outcomes.remove(&ticket) {
+                    q.waiting.remove(&ticket);
                     return r.map(|()| answer).map_err(ServiceError::Unavailable);
                 }
                 if !q.leader && q.queue.front().is_some_and(|p| p.encoded.is_some()) {
                     break;
                 }
-                q = q.wait(&self.commits.committed);
+                q.waiting.insert(ticket, cv.clone());
+                q = q.wait(&cv);
             }
+            q.waiting.remove(&ticket);
             drop(q);
             self.lead(at);
         }
@@ -297,7 +313,7 @@ impl Service {
                     })
                     .sum();
                 self.wal_written(bytes);
-                Metrics::inc(&self.env.metrics.commits, 1);
+                self.env.metrics.commit_group(group.len());
                 if let Some(last) = group.last() {
                     let now = last.heads;
                     self.output.heads.send_if_modified(|h| {
@@ -330,6 +346,24 @@ impl Service {
                 true
             }
         };
+        if failed {
+            wake_all(&q);
+        } else {
+            // The callers of the group, and the one whose call heads the
+            // queue (it leads the next commit; a call not encoded yet is
+            // led by its own caller once encoded).
+            for t in &tickets {
+                if let Some(cv) = q.waiting.get(t) {
+                    cv.notify_one();
+                }
+            }
+            if let Some(head) = q.queue.front().filter(|p| p.encoded.is_some()) {
+                if let Some(cv) = q.waiting.get(&head.ticket) {
+                    cv.notify_one();
+                }
+            }
+        }
+        // Readers settling the engines (`drain`) wait on this one.
         self.commits.committed.notify_all();
         if failed {
             drop(q);
@@ -365,6 +399,7 @@ impl Service {
     }
 
     /// Fails `tickets` and everything queued, and poisons the queue.
+    /// (The caller wakes the waiting callers: [`wake_all`].)
     fn fail_all(&self, q: &mut CommitQueue, msg: &str, tickets: &[u64]) {
         q.poisoned = true;
         let queued: Vec<u64> = q.queue.drain(..).map(|p| p.ticket).collect();
@@ -431,5 +466,13 @@ impl Service {
                 )))
             }
         }
+    }
+}
+
+/// Wakes every caller waiting for a commit (after a failure, which decides
+/// all of them).
+fn wake_all(q: &CommitQueue) {
+    for cv in q.waiting.values() {
+        cv.notify_one();
     }
 }

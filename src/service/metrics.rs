@@ -15,6 +15,8 @@ const LATENCY_BUCKETS: &[f64] = &[
 ];
 /// Upper bounds (bytes) of the checkpoint size histogram.
 const SIZE_BUCKETS: &[f64] = &[1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
+/// Calls per group commit.
+const GROUP_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
 
 #[derive(Debug, Default)]
 struct Histogram {
@@ -95,6 +97,9 @@ pub struct Metrics {
     pub last_checkpoint_store_us: AtomicU64,
     pub last_checkpoint_seal_us: AtomicU64,
     checkpoint_sizes: Mutex<Histogram>,
+    /// Calls stored per commit (one fsync each): how far group commit
+    /// amortizes.
+    commit_groups: Mutex<Histogram>,
     latency: Mutex<BTreeMap<(String, u16), Histogram>>,
     /// Pattern output records emitted, per pattern.
     pattern_output_by: Mutex<BTreeMap<String, PatternCounts>>,
@@ -136,6 +141,12 @@ impl Metrics {
         Self::inc(&self.checkpoints, 1);
         self.last_checkpoint_bytes.store(bytes, Ordering::Relaxed);
         lock(&self.checkpoint_sizes).observe(SIZE_BUCKETS, bytes as f64);
+    }
+
+    /// Records a group commit of `calls` calls.
+    pub fn commit_group(&self, calls: usize) {
+        Self::inc(&self.commits, 1);
+        lock(&self.commit_groups).observe(GROUP_BUCKETS, calls as f64);
     }
 
     /// Adds a section rendered at the end of every exposition.
@@ -352,6 +363,11 @@ impl Metrics {
             "# HELP {name} Checkpoint envelope sizes.\n# TYPE {name} histogram\n"
         ));
         lock(&self.checkpoint_sizes).render(&mut out, name, "", SIZE_BUCKETS);
+        let name = "streamforge_commit_group_calls";
+        out.push_str(&format!(
+            "# HELP {name} Acknowledged calls stored per commit (one transaction and one fsync each).\n# TYPE {name} histogram\n"
+        ));
+        lock(&self.commit_groups).render(&mut out, name, "", GROUP_BUCKETS);
         let name = "streamforge_request_duration_seconds";
         out.push_str(&format!(
             "# HELP {name} HTTP request latency by route and status.\n# TYPE {name} histogram\n"
