@@ -15,6 +15,7 @@ use super::error::{ApiError, Code};
 use super::extract::{self, PartitionName, Svc, WriteCall};
 use super::routes::{blocking, json_response};
 use super::AppState;
+use crate::service::ingest_thread::{IngestError, IngestJob};
 use crate::service::parse::Framing;
 use crate::service::{IngestAnswer, Reply, TickAnswer};
 use axum::extract::State;
@@ -156,6 +157,18 @@ fn refuse_in_cluster_mode(st: &AppState) -> Result<(), ApiError> {
     }
 }
 
+/// Bodies up to this size go to the ingest thread.
+const SMALL_BODY: usize = 16 * 1024;
+
+/// A parse failure as the API answers it.
+fn parse_error(e: crate::service::parse::ParseError) -> ApiError {
+    use crate::service::parse::ParseError;
+    match e {
+        ParseError::Empty => ApiError::invalid_request("the batch is empty"),
+        ParseError::Malformed { message, index } => ApiError::bad_request(message).at(index),
+    }
+}
+
 /// `POST /events`.
 pub async fn post_events(
     State(st): State<AppState>,
@@ -174,6 +187,33 @@ pub async fn post_events(
     };
     if let Some(producer) = st.producer.get().cloned() {
         return produce(&producer, &body, ndjson).await;
+    }
+    // A small body (one event, a few) goes to the ingest thread, handed
+    // over once; a large one is parsed on a blocking thread, in parallel
+    // with the others.
+    if body.len() <= SMALL_BODY {
+        if let Some(queue) = st.ingest_queue(&svc) {
+            let (done, answered) = tokio::sync::oneshot::channel();
+            let job = IngestJob {
+                body: Box::new(body.clone()),
+                framing,
+                reply,
+                done,
+            };
+            if queue.send(job).is_ok() {
+                let out = answered.await.map_err(|_| {
+                    ApiError::new(Code::Unavailable, "internal failure; nothing was applied")
+                })?;
+                return out
+                    .map(|a| answer(reply, ingest_body(&a, reply)))
+                    .map_err(|e| match e {
+                        IngestError::Parse(e) => parse_error(e),
+                        IngestError::Service { error, batch } => {
+                            ApiError::from_service(error, batch)
+                        }
+                    });
+            }
+        }
     }
     blocking(move || {
         let parsed = extract::deliveries(&body, ndjson)?;

@@ -65,9 +65,28 @@ pub struct AppState {
     pub max_restore_bytes: u64,
     /// The inbound webhook sources (docs/webhooks.md).
     pub inbound: Arc<inbound::InboundState>,
+    /// The ingest thread of small `POST /events` calls (started with the
+    /// first one; None if it could not start).
+    pub ingest: Arc<OnceLock<Option<crate::service::ingest_thread::IngestQueue>>>,
 }
 
 impl AppState {
+    /// The ingest thread's queue (started on first use).
+    pub fn ingest_queue(
+        &self,
+        svc: &Arc<Service>,
+    ) -> Option<&crate::service::ingest_thread::IngestQueue> {
+        self.ingest
+            .get_or_init(|| match svc.start_ingest_thread() {
+                Ok(q) => Some(q),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start the ingest thread: every call takes the blocking pool");
+                    None
+                }
+            })
+            .as_ref()
+    }
+
     /// The service, or 503 while recovery is still running.
     pub fn service(&self) -> Result<Arc<Service>, ApiError> {
         self.service
@@ -167,6 +186,7 @@ pub fn router(
             cfg.keep_rejected,
             service.clone(),
         )),
+        ingest: Arc::new(OnceLock::new()),
     };
     if !cfg.inbound.sources.is_empty() {
         let st = state.inbound.clone();

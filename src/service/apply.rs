@@ -49,6 +49,34 @@ pub struct IngestAnswer {
     pub offsets: Vec<(String, i64)>,
 }
 
+/// What an ingest's answer needs besides its outcome.
+pub(super) struct IngestPending {
+    deliveries: u64,
+    touched: Vec<String>,
+    reply: Reply,
+}
+
+/// An ingest applied and handed to the commit queue, not yet committed.
+pub(super) struct PreparedIngest {
+    ticket: u64,
+    deliveries: u64,
+    touched: Vec<String>,
+    redeliveries: u64,
+    /// A full answer: its changes, until their JSON is written.
+    records: Option<Vec<crate::engine::Change>>,
+    answer: IngestAnswer,
+}
+
+impl PreparedIngest {
+    /// Writes the answer's changes (a full answer), best while the commit
+    /// runs.
+    pub(super) fn write_answer(&mut self) {
+        if let Some(changes) = self.records.take() {
+            self.answer.changes = json_array(&changes);
+        }
+    }
+}
+
 /// An acknowledged `POST /watermarks` or idle call.
 #[derive(Debug, Clone)]
 pub struct TickAnswer {
@@ -72,6 +100,40 @@ impl Service {
         deliveries: Vec<DeliveryRef<'_>>,
         reply: Reply,
     ) -> Result<IngestAnswer, ServiceError> {
+        let at = &mut Held::entry();
+        let mut prepared = self.ingest_prepare(at, raw, framing, deliveries, reply)?;
+        // Leads the commit at once when none is running, and writes the
+        // answer while it runs.
+        self.lead_now(at);
+        prepared.write_answer();
+        self.ingest_finish(at, prepared)
+    }
+
+    /// Steps 1 and 2 of an ingest: applied, encoded, handed to the commit
+    /// queue and its answer written, but not committed (`ingest_finish`
+    /// waits for that, or leads it). The ingest thread prepares every call
+    /// it has, then commits them in one transaction.
+    pub(super) fn ingest_prepare(
+        &self,
+        at: &mut Held<Nothing>,
+        raw: &[u8],
+        framing: Framing,
+        deliveries: Vec<DeliveryRef<'_>>,
+        reply: Reply,
+    ) -> Result<PreparedIngest, ServiceError> {
+        let (cmd, body, pending) = self.ingest_command(raw, framing, deliveries, reply)?;
+        let applied = self.apply(at, cmd, body)?;
+        self.ingest_applied(at, pending, applied)
+    }
+
+    /// An ingest's command and its stored body, and what its answer needs.
+    pub(super) fn ingest_command<'a>(
+        &self,
+        raw: &[u8],
+        framing: Framing,
+        deliveries: Vec<DeliveryRef<'a>>,
+        reply: Reply,
+    ) -> Result<(Ingest<'a>, StoredBody, IngestPending), ServiceError> {
         let n = deliveries.len() as u64;
         let derive = self.setup.derived.derive_for(&deliveries);
         let touched: Vec<String> = derive.iter().map(|(p, _)| p.clone()).collect();
@@ -84,44 +146,73 @@ impl Service {
             Some(derived) => StoredBody::pack(&derived),
             None => StoredBody::pack(raw),
         };
-        let at = &mut Held::entry();
-        let (ticket, o) = self.apply(at, cmd, body)?;
+        Ok((
+            cmd,
+            body,
+            IngestPending {
+                deliveries: n,
+                touched,
+                reply,
+            },
+        ))
+    }
+
+    /// An applied ingest, encoded and handed to the commit queue.
+    pub(super) fn ingest_applied(
+        &self,
+        at: &mut Held<Nothing>,
+        pending: IngestPending,
+        (ticket, o): (u64, crate::engine::IngestOutcome),
+    ) -> Result<PreparedIngest, ServiceError> {
         let enc = Encoded::new(&Output {
             changes: &o.changes,
             late: &o.late,
             ..Output::default()
         });
-        let full = reply == Reply::Full;
+        let full = pending.reply == Reply::Full;
         // the answer's late array from the records already encoded for storage
         let late = match &enc {
             Ok(e) if full => json_records(e.records()),
             _ => Vec::new(),
         };
-        let changes = self.commit(at, ticket, enc, || {
-            if full {
-                json_array(&o.changes)
-            } else {
-                Vec::new()
-            }
-        })?;
-        for p in &touched {
-            self.setup.derived.touch(p);
-        }
-        Metrics::inc(&self.env.metrics.deliveries, n);
-        Metrics::inc(&self.env.metrics.ingest_requests, 1);
-        Metrics::inc(&self.env.metrics.duplicates, o.duplicates);
-        Metrics::inc(&self.env.metrics.redeliveries, o.redeliveries);
-        Metrics::inc(&self.env.metrics.changes, o.changes.len() as u64);
-        Metrics::inc(&self.env.metrics.late, o.late.len() as u64);
-        Ok(IngestAnswer {
-            changes,
-            change_count: o.changes.len(),
-            late,
-            late_count: o.late.len(),
-            duplicates: o.duplicates,
-            watermark: o.watermark,
-            offsets: o.offsets,
+        self.hand_over(at, ticket, enc)?;
+        Ok(PreparedIngest {
+            ticket,
+            deliveries: pending.deliveries,
+            touched: pending.touched,
+            redeliveries: o.redeliveries,
+            answer: IngestAnswer {
+                changes: Vec::new(),
+                change_count: o.changes.len(),
+                late,
+                late_count: o.late.len(),
+                duplicates: o.duplicates,
+                watermark: o.watermark,
+                offsets: o.offsets,
+            },
+            records: full.then_some(o.changes),
         })
+    }
+
+    /// Step 3 of an ingest: its commit (led here when it is due), then the
+    /// answer.
+    pub(super) fn ingest_finish(
+        &self,
+        at: &mut Held<Nothing>,
+        p: PreparedIngest,
+    ) -> Result<IngestAnswer, ServiceError> {
+        self.finish(at, p.ticket)?;
+        for t in &p.touched {
+            self.setup.derived.touch(t);
+        }
+        let a = &p.answer;
+        Metrics::inc(&self.env.metrics.deliveries, p.deliveries);
+        Metrics::inc(&self.env.metrics.ingest_requests, 1);
+        Metrics::inc(&self.env.metrics.duplicates, a.duplicates);
+        Metrics::inc(&self.env.metrics.redeliveries, p.redeliveries);
+        Metrics::inc(&self.env.metrics.changes, a.change_count as u64);
+        Metrics::inc(&self.env.metrics.late, a.late_count as u64);
+        Ok(p.answer)
     }
 
     /// `POST /watermarks`.
@@ -213,6 +304,45 @@ impl Service {
         let mut turn = self.processor.turns.wait(at);
         let mut guard = self.lock_consistent(turn.held())?;
         let (inner, at) = guard.parts();
+        self.apply_locked(inner, at, cmd, body)
+    }
+
+    /// [`Service::apply`] of several commands in one turn of the processor
+    /// lock, in order; each succeeds or fails on its own (a failure to take
+    /// the lock fails them all).
+    pub(super) fn apply_all<C: Cmd>(
+        &self,
+        at: &mut Held<Nothing>,
+        cmds: Vec<(C, StoredBody)>,
+    ) -> Vec<Result<(u64, C::Out), ServiceError>> {
+        let mut turn = self.processor.turns.wait(at);
+        let mut guard = match self.lock_consistent(turn.held()) {
+            Ok(g) => g,
+            Err(e) => {
+                // (lock_consistent fails only as Unavailable)
+                let why = match e {
+                    ServiceError::Unavailable(d) => d,
+                    other => other.to_string(),
+                };
+                return cmds
+                    .iter()
+                    .map(|_| Err(ServiceError::Unavailable(why.clone())))
+                    .collect();
+            }
+        };
+        let (inner, at) = guard.parts();
+        cmds.into_iter()
+            .map(|(cmd, body)| self.apply_locked(inner, at, cmd, body))
+            .collect()
+    }
+
+    fn apply_locked<C: Cmd>(
+        &self,
+        inner: &mut super::Inner,
+        at: &mut Held<super::order::Processor>,
+        cmd: C,
+        body: StoredBody,
+    ) -> Result<(u64, C::Out), ServiceError> {
         let (engine, kind) = (C::ENGINE, cmd.kind());
         let applied = match cmd.apply(&mut inner.engines) {
             Ok(a) => a,

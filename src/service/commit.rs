@@ -189,6 +189,21 @@ impl Service {
         enc: Result<Encoded, ServiceError>,
         meanwhile: impl FnOnce() -> R,
     ) -> Result<R, ServiceError> {
+        self.hand_over(at, ticket, enc)?;
+        self.lead(at);
+        let answer = meanwhile();
+        self.finish(at, ticket).map(|()| answer)
+    }
+
+    /// Step 2 alone: gives the queued call `ticket` its encoded output
+    /// (without leading a commit). A call that could not be encoded fails,
+    /// and with it everything queued behind it.
+    pub(super) fn hand_over(
+        &self,
+        at: &mut Held<Nothing>,
+        ticket: u64,
+        enc: Result<Encoded, ServiceError>,
+    ) -> Result<(), ServiceError> {
         let enc = match enc {
             Ok(enc) => enc,
             Err(e) => {
@@ -200,21 +215,29 @@ impl Service {
                 return Err(e);
             }
         };
-        {
-            let mut q = self.queue(at);
-            if let Some(p) = q.queue.iter_mut().rev().find(|p| p.ticket == ticket) {
-                p.encoded = Some(enc);
-            }
+        let mut q = self.queue(at);
+        if let Some(p) = q.queue.iter_mut().rev().find(|p| p.ticket == ticket) {
+            p.encoded = Some(enc);
         }
+        Ok(())
+    }
+
+    /// Leads a commit now if none is running and the head of the queue is
+    /// encoded.
+    pub(super) fn lead_now(&self, at: &mut Held<Nothing>) {
         self.lead(at);
-        let answer = meanwhile();
+    }
+
+    /// Step 3 alone: waits for the commit that includes `ticket`, leading
+    /// one whenever none runs and the head of the queue is encoded.
+    pub(super) fn finish(&self, at: &mut Held<Nothing>, ticket: u64) -> Result<(), ServiceError> {
         let cv = WAIT.with(Arc::clone);
         loop {
             let mut q = self.queue(at);
             loop {
                 if let Some(r) = q.outcomes.remove(&ticket) {
                     q.waiting.remove(&ticket);
-                    return r.map(|()| answer).map_err(ServiceError::Unavailable);
+                    return r.map_err(ServiceError::Unavailable);
                 }
                 if !q.leader && q.queue.front().is_some_and(|p| p.encoded.is_some()) {
                     break;

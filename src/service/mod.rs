@@ -35,6 +35,7 @@ mod derived;
 pub mod error;
 pub mod faults;
 mod idempotency;
+pub mod ingest_thread;
 pub mod metrics;
 mod order;
 pub mod parse;

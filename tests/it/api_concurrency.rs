@@ -69,3 +69,100 @@ fn concurrent_producers_equal_a_single_client() {
     });
     assert_eq!(finish(&multi), want);
 }
+
+/// One event per request from many connections (the ingest thread's
+/// shape), while readers settle the engines (`/status`, `/results`),
+/// checkpoints are taken and one group commit fails: every call is answered
+/// (a deadlock fails the test at the client's timeout), the refused ones
+/// (503) are sent again, and the end state equals one client sending the
+/// same events, before and after a SIGKILL.
+#[test]
+fn single_event_calls_with_readers_checkpoints_and_a_failed_commit() {
+    use std::time::Duration;
+    let dir = tempdir();
+    let event = |t: usize, i: usize| {
+        let mut rng = Rng((t * 1000 + i) as u64);
+        delivery(
+            &format!("p{}", t % 4),
+            None,
+            &format!("s{t}-{i}"),
+            &format!("k{}", rng.below(5)),
+            rng.below(20_000) as i64,
+            rng.below(100) as i64,
+        )
+    };
+    let (threads, per) = (16, 40);
+    let single = start(&dir.path().join("single.db"), &[]);
+    for t in 0..threads {
+        for i in 0..per {
+            single.ok("/events", &event(t, i));
+        }
+    }
+    let want = finish(&single).1;
+
+    let db = dir.path().join("multi.db");
+    let mut multi = start_env(
+        &db,
+        &["--checkpoint-every", "25"],
+        &[("STREAMFORGE_FAULTS", "fail_commit=20")],
+    );
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client");
+    let refused = std::sync::atomic::AtomicUsize::new(0);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let (m, c, refused, done) = (&multi, &client, &refused, &done);
+        let producers: Vec<_> = (0..threads)
+            .map(|t| {
+                sc.spawn(move || {
+                    for i in 0..per {
+                        loop {
+                            let r = c
+                                .post(m.url("/events"))
+                                .header("content-type", "application/json")
+                                .header("prefer", "return=minimal")
+                                .body(event(t, i))
+                                .send()
+                                .expect("an answer before the timeout (no deadlock)");
+                            match r.status().as_u16() {
+                                200 => break,
+                                503 => {
+                                    refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                }
+                                s => panic!("status {s}: {}", r.text().unwrap_or_default()),
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for path in ["/status", "/results"] {
+            sc.spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let r = c.get(m.url(path)).send().expect("a reader's answer");
+                    assert!(matches!(r.status().as_u16(), 200 | 503), "{path}");
+                }
+            });
+        }
+        sc.spawn(move || {
+            for _ in 0..3 {
+                let r = c.post(m.url("/checkpoints")).send().expect("checkpoint");
+                assert!(matches!(r.status().as_u16(), 201 | 503));
+            }
+        });
+        for p in producers {
+            p.join().expect("producer");
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    assert!(
+        refused.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the failed commit refused its group"
+    );
+    assert_eq!(finish(&multi).1, want);
+    multi.kill();
+    let again = start(&db, &[]);
+    assert_eq!(again.snapshot(), want, "the same state after SIGKILL");
+}
