@@ -29,8 +29,9 @@ use crate::engine::{DeliveryRef, EventRef};
 use crate::inbound::mapping::{self, Events, MapError};
 use crate::inbound::signature::Failure;
 use crate::inbound::{Inbound, Source, Target};
+use crate::service::ingest_thread::{IngestError, IngestJob};
 use crate::service::parse::{self, Framing};
-use crate::service::{Keyed, KeyedRequest, Reply, Service, ServiceError};
+use crate::service::{IngestAnswer, Keyed, KeyedRequest, Reply, Service, ServiceError};
 use crate::store::RejectedStore;
 use std::borrow::Cow;
 
@@ -422,12 +423,90 @@ pub async fn post_ingest(
         }
     }
     let svc = st.service()?;
+    if let Some(r) = fast(&st, &svc, source, &headers, &body).await {
+        return r;
+    }
     blocking(move || {
         let source = &inbound.config.sources[&name];
         ingest(&inbound, &svc, source, &headers, &body)
     })
     .await
 }
+
+/// The common case without a blocking-pool thread: a small payload of a
+/// window source that maps is handed to the ingest thread as its `POST
+/// /events` call. None when the request needs the full path (a refusal to
+/// keep on the rejected page, a pattern source, a large body).
+async fn fast(
+    st: &AppState,
+    svc: &Arc<Service>,
+    source: &Source,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Option<Result<Response, ApiError>> {
+    let Target::Window { partition, .. } = &source.target else {
+        return None;
+    };
+    if body.len() > FAST_BODY {
+        return None;
+    }
+    let mapped = mapping::map(source, headers, body, framing(headers)?).ok()?;
+    let queue = st.ingest_queue(svc)?;
+    let inbound = &st.inbound;
+    let Events::Window(events) = &mapped.events else {
+        return None;
+    };
+    let mut a = Accepted {
+        source: &source.name,
+        status: if mapped.batch { "accepted" } else { "filtered" },
+        id: None,
+        items: mapped.items,
+        new: 0,
+        duplicates: 0,
+        late: 0,
+        filtered: mapped.filtered,
+        partition: None,
+        offset: None,
+        watermark: None,
+        ordinals: None,
+    };
+    if events.is_empty() {
+        inbound.count(EVENTS, &source.name, "filtered", mapped.filtered as u64);
+        return Some(to_json(&a).map(|b| json_response(StatusCode::OK, b)));
+    }
+    let (done, answer) = tokio::sync::oneshot::channel();
+    let job = IngestJob {
+        body: Box::new(mapping::deliveries_body(partition, events)),
+        framing: Framing::Json,
+        reply: Reply::Minimal,
+        done,
+    };
+    queue.send(job).ok()?;
+    let out = match answer.await {
+        Ok(Ok(out)) => out,
+        // An identity conflict: the full path keeps it on the rejected
+        // page (nothing was applied).
+        Ok(Err(IngestError::Service {
+            error: ServiceError::BatchRejected(_),
+            ..
+        })) => return None,
+        Ok(Err(IngestError::Service { error, batch })) => {
+            return Some(Err(ApiError::from_service(error, batch)))
+        }
+        Ok(Err(IngestError::Parse(_))) | Err(_) => {
+            return Some(Err(ApiError::new(
+                Code::Unavailable,
+                "internal failure; nothing was applied",
+            )))
+        }
+    };
+    inbound.count(EVENTS, &source.name, "filtered", mapped.filtered as u64);
+    window_counts(&mut a, events.len() as u64, &out, partition);
+    Some(answered(inbound, source, a, !mapped.batch, &events[0].id))
+}
+
+/// Payloads up to this size take the ingest thread.
+const FAST_BODY: usize = 16 * 1024;
 
 /// The answer of an accepted request.
 #[derive(Serialize)]
@@ -544,12 +623,7 @@ fn ingest(
                 }
                 Err(e) => return Err(ApiError::from_service(e, mapped.batch)),
             };
-            a.duplicates = out.duplicates;
-            a.late = out.late_count as u64;
-            a.new = n - a.duplicates - a.late;
-            a.partition = Some(partition);
-            a.offset = out.offsets.first().map(|(_, o)| *o);
-            a.watermark = Some(out.watermark);
+            window_counts(&mut a, n, &out, partition);
             first_id = events[0].id.clone();
         }
         (Target::Patterns { .. }, Events::Patterns(events)) => {
@@ -603,6 +677,27 @@ fn ingest(
         }
         _ => unreachable!("events are made for the source's target"),
     }
+    answered(st, source, a, single, &first_id)
+}
+
+/// A window source's counts from its ingest's answer.
+fn window_counts<'a>(a: &mut Accepted<'a>, n: u64, out: &IngestAnswer, partition: &'a str) {
+    a.duplicates = out.duplicates;
+    a.late = out.late_count as u64;
+    a.new = n - a.duplicates - a.late;
+    a.partition = Some(partition);
+    a.offset = out.offsets.first().map(|(_, o)| *o);
+    a.watermark = Some(out.watermark);
+}
+
+/// Counts an accepted request and writes its answer.
+fn answered<'a>(
+    st: &InboundState,
+    source: &Source,
+    mut a: Accepted<'a>,
+    single: bool,
+    first_id: &'a str,
+) -> Result<Response, ApiError> {
     st.count(EVENTS, &source.name, "new", a.new);
     st.count(EVENTS, &source.name, "duplicate", a.duplicates);
     st.count(EVENTS, &source.name, "late", a.late);
@@ -614,7 +709,7 @@ fn ingest(
         } else {
             "new"
         };
-        a.id = Some(&first_id);
+        a.id = Some(first_id);
     }
     to_json(&a).map(|b| json_response(StatusCode::OK, b))
 }
