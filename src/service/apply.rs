@@ -359,6 +359,10 @@ impl Service {
             self.processor
                 .tail
                 .store(tail, std::sync::atomic::Ordering::Relaxed);
+            self.processor.live.store(
+                inner.engines.window.live_buckets() as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
             if tail >= super::checkpoint::TAIL_MAX {
                 // The history in memory is due to be flushed (a full
                 // channel: a checkpoint is already due).

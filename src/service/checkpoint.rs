@@ -21,6 +21,13 @@ use super::{Inner, Metrics, Service, ServiceError};
 /// flush is cut into pieces of this many).
 pub(super) const SEGMENT_ITEMS: u64 = 1 << 16;
 
+/// See [`Service::auto_threshold`]: from this many live buckets on, the
+/// window engine's automatic checkpoints wait for a quarter of them in
+/// logged calls (below it, a checkpoint is small and `--checkpoint-every`
+/// alone decides).
+const AUTO_LIVE_FROM: u64 = 65_536;
+const AUTO_LIVE_RATIO: u64 = 4;
+
 /// Deliveries (and late records) in memory from which the window engine
 /// flushes its history with an automatic checkpoint, whatever
 /// `--checkpoint-every` says: memory holds at most about this much history.
@@ -466,6 +473,29 @@ impl Service {
         }
     }
 
+    /// The logged commands after which an engine's automatic checkpoint is
+    /// due: `--checkpoint-every`, and for the window engine with 65,536 live
+    /// buckets or more at least a quarter of them. A checkpoint writes the live state, so
+    /// with calls of one event each (webhooks) and a large state, a fixed
+    /// count would make checkpoints cost per call what the state costs;
+    /// this way a call pays at most about four live buckets' worth of
+    /// checkpoint, and the log since the last checkpoint (what a restart
+    /// replays) stays within a quarter of the state's size in calls.
+    pub(super) fn auto_threshold(&self, engine: EngineId) -> u64 {
+        let every = self.checkpoints.checkpoint_every;
+        match engine {
+            EngineId::Window => {
+                let live = self.processor.live.load(Ordering::Relaxed);
+                if live >= AUTO_LIVE_FROM {
+                    every.max(live / AUTO_LIVE_RATIO)
+                } else {
+                    every
+                }
+            }
+            EngineId::Patterns => every,
+        }
+    }
+
     /// Called by the checkpointer thread when an engine has logged
     /// `checkpoint_every` commands.
     ///
@@ -479,7 +509,8 @@ impl Service {
     /// still covers everything after it).
     pub(super) fn automatic_checkpoint(&self) {
         let every = self.checkpoints.checkpoint_every;
-        let due = |logged: u64, tail: u64| (every > 0 && logged >= every) || tail >= TAIL_MAX;
+        let threshold = self.auto_threshold(EngineId::Window);
+        let due = |logged: u64, tail: u64| (every > 0 && logged >= threshold) || tail >= TAIL_MAX;
         let at = &mut Held::entry();
         if let Err(e) = self.window_checkpoint(at, Origin::Auto, due) {
             tracing::warn!(error = %e, "automatic checkpoint failed (the command log still covers it)");

@@ -348,7 +348,7 @@ impl Service {
                 if self.checkpoints.checkpoint_every > 0
                     && [EngineId::Window, EngineId::Patterns]
                         .iter()
-                        .any(|e| q.logged.get(*e) >= self.checkpoints.checkpoint_every)
+                        .any(|e| q.logged.get(*e) >= self.auto_threshold(*e))
                 {
                     // The checkpointer thread takes it after these calls
                     // (a full channel: one is already due).

@@ -329,6 +329,9 @@ struct ProcessorLock {
     /// (deliveries and late records): its automatic flush is due past
     /// `checkpoint::TAIL_MAX`.
     tail: std::sync::atomic::AtomicU64,
+    /// The window engine's live buckets, as of the last call: how much an
+    /// automatic checkpoint writes (see `auto_threshold`).
+    live: std::sync::atomic::AtomicU64,
     /// Cleared when the engines cannot be rebuilt from the store.
     healthy: AtomicBool,
 }
@@ -582,6 +585,7 @@ impl Service {
                 inner: Mutex::new(inner),
                 turns: Turnstile::default(),
                 tail: std::sync::atomic::AtomicU64::new(0),
+                live: std::sync::atomic::AtomicU64::new(0),
                 healthy: AtomicBool::new(true),
             },
             commits: Commits {
@@ -920,6 +924,15 @@ impl Service {
                 "streamforge_logged_commands",
                 "Commands logged since the last checkpoint or restore.",
                 (logged.window + logged.patterns) as f64,
+            ),
+            Gauge::one(
+                "streamforge_checkpoint_due_after_commands",
+                "Logged commands of the window engine after which its automatic checkpoint is due (--checkpoint-every, or a quarter of a large live state's buckets; 0: never).",
+                if self.checkpoints.checkpoint_every == 0 {
+                    0.0
+                } else {
+                    self.auto_threshold(EngineId::Window) as f64
+                },
             ),
             Gauge::one(
                 "streamforge_waiters",

@@ -788,3 +788,56 @@ fn sigkill_inside_incremental_checkpoints_and_deletions_loses_nothing() {
         assert_eq!(s.snapshot(), ref_state.2);
     }
 }
+
+/// A window engine with 65,536 live buckets or more checkpoints
+/// automatically only after a quarter of them in logged calls, whatever a
+/// small `--checkpoint-every` says (a checkpoint writes the live state:
+/// one event per call would otherwise pay for it every few calls); a
+/// restart after those calls replays them to the same state.
+#[test]
+fn a_large_live_state_spaces_automatic_checkpoints_by_its_size() {
+    let dir = tempdir();
+    let db = dir.path().join("large.db");
+    let mut s = start(&db, &["--checkpoint-every", "10"]);
+    // 70,000 keys in one fixed window of the default pipeline: at least
+    // 70,000 live buckets.
+    for b in 0..7i64 {
+        let batch: Vec<String> = (0..10_000i64)
+            .map(|i| {
+                let n = b * 10_000 + i;
+                delivery("p0", None, &format!("big{n}"), &format!("k{n}"), 5, 1)
+            })
+            .collect();
+        assert_eq!(
+            s.post("/events", &format!("[{}]", batch.join(","))).status,
+            200
+        );
+    }
+    let live = s.get("/status").json()["live_buckets"].as_u64().unwrap();
+    assert!(live >= 70_000, "{live} live buckets");
+    // Whatever the first calls led to, 100 single-event calls now stay in
+    // the log: the threshold is live / 4, far above 10.
+    let before = s.metric("streamforge_checkpoints_total");
+    for i in 0..100 {
+        s.ok(
+            "/events",
+            &delivery("p1", None, &format!("one{i}"), "k", i, 1),
+        );
+    }
+    assert_eq!(
+        s.metric("streamforge_checkpoints_total"),
+        before,
+        "no automatic checkpoint for 100 calls of one event"
+    );
+    assert!(s.metric("streamforge_logged_commands") >= 100.0);
+    let live = s.get("/status").json()["live_buckets"].as_u64().unwrap();
+    assert_eq!(
+        s.metric("streamforge_checkpoint_due_after_commands"),
+        (live / 4) as f64,
+        "due after a quarter of the live buckets"
+    );
+    let state = s.snapshot();
+    s.kill();
+    let s = start(&db, &[]);
+    assert_eq!(s.snapshot(), state, "the log replays the calls");
+}
