@@ -213,6 +213,16 @@ pub fn json<T: DeserializeOwned>(body: &[u8], what: &'static str) -> Result<T, A
         })
 }
 
+/// A `Content-Type`'s media type without parameters, lowercased.
+pub fn essence(content_type: &str) -> String {
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
 /// Whether a `Content-Type` names NDJSON (JSON Lines): `application/x-ndjson`,
 /// `application/ndjson`, `application/jsonl`, `application/x-jsonl`,
 /// `application/jsonlines`, `application/x-jsonlines` (any parameters).
@@ -220,14 +230,8 @@ pub fn is_ndjson(content_type: Option<&str>) -> bool {
     let Some(ct) = content_type else {
         return false;
     };
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
     matches!(
-        essence.as_str(),
+        essence(ct).as_str(),
         "application/x-ndjson"
             | "application/ndjson"
             | "application/jsonl"

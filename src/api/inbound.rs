@@ -22,7 +22,7 @@ use axum::response::Response;
 use serde::Serialize;
 
 use super::error::{ApiError, Code};
-use super::extract::{is_ndjson, QueryParams};
+use super::extract::{essence, is_ndjson, QueryParams};
 use super::routes::{blocking, json_response, to_json};
 use super::AppState;
 use crate::engine::{DeliveryRef, EventRef};
@@ -333,12 +333,7 @@ fn framing(headers: &HeaderMap) -> Option<bool> {
     if is_ndjson(Some(ct)) {
         return Some(true);
     }
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let essence = essence(ct);
     (essence == "application/json" || essence.ends_with("+json")).then_some(false)
 }
 
@@ -456,20 +451,7 @@ async fn fast(
     let Events::Window(events) = &mapped.events else {
         return None;
     };
-    let mut a = Accepted {
-        source: &source.name,
-        status: if mapped.batch { "accepted" } else { "filtered" },
-        id: None,
-        items: mapped.items,
-        new: 0,
-        duplicates: 0,
-        late: 0,
-        filtered: mapped.filtered,
-        partition: None,
-        offset: None,
-        watermark: None,
-        ordinals: None,
-    };
+    let mut a = Accepted::of(source, &mapped);
     if events.is_empty() {
         inbound.count(EVENTS, &source.name, "filtered", mapped.filtered as u64);
         return Some(to_json(&a).map(|b| json_response(StatusCode::OK, b)));
@@ -568,20 +550,7 @@ fn ingest(
     };
     st.count(EVENTS, &source.name, "filtered", mapped.filtered as u64);
     let single = !mapped.batch;
-    let mut a = Accepted {
-        source: &source.name,
-        status: if single { "filtered" } else { "accepted" },
-        id: None,
-        items: mapped.items,
-        new: 0,
-        duplicates: 0,
-        late: 0,
-        filtered: mapped.filtered,
-        partition: None,
-        offset: None,
-        watermark: None,
-        ordinals: None,
-    };
+    let mut a = Accepted::of(source, &mapped);
     if mapped.events.is_empty() {
         return to_json(&a).map(|b| json_response(StatusCode::OK, b));
     }
@@ -678,6 +647,27 @@ fn ingest(
         _ => unreachable!("events are made for the source's target"),
     }
     answered(st, source, a, single, &first_id)
+}
+
+impl<'a> Accepted<'a> {
+    /// The answer of `mapped` before anything is applied: a single payload
+    /// is `filtered` until its event is.
+    fn of(source: &'a Source, mapped: &mapping::Mapped) -> Accepted<'a> {
+        Accepted {
+            source: &source.name,
+            status: if mapped.batch { "accepted" } else { "filtered" },
+            id: None,
+            items: mapped.items,
+            new: 0,
+            duplicates: 0,
+            late: 0,
+            filtered: mapped.filtered,
+            partition: None,
+            offset: None,
+            watermark: None,
+            ordinals: None,
+        }
+    }
 }
 
 /// A window source's counts from its ingest's answer.

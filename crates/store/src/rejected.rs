@@ -24,6 +24,19 @@ pub struct RejectedPage {
     pub dropped: u64,
 }
 
+/// A source's newest record number and dropped count (0, 0 before any).
+fn head_of(tx: &rusqlite::Transaction<'_>, source: &str) -> Result<(i64, i64)> {
+    Ok(tx
+        .query_row(
+            "SELECT head, dropped FROM ingest_rejected_heads WHERE source = ?1",
+            params![source],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .op("read rejected head")?
+        .unwrap_or((0, 0)))
+}
+
 /// The rejected records of every source.
 pub struct RejectedStore {
     conn: Mutex<Connection>,
@@ -47,15 +60,7 @@ impl RejectedStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (rejected)")?;
-        let (head, dropped): (i64, i64) = tx
-            .query_row(
-                "SELECT head, dropped FROM ingest_rejected_heads WHERE source = ?1",
-                params![source],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .op("read rejected head")?
-            .unwrap_or((0, 0));
+        let (head, dropped) = head_of(&tx, source)?;
         let seq = head + 1;
         tx.execute(
             "INSERT INTO ingest_rejected (source, seq, record) VALUES (?1, ?2, ?3)",
@@ -86,15 +91,7 @@ impl RejectedStore {
     pub fn page(&self, source: &str, after: u64, limit: u32) -> Result<RejectedPage> {
         let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let tx = conn.transaction().op("BEGIN (rejected page)")?;
-        let (head, dropped): (i64, i64) = tx
-            .query_row(
-                "SELECT head, dropped FROM ingest_rejected_heads WHERE source = ?1",
-                params![source],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .op("read rejected head")?
-            .unwrap_or((0, 0));
+        let (head, dropped) = head_of(&tx, source)?;
         let earliest: i64 = tx
             .query_row(
                 "SELECT COALESCE(MIN(seq), ?2 + 1) FROM ingest_rejected WHERE source = ?1",
