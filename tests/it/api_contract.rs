@@ -817,6 +817,21 @@ fn auth_cors_and_body_limit() {
         .to_str()
         .unwrap()
         .contains("authorization"));
+    // A browser can make keyed pattern pushes and put a pattern document.
+    let r = anon
+        .request(reqwest::Method::OPTIONS, s.url("/patterns"))
+        .header("Origin", "http://dash.example")
+        .header("Access-Control-Request-Method", "PUT")
+        .header(
+            "Access-Control-Request-Headers",
+            "idempotency-key,content-type",
+        )
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let allowed = |h: &str| r.headers()[h].to_str().unwrap().to_ascii_lowercase();
+    assert!(allowed("access-control-allow-methods").contains("put"));
+    assert!(allowed("access-control-allow-headers").contains("idempotency-key"));
     let r = s
         .client
         .get(s.url("/changes"))
