@@ -789,7 +789,7 @@ fn sigkill_inside_incremental_checkpoints_and_deletions_loses_nothing() {
     }
 }
 
-/// A window engine with 65,536 live buckets or more checkpoints
+/// A window engine with 16,384 live buckets or more checkpoints
 /// automatically only after a quarter of them in logged calls, whatever a
 /// small `--checkpoint-every` says (a checkpoint writes the live state:
 /// one event per call would otherwise pay for it every few calls); a
