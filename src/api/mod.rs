@@ -46,9 +46,20 @@ use crate::service::{Metrics, Service};
 use crate::sinks::Sinks;
 pub use error::{ApiError, Code};
 
-/// What every handler can reach.
+/// What every handler can reach: one `Arc`, so that the extractors and
+/// middleware that take it per request clone one pointer.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The fields of [`AppState`].
+pub struct Shared {
     /// The service, set once recovery has finished.
     pub service: Arc<OnceLock<Arc<Service>>>,
     /// The webhook sinks, set with the service.
@@ -169,7 +180,7 @@ pub fn router(
     metrics: Arc<Metrics>,
     cfg: &ApiConfig,
 ) -> Router {
-    let state = AppState {
+    let state = AppState(Arc::new(Shared {
         service: service.clone(),
         sinks,
         producer,
@@ -187,7 +198,7 @@ pub fn router(
             service.clone(),
         )),
         ingest: Arc::new(OnceLock::new()),
-    };
+    }));
     if !cfg.inbound.sources.is_empty() {
         let st = state.inbound.clone();
         state.metrics.add_section(Arc::new(move || st.render()));
@@ -403,26 +414,30 @@ fn percent_decode(s: &str) -> Vec<u8> {
 // clock read.
 #[allow(clippy::disallowed_methods)]
 async fn observe(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
+    let route = req.extensions().get::<MatchedPath>().cloned();
     // The path only: a query may carry `access_token`, and bodies are data.
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
+    // Copied only when the access log is on.
+    let log = tracing::enabled!(target: "streamforge::access", tracing::Level::INFO);
+    let seen = log.then(|| (req.method().clone(), req.uri().path().to_string()));
     let started = Instant::now();
     let resp = next.run(req).await;
     let seconds = started.elapsed().as_secs_f64();
     let status = resp.status().as_u16();
-    st.metrics.observe_request(&route, status, seconds);
-    tracing::info!(
-        target: "streamforge::access",
-        %method,
-        path = %path,
+    st.metrics.observe_request(
+        route.as_ref().map_or("unmatched", MatchedPath::as_str),
         status,
-        ms = (seconds * 1000.0 * 1000.0).round() / 1000.0,
-        "request"
+        seconds,
     );
+    if let Some((method, path)) = seen {
+        tracing::info!(
+            target: "streamforge::access",
+            %method,
+            path = %path,
+            status,
+            ms = (seconds * 1000.0 * 1000.0).round() / 1000.0,
+            "request"
+        );
+    }
     resp
 }
 

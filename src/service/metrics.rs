@@ -100,7 +100,8 @@ pub struct Metrics {
     /// Calls stored per commit (one fsync each): how far group commit
     /// amortizes.
     commit_groups: Mutex<Histogram>,
-    latency: Mutex<BTreeMap<(String, u16), Histogram>>,
+    /// By route template, then status (looked up without allocating).
+    latency: Mutex<BTreeMap<String, BTreeMap<u16, Histogram>>>,
     /// Pattern output records emitted, per pattern.
     pattern_output_by: Mutex<BTreeMap<String, PatternCounts>>,
     /// Sections rendered after the service's own (the Kafka source's).
@@ -235,8 +236,13 @@ impl Metrics {
 
     /// Records one request's latency under its route template and status.
     pub fn observe_request(&self, route: &str, status: u16, seconds: f64) {
-        lock(&self.latency)
-            .entry((route.to_string(), status))
+        let mut by_route = lock(&self.latency);
+        let statuses = match by_route.get_mut(route) {
+            Some(s) => s,
+            None => by_route.entry(route.to_string()).or_default(),
+        };
+        statuses
+            .entry(status)
             .or_default()
             .observe(LATENCY_BUCKETS, seconds);
     }
@@ -372,9 +378,11 @@ impl Metrics {
         out.push_str(&format!(
             "# HELP {name} HTTP request latency by route and status.\n# TYPE {name} histogram\n"
         ));
-        for ((route, status), h) in lock(&self.latency).iter() {
-            let labels = format!("route=\"{}\",status=\"{status}\"", escape_label(route));
-            h.render(&mut out, name, &labels, LATENCY_BUCKETS);
+        for (route, statuses) in lock(&self.latency).iter() {
+            for (status, h) in statuses {
+                let labels = format!("route=\"{}\",status=\"{status}\"", escape_label(route));
+                h.render(&mut out, name, &labels, LATENCY_BUCKETS);
+            }
         }
         for section in lock(&self.sections.0).iter() {
             out.push_str(&section());
