@@ -250,15 +250,19 @@ pub fn deliveries(body: &[u8], ndjson: bool) -> Result<Deliveries<'_>, ApiError>
     } else {
         Framing::Json
     };
-    match parse::deliveries(body, framing) {
-        Ok(p) => Ok(Deliveries {
+    parse::deliveries(body, framing)
+        .map(|p| Deliveries {
             items: p.items,
             batch: p.batch,
-        }),
-        Err(ParseError::Empty) => Err(ApiError::invalid_request("the batch is empty")),
-        Err(ParseError::Malformed { message, index }) => {
-            Err(ApiError::bad_request(message).at(index))
-        }
+        })
+        .map_err(parse_error)
+}
+
+/// A body's parse failure as the API answers it.
+pub fn parse_error(e: ParseError) -> ApiError {
+    match e {
+        ParseError::Empty => ApiError::invalid_request("the batch is empty"),
+        ParseError::Malformed { message, index } => ApiError::bad_request(message).at(index),
     }
 }
 

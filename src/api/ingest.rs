@@ -21,7 +21,7 @@ use crate::service::{IngestAnswer, Reply, TickAnswer};
 use axum::extract::State;
 
 use crate::canonical::writer::{int, opt_int, string};
-use crate::engine::write_json_array;
+use crate::engine::{write_json_array, WriteJson};
 
 /// The answer of a mutating call, with `Preference-Applied` when the
 /// minimal form was asked for.
@@ -98,21 +98,15 @@ async fn produce(
         .items
         .into_iter()
         .map(|d| {
-            let e = d.event;
+            let e = crate::engine::Event {
+                id: d.event.id.into_owned(),
+                key: d.event.key.into_owned(),
+                timestamp: d.event.timestamp,
+                value: d.event.value,
+            };
             let mut value = Vec::with_capacity(64 + e.id.len() + e.key.len());
-            value.extend_from_slice(b"{\"id\":");
-            string(&mut value, &e.id);
-            value.extend_from_slice(b",\"key\":");
-            string(&mut value, &e.key);
-            value.extend_from_slice(b",\"timestamp\":");
-            int(&mut value, e.timestamp);
-            value.extend_from_slice(b",\"value\":");
-            int(&mut value, e.value);
-            value.push(b'}');
-            crate::kafka::Outgoing {
-                key: e.key.into_owned(),
-                value,
-            }
+            e.write_json(&mut value);
+            crate::kafka::Outgoing { key: e.key, value }
         })
         .collect();
     let placed = producer.produce(events).await.map_err(|e| {
@@ -160,15 +154,6 @@ fn refuse_in_cluster_mode(st: &AppState) -> Result<(), ApiError> {
 /// Bodies up to this size go to the ingest thread.
 const SMALL_BODY: usize = 16 * 1024;
 
-/// A parse failure as the API answers it.
-fn parse_error(e: crate::service::parse::ParseError) -> ApiError {
-    use crate::service::parse::ParseError;
-    match e {
-        ParseError::Empty => ApiError::invalid_request("the batch is empty"),
-        ParseError::Malformed { message, index } => ApiError::bad_request(message).at(index),
-    }
-}
-
 /// `POST /events`.
 pub async fn post_events(
     State(st): State<AppState>,
@@ -207,7 +192,7 @@ pub async fn post_events(
                 return out
                     .map(|a| answer(reply, ingest_body(&a, reply)))
                     .map_err(|e| match e {
-                        IngestError::Parse(e) => parse_error(e),
+                        IngestError::Parse(e) => extract::parse_error(e),
                         IngestError::Service { error, batch } => {
                             ApiError::from_service(error, batch)
                         }

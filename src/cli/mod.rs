@@ -519,25 +519,20 @@ fn pipeline_check(file: &std::path::Path) -> anyhow::Result<String> {
         };
         let sig = match &s.signature {
             Some(sig) => {
-                let missing = match sig.origin.strip_prefix("the environment variable ") {
-                    Some(var) => std::env::var_os(var).is_none(),
-                    None => sig
-                        .origin
-                        .strip_prefix("the file ")
-                        .is_some_and(|f| !std::path::Path::new(f).exists()),
-                };
-                if missing {
+                if !sig.secrets_from.present() {
                     eprintln!(
                         "streamforge: warning: sources.{name}.signature: {} {} here (serve needs it)",
-                        sig.origin,
-                        if sig.origin.starts_with("the file") {
-                            "does not exist"
-                        } else {
-                            "is not set"
+                        sig.secrets_from,
+                        match sig.secrets_from {
+                            crate::inbound::config::SecretsFrom::File(_) => "does not exist",
+                            crate::inbound::config::SecretsFrom::Env(_) => "is not set",
                         }
                     );
                 }
-                format!("signed ({:?}, secrets from {})", sig.scheme, sig.origin)
+                format!(
+                    "signed ({:?}, secrets from {})",
+                    sig.scheme, sig.secrets_from
+                )
             }
             None => "unsigned (needs the bearer token when one is set)".to_string(),
         };

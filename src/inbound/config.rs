@@ -84,15 +84,43 @@ pub struct Signature {
     pub verifier: Option<Verifier>,
     /// The scheme.
     pub scheme: Scheme,
-    /// Where the secrets are read (for messages; never the secrets).
-    pub origin: String,
+    /// Where the secrets are read (never the secrets).
+    pub secrets_from: SecretsFrom,
+}
+
+/// Where a source's secrets are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretsFrom {
+    /// An environment variable.
+    Env(String),
+    /// A file.
+    File(PathBuf),
+}
+
+impl SecretsFrom {
+    /// Whether the variable is set or the file exists here.
+    pub fn present(&self) -> bool {
+        match self {
+            SecretsFrom::Env(v) => std::env::var_os(v).is_some(),
+            SecretsFrom::File(f) => f.exists(),
+        }
+    }
+}
+
+impl std::fmt::Display for SecretsFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretsFrom::Env(v) => write!(f, "the environment variable {v}"),
+            SecretsFrom::File(p) => write!(f, "the file {}", p.display()),
+        }
+    }
 }
 
 impl std::fmt::Debug for Signature {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Signature")
             .field("scheme", &self.scheme)
-            .field("origin", &self.origin)
+            .field("secrets_from", &self.secrets_from)
             .finish()
     }
 }
@@ -774,10 +802,10 @@ fn signature(v: &Value, path: &str, secrets: Secrets, errs: &mut Vec<String>) ->
         return None;
     }
     let (scheme, (env, file)) = (scheme?, origin?);
-    let origin_text = match (&env, &file) {
-        (Some(e), _) => format!("the environment variable {e}"),
-        (_, Some(f)) => format!("the file {}", f.display()),
-        _ => String::new(),
+    let secrets_from = match (&env, &file) {
+        (Some(e), _) => SecretsFrom::Env(e.clone()),
+        (_, Some(f)) => SecretsFrom::File(f.clone()),
+        _ => return None,
     };
     let verifier = match secrets {
         Secrets::Skip => None,
@@ -798,7 +826,7 @@ fn signature(v: &Value, path: &str, secrets: Secrets, errs: &mut Vec<String>) ->
     Some(Signature {
         verifier,
         scheme,
-        origin: origin_text,
+        secrets_from,
     })
 }
 

@@ -13,19 +13,8 @@ use std::borrow::Cow;
 use super::config::{Field, Source, Target, Unit};
 use super::projection::{Found, Projection};
 use crate::canonical::writer::{int, string};
-
-/// An event of the window engine, owned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WindowEvent {
-    /// The event id.
-    pub id: String,
-    /// The key.
-    pub key: String,
-    /// The event time, in milliseconds since the Unix epoch.
-    pub timestamp: i64,
-    /// The value.
-    pub value: i64,
-}
+pub use crate::engine::Event;
+use crate::engine::WriteJson;
 
 /// An event of the pattern engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +35,7 @@ pub struct PatternEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Events {
     /// For the window engine.
-    Window(Vec<WindowEvent>),
+    Window(Vec<Event>),
     /// For the pattern engine.
     Patterns(Vec<PatternEvent>),
 }
@@ -188,7 +177,7 @@ pub fn map(
         let key = at.text(&source.key, "the key", true)?;
         let time = at.time(&source.timestamp, source.unit)?;
         match (&source.target, &mut events) {
-            (Target::Window { value, .. }, Events::Window(out)) => out.push(WindowEvent {
+            (Target::Window { value, .. }, Events::Window(out)) => out.push(Event {
                 id,
                 key,
                 timestamp: time,
@@ -509,7 +498,7 @@ pub fn rfc3339_ms(s: &str) -> Option<i64> {
 
 /// The `POST /events` body of window events appended to `partition`: a JSON
 /// array of deliveries without offsets.
-pub fn deliveries_body(partition: &str, events: &[WindowEvent]) -> Vec<u8> {
+pub fn deliveries_body(partition: &str, events: &[Event]) -> Vec<u8> {
     let mut out = Vec::with_capacity(events.len() * (96 + partition.len()));
     out.push(b'[');
     for (i, e) in events.iter().enumerate() {
@@ -518,15 +507,9 @@ pub fn deliveries_body(partition: &str, events: &[WindowEvent]) -> Vec<u8> {
         }
         out.extend_from_slice(b"{\"partition\":");
         string(&mut out, partition);
-        out.extend_from_slice(b",\"event\":{\"id\":");
-        string(&mut out, &e.id);
-        out.extend_from_slice(b",\"key\":");
-        string(&mut out, &e.key);
-        out.extend_from_slice(b",\"timestamp\":");
-        int(&mut out, e.timestamp);
-        out.extend_from_slice(b",\"value\":");
-        int(&mut out, e.value);
-        out.extend_from_slice(b"}}");
+        out.extend_from_slice(b",\"event\":");
+        e.write_json(&mut out);
+        out.push(b'}');
     }
     out.push(b']');
     out
@@ -605,7 +588,7 @@ mod tests {
         let m = map(&s, &HeaderMap::new(), &body, false).unwrap();
         assert_eq!(
             m.events,
-            Events::Window(vec![WindowEvent {
+            Events::Window(vec![Event {
                 id: "evt_1".into(),
                 key: "cus_9".into(),
                 timestamp: 1_700_000_000_000,
@@ -681,7 +664,7 @@ mod tests {
         let m = map(&s, &h, br#"{"repository":{"id":42},"t":-1}"#, false).unwrap();
         assert_eq!(
             m.events,
-            Events::Window(vec![WindowEvent {
+            Events::Window(vec![Event {
                 id: "d-1".into(),
                 key: "42".into(),
                 timestamp: -1,
@@ -740,7 +723,7 @@ mod tests {
 
     #[test]
     fn bodies_parse_as_the_engines_read_them() {
-        let ev = vec![WindowEvent {
+        let ev = vec![Event {
             id: "i\"d".into(),
             key: "k".into(),
             timestamp: -3,

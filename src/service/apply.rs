@@ -104,7 +104,7 @@ impl Service {
         let mut prepared = self.ingest_prepare(at, raw, framing, deliveries, reply)?;
         // Leads the commit at once when none is running, and writes the
         // answer while it runs.
-        self.lead_now(at);
+        self.lead(at);
         prepared.write_answer();
         self.ingest_finish(at, prepared)
     }

@@ -222,12 +222,6 @@ impl Service {
         Ok(())
     }
 
-    /// Leads a commit now if none is running and the head of the queue is
-    /// encoded.
-    pub(super) fn lead_now(&self, at: &mut Held<Nothing>) {
-        self.lead(at);
-    }
-
     /// Step 3 alone: waits for the commit that includes `ticket`, leading
     /// one whenever none runs and the head of the queue is encoded.
     pub(super) fn finish(&self, at: &mut Held<Nothing>, ticket: u64) -> Result<(), ServiceError> {
@@ -273,7 +267,7 @@ impl Service {
     /// Unless a commit is running or the head of the queue is not encoded
     /// yet: commits every encoded call at the head of the queue in one
     /// transaction and records their outcomes.
-    fn lead(&self, at: &mut Held<Nothing>) {
+    pub(super) fn lead(&self, at: &mut Held<Nothing>) {
         let group: Vec<Pending> = {
             let mut q = self.queue(at);
             if q.leader || q.queue.front().is_none_or(|p| p.encoded.is_none()) {

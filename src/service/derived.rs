@@ -64,11 +64,6 @@ impl Derived {
     fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
     }
-
-    /// Whether any partition has an idleness timeout.
-    pub fn any_idleness(&self) -> bool {
-        self.strategies.values().any(|s| s.idle_after_ms.is_some())
-    }
 }
 
 impl Service {
@@ -92,35 +87,33 @@ impl Service {
         if quiet.is_empty() {
             return Vec::new();
         }
-        let Ok(status) = self.status() else {
-            return Vec::new();
-        };
-        status
-            .partitions
-            .iter()
-            .filter(|p| !p.idle && quiet.contains(&&p.name))
-            .map(|p| p.name.clone())
+        // The engine's flags as applied (not waiting for the commits in
+        // flight, as a read would): this only decides whether to issue an
+        // `idle` call, which is idempotent and goes down the write path.
+        let at = &mut super::order::Held::entry();
+        let g = self.lock(at);
+        quiet
+            .into_iter()
+            .filter(|p| {
+                g.engines
+                    .window
+                    .partition_clock(p)
+                    .is_some_and(|(_, idle)| !idle)
+            })
+            .cloned()
             .collect()
     }
 
     /// How often the idleness ticker should look: a tenth of the shortest
     /// `idle_after` (10 ms to 1 s); None without idleness timeouts.
     pub fn idle_tick(&self) -> Option<Duration> {
-        let d = &self.setup.derived;
-        if !d.any_idleness() {
-            return None;
-        }
-        let shortest = d
+        let shortest = self
+            .setup
+            .derived
             .strategies
             .values()
             .filter_map(|s| s.idle_after_ms)
-            .min()
-            .unwrap_or(1000);
+            .min()?;
         Some(Duration::from_millis((shortest / 10).clamp(10, 1000)))
-    }
-
-    /// The partitions that derive their watermark, with their strategies.
-    pub fn strategies(&self) -> &BTreeMap<String, Strategy> {
-        &self.setup.derived.strategies
     }
 }

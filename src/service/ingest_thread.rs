@@ -3,7 +3,8 @@
 //! thread of their own, which applies every call it has, commits them all
 //! in one transaction and answers each (a oneshot wakes its task).
 //!
-//! The same write path as every other call (`ingest_prepare`: the
+//! The same write path as every other call (`ingest_command`, `apply_all`
+//! and `ingest_applied`: the
 //! turnstile, the processor lock, the commit queue; `ingest_finish`: the
 //! group commit), only without a blocking-pool thread per call, a lock
 //! hand-over between callers and a wake-up per commit: under load the
@@ -140,7 +141,7 @@ fn round(svc: &Service, jobs: Vec<IngestJob>) {
             Err(error) => drop(done.send(Err(IngestError::Service { error, batch }))),
         }
     }
-    svc.lead_now(at);
+    svc.lead(at);
     for (p, _, _) in &mut prepared {
         p.write_answer();
     }

@@ -531,7 +531,10 @@ fn webhooks_walkthrough_outputs_are_what_the_server_returns() {
     let stripe = &inbound.sources["stripe"];
     let sig = stripe.signature.as_ref().expect("a signed source");
     assert_eq!(sig.scheme, Scheme::Stripe);
-    assert_eq!(sig.origin, "the environment variable STRIPE_WEBHOOK_SECRET");
+    assert_eq!(
+        sig.secrets_from.to_string(),
+        "the environment variable STRIPE_WEBHOOK_SECRET"
+    );
     assert_eq!(
         inbound.watermarks["payments"].max_out_of_orderness,
         Some(300_000)
