@@ -25,7 +25,7 @@ pub(super) const SEGMENT_ITEMS: u64 = 1 << 16;
 /// window engine's automatic checkpoints wait for a quarter of them in
 /// logged calls (below it, a checkpoint is small and `--checkpoint-every`
 /// alone decides).
-const AUTO_LIVE_FROM: u64 = 16_384;
+const AUTO_LIVE_FROM: u64 = 4_096;
 const AUTO_LIVE_RATIO: u64 = 4;
 
 /// Deliveries (and late records) in memory from which the window engine
@@ -474,7 +474,7 @@ impl Service {
     }
 
     /// The logged commands after which an engine's automatic checkpoint is
-    /// due: `--checkpoint-every`, and for the window engine with 16,384 live
+    /// due: `--checkpoint-every`, and for the window engine with 4,096 live
     /// buckets or more at least a quarter of them. A checkpoint writes the live state, so
     /// with calls of one event each (webhooks) and a large state, a fixed
     /// count would make checkpoints cost per call what the state costs;

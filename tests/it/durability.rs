@@ -362,7 +362,7 @@ fn automatic_checkpoints_under_concurrent_ingest_cover_exactly_their_commands() 
                     "p3",
                     Some(n),
                     &format!("big{n}"),
-                    &format!("k{}", n % 500),
+                    &format!("k{}", n % 300),
                     n % 9_000,
                     n % 7,
                 )
@@ -373,6 +373,12 @@ fn automatic_checkpoints_under_concurrent_ingest_cover_exactly_their_commands() 
             200
         );
     }
+    // big in history (80,000 deliveries to write), yet under the 4,096
+    // live buckets from which checkpoints are spaced by the live state
+    // (a_large_live_state_spaces_automatic_checkpoints_by_its_size), so
+    // `--checkpoint-every 3` decides here
+    let live = s.get("/status").json()["live_buckets"].as_u64().unwrap();
+    assert!(live < 4_096, "{live} live buckets");
     std::thread::scope(|scope| {
         for (t, part) in ["p0", "p1"].into_iter().enumerate() {
             let s = &s;
@@ -789,7 +795,7 @@ fn sigkill_inside_incremental_checkpoints_and_deletions_loses_nothing() {
     }
 }
 
-/// A window engine with 16,384 live buckets or more checkpoints
+/// A window engine with 4,096 live buckets or more checkpoints
 /// automatically only after a quarter of them in logged calls, whatever a
 /// small `--checkpoint-every` says (a checkpoint writes the live state:
 /// one event per call would otherwise pay for it every few calls); a
