@@ -23,6 +23,12 @@ enum Command {
     Client(streamforge::cli::ClientCommand),
 }
 
+/// jemalloc: per-thread caches that suit calls handed between threads (a
+/// body read on an HTTP task, applied and freed on the ingest thread),
+/// where glibc's malloc takes its slow path (BENCHMARKS.md, issue 35).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let args = match cli.command {
