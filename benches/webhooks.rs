@@ -10,7 +10,9 @@
 //! - `webhook`: a signed Stripe event to a source on a partition without a
 //!   strategy;
 //! - `webhook+wm`: the same to a source whose partition derives its
-//!   watermark (`max_out_of_orderness`), so every call also advances it.
+//!   watermark (`max_out_of_orderness`), so every call also advances it;
+//! - `healthz` (only when named in `BENCH_SHAPES`): `GET /healthz`, the
+//!   floor, what the HTTP stack and its middleware cost per request.
 //!
 //! Each prints requests/s, p50/p99 latency and the server's CPU per request
 //! (from /proc), and the ratio of each webhook shape's CPU to `events`'.
@@ -82,6 +84,9 @@ fn request(shape: &str, n: u64) -> Req {
     let created = 1_700_000_000 + n as i64 / 10;
     let customer = format!("cus_{}", n % 97);
     match shape {
+        // the floor: what the HTTP stack alone costs per request (GET; the
+        // method is chosen by `run` from the path)
+        "healthz" => ("/healthz".into(), "application/json", String::new(), Vec::new()),
         "events" => (
             "/events".into(),
             "application/json",
@@ -149,7 +154,8 @@ fn run(server: &Server, shape: &'static str, clients: usize, n: usize, base: u64
                 let mut lat = Vec::with_capacity(reqs.len());
                 for (path, ct, headers, body) in reqs {
                     let t = Instant::now();
-                    let status = conn.call_with("POST", &path, ct, &headers, &body);
+                    let method = if path == "/healthz" { "GET" } else { "POST" };
+                    let status = conn.call_with(method, &path, ct, &headers, &body);
                     lat.push(t.elapsed());
                     assert_eq!(
                         status,
@@ -208,13 +214,19 @@ fn main() {
         binary().display()
     );
     // warm-up: connections, allocator, page cache
-    for shape in ["events", "webhook", "webhook+wm"] {
+    for shape in ["events", "webhook", "webhook+wm", "healthz"] {
         run(&server, shape, clients, clients * 20, 1 << 40);
     }
     let chosen = std::env::var("BENCH_SHAPES").unwrap_or_default();
-    let shapes: Vec<&'static str> = ["events", "webhook", "webhook+wm"]
+    let shapes: Vec<&'static str> = ["events", "webhook", "webhook+wm", "healthz"]
         .into_iter()
-        .filter(|s| chosen.is_empty() || chosen.split(',').any(|c| c == *s))
+        .filter(|s| {
+            if chosen.is_empty() {
+                *s != "healthz"
+            } else {
+                chosen.split(',').any(|c| c == *s)
+            }
+        })
         .collect();
     let mut all: Vec<Vec<Figures>> = vec![Vec::new(); shapes.len()];
     for round in 0..runs {
