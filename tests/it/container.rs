@@ -571,6 +571,24 @@ fn image_runs_as_the_readme_says() {
     p.run(&build).ok("podman build");
     let built = t0.elapsed();
 
+    // Small: the base, the binary, a user (nothing of the build context).
+    let size = |image: &str| -> u64 {
+        let o = p.run(&["image", "inspect", "--format", "{{.Size}}", image]);
+        o.ok("podman image inspect")
+            .stdout
+            .trim()
+            .parse()
+            .expect("size")
+    };
+    let binary = std::fs::metadata(env!("CARGO_BIN_EXE_streamforge"))
+        .expect("binary")
+        .len();
+    let added = size(&p.image_tag()).saturating_sub(size(BASE));
+    assert!(
+        added < binary + 2_000_000,
+        "the image adds {added} bytes to its base, the binary is {binary}"
+    );
+
     // Run; ready from the host through the published port.
     let main = p.name("streamforge");
     p.readme(RUN).ok("podman run");
@@ -734,7 +752,7 @@ fn image_runs_as_the_readme_says() {
     assert!(status.stdout.contains("mobile"), "{status:?}");
 
     eprintln!(
-        "container test: image built in {:.1} s, all in {:.1} s",
+        "container test: image built in {:.1} s ({added} bytes on its base, for a binary of {binary}), all in {:.1} s",
         built.as_secs_f64(),
         t0.elapsed().as_secs_f64()
     );
