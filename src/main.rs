@@ -59,11 +59,6 @@ fn exit(result: anyhow::Result<()>) -> ExitCode {
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = Config::from_args(&args).map_err(anyhow::Error::msg)?;
-    // One database, one process: the lock comes before anything reads or
-    // writes the database, and is held until this process ends.
-    let mut lock = streamforge::store::DbLock::acquire(&config.service.db)?;
-    // A database that would be refused is refused before anything listens.
-    streamforge::service::Service::preflight(&config.service)?;
     // Calls run their locked section on the blocking pool; a small pool is
     // plenty (group commit batches whoever waits) and bounds the number of
     // malloc arenas that keep freed request buffers resident.
@@ -71,6 +66,18 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .max_blocking_threads(8)
         .build()?;
+    // The SIGTERM handler first: as a container's PID 1 the server gets a
+    // signal only once it handles it (the kernel drops it before), and
+    // `docker stop` would then wait for its timeout and kill.
+    let shutdown = {
+        let _in_runtime = rt.enter();
+        shutdown_signal()
+    };
+    // One database, one process: the lock comes before anything reads or
+    // writes the database, and is held until this process ends.
+    let mut lock = streamforge::store::DbLock::acquire(&config.service.db)?;
+    // A database that would be refused is refused before anything listens.
+    streamforge::service::Service::preflight(&config.service)?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&args.addr)
             .await
@@ -81,7 +88,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         })?;
         println!("listening on {addr}");
         flush_stdout();
-        server::run(listener, config, shutdown_signal()).await?;
+        server::run(listener, config, shutdown).await?;
         drop(lock);
         Ok(())
     })
@@ -97,28 +104,33 @@ fn flush_stdout() {
     }
 }
 
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            // No Ctrl-C handler: SIGTERM still stops the server.
-            tracing::warn!(error = %e, "cannot listen for Ctrl-C; stop the server with SIGTERM");
-            std::future::pending::<()>().await;
-        }
-    };
+/// Completes on SIGINT or SIGTERM. The SIGTERM handler is installed when
+/// this is called (inside the runtime), not when the future is first polled.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    async move {
+        let ctrl_c = async {
+            if let Err(e) = tokio::signal::ctrl_c().await {
+                // No Ctrl-C handler: SIGTERM still stops the server.
+                tracing::warn!(error = %e, "cannot listen for Ctrl-C; stop the server with SIGTERM");
+                std::future::pending::<()>().await;
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        #[cfg(unix)]
+        let term = async move {
+            match term {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let term = std::future::pending::<()>();
+        tokio::select! {
+            () = ctrl_c => {},
+            () = term => {},
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
     }
 }

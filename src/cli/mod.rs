@@ -234,10 +234,17 @@ pub enum ClientCommand {
     /// > bids.ndjson`, then `streamforge serve --pipeline pipelines/q5.json`
     /// and `streamforge send bids.ndjson`.
     Nexmark(NexmarkArgs),
-    /// Exit 0 if GET /healthz answers 200 within 2 s, else 1 (container HEALTHCHECK).
+    /// Exit 0 if GET /healthz answers 200 within 2 s, else 1; with
+    /// --ready, GET /readyz (the container image's HEALTHCHECK).
     Health {
         #[command(flatten)]
         conn: Conn,
+        /// Ask GET /readyz instead (readiness): 200 only once recovery has
+        /// finished and the processor matches the database, where /healthz
+        /// answers 200 whenever the process serves requests, during
+        /// recovery too.
+        #[arg(long)]
+        ready: bool,
     },
 }
 
@@ -458,9 +465,13 @@ fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
             print(&[pipeline_check(&file)?])
         }
         ClientCommand::Verify { file } => print(&[verify::describe(&file)?.trim_end().to_string()]),
-        ClientCommand::Health { conn } => {
+        ClientCommand::Health { conn, ready } => {
             let api = Api::new(&conn, Some(Duration::from_secs(2)))?;
-            api.get_text(&["healthz"], &[]).context("unhealthy")?;
+            if ready {
+                api.get_text(&["readyz"], &[]).context("not ready")?;
+            } else {
+                api.get_text(&["healthz"], &[]).context("unhealthy")?;
+            }
             print(&["ok".to_string()])
         }
     }
