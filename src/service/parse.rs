@@ -12,6 +12,8 @@ use serde::Deserializer;
 use crate::canonical::strict::{self, ObjectSeed};
 use crate::engine::DeliveryRef;
 
+use super::fastparse;
+
 /// How a body is framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Framing {
@@ -143,15 +145,16 @@ fn parse_deliveries(body: &[u8], framing: Framing) -> Result<Parsed<'_>, ParseEr
                     batch: false,
                 });
             }
-            let at = Cell::new(0usize);
-            let mut de = serde_json::Deserializer::from_slice(body);
-            BatchSeed(&at)
-                .deserialize(&mut de)
-                .and_then(|v| de.end().map(|()| v))
-                .map_err(|e| ParseError::Malformed {
-                    message: json_error(body, &e, || format!("delivery {}", at.get())),
-                    index: Some(at.get()),
-                })?
+            match fastparse::array(body) {
+                Some(items) => items,
+                None => {
+                    let at = Cell::new(0usize);
+                    serde_array_at(body, &at).map_err(|e| ParseError::Malformed {
+                        message: json_error(body, &e, || format!("delivery {}", at.get())),
+                        index: Some(at.get()),
+                    })?
+                }
+            }
         }
     };
     if items.is_empty() {
@@ -163,12 +166,39 @@ fn parse_deliveries(body: &[u8], framing: Framing) -> Result<Parsed<'_>, ParseEr
 /// What a delivery must be, as error messages say it.
 const DELIVERY_OBJECT: &str = "a delivery object {\"partition\", \"offset\" (optional), \"event\"}";
 
-/// One delivery: exactly one JSON object.
+/// One delivery: exactly one JSON object (the fast path when it is sure,
+/// see [`fastparse`]).
 fn one_delivery(text: &[u8]) -> Result<DeliveryRef<'_>, serde_json::Error> {
+    match fastparse::one(text) {
+        Some(d) => Ok(d),
+        None => serde_one(text),
+    }
+}
+
+/// [`one_delivery`] by serde alone.
+pub(super) fn serde_one(text: &[u8]) -> Result<DeliveryRef<'_>, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_slice(text);
     let d = strict::object(&mut de, DELIVERY_OBJECT)?;
     de.end()?;
     Ok(d)
+}
+
+/// A JSON array of deliveries by serde alone; `at` is the index of the
+/// delivery being read (the one that failed, on an error).
+fn serde_array_at<'a>(
+    body: &'a [u8],
+    at: &Cell<usize>,
+) -> Result<Vec<DeliveryRef<'a>>, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    BatchSeed(at)
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v))
+}
+
+/// [`serde_array_at`] for the fast path's test.
+#[cfg(test)]
+pub(super) fn serde_array(body: &[u8]) -> Result<Vec<DeliveryRef<'_>>, serde_json::Error> {
+    serde_array_at(body, &Cell::new(0))
 }
 
 /// The message of a JSON body's error: `what` and where, or (more than one
