@@ -9,13 +9,14 @@
 //! numbers that are not plain integers of up to 18 digits, a missing,
 //! repeated or unknown key, anything malformed), which the serde path then
 //! reads, with its error messages. So the fast path changes no answer.
+//! `streamforge send` checks the delivery lines of a file with it too.
 
 use std::borrow::Cow;
 
 use crate::engine::{DeliveryRef, EventRef};
 
 /// One delivery object and nothing else (but whitespace).
-pub(super) fn one(text: &[u8]) -> Option<DeliveryRef<'_>> {
+pub(crate) fn one(text: &[u8]) -> Option<DeliveryRef<'_>> {
     let mut c = Cursor { b: text, i: 0 };
     let d = c.delivery()?;
     c.end()?;

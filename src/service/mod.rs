@@ -33,7 +33,7 @@ mod cmd;
 mod commit;
 mod derived;
 pub mod error;
-mod fastparse;
+pub(crate) mod fastparse;
 pub mod faults;
 mod idempotency;
 pub mod ingest_thread;
