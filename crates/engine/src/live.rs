@@ -285,6 +285,62 @@ impl SessionWindow {
         // Sessions are disjoint and non-touching, so walking down from the
         // last one starting at or before `end` visits exactly the ones that
         // intersect or touch, while their end reaches `start`.
+        //
+        // The common cases first, without collecting: no session touches
+        // (a new one), or exactly one does (it grows, in place when its
+        // start stays).
+        let mut near = sessions.range(..=end).rev();
+        let first = near
+            .next()
+            .filter(|(_, s)| s.end >= start)
+            .map(|(&k, &s)| (k, s));
+        let second = near.next().is_some_and(|(_, s)| s.end >= start);
+        match (first, second) {
+            (None, _) => {
+                sessions.insert(start, Session { end, agg });
+                self.by_end.insert((end, key, start));
+                self.len += 1;
+                return BucketRef {
+                    window,
+                    key,
+                    start,
+                    end,
+                };
+            }
+            (Some((s_start, s)), false) => {
+                removed(
+                    BucketRef {
+                        window,
+                        key,
+                        start: s_start,
+                        end: s.end,
+                    },
+                    &s.agg,
+                );
+                agg.merge(&s.agg);
+                start = start.min(s_start);
+                end = end.max(s.end);
+                if start == s_start {
+                    if let Some(kept) = sessions.get_mut(&s_start) {
+                        *kept = Session { end, agg };
+                    }
+                } else {
+                    sessions.remove(&s_start);
+                    sessions.insert(start, Session { end, agg });
+                }
+                if (start, end) != (s_start, s.end) {
+                    self.by_end.remove(&(s.end, key, s_start));
+                    self.by_end.insert((end, key, start));
+                }
+                return BucketRef {
+                    window,
+                    key,
+                    start,
+                    end,
+                };
+            }
+            (Some(_), true) => {}
+        }
         let mut merged: Vec<(i128, Session)> = Vec::new();
         for (&s_start, s) in sessions.range(..=end).rev() {
             if s.end < start {
