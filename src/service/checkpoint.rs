@@ -537,9 +537,11 @@ impl Service {
     ///
     /// Only the snapshot is taken under the processor lock (settled, so the
     /// snapshot is exactly the logged commands up to the last id); the
-    /// serialization and checksum run outside it, so ingestion does not stall
-    /// for the whole checkpoint. The checkpoint is then stored (in pieces,
-    /// see [`Service::store_in_pieces`]) with the commands it covers
+    /// serialization, the hashing of the new history and the digest run
+    /// outside it, so ingestion does not stall for the whole checkpoint.
+    /// The window checkpoint stores only its new history and live state
+    /// ([`Service::window_checkpoint`]), the pattern one its envelope in
+    /// pieces ([`Service::store_in_pieces`]), with the commands it covers
     /// removed, unless a restore or another checkpoint changed the recovery
     /// base meanwhile (then it is dropped: the base is newer, and the log
     /// still covers everything after it).

@@ -1,6 +1,6 @@
 //! A restore by body of an envelope too large to hold: read as it streams,
 //! staged in the store, checked, and put in place in one transaction only
-//! once every rule and the checksum pass (a refused one changes nothing).
+//! once every rule and the digest (or a version 1 checksum) pass (a refused one changes nothing).
 //!
 //! 1. The envelope is parsed as it arrives (`engine::checkpoint::stream`):
 //!    its small parts are kept, its history is written as it comes into

@@ -232,21 +232,15 @@ pub fn write_digest_state(
     late: &Hash,
     out: &mut dyn Out,
 ) -> Result<(), crate::history::StoreFault> {
-    let mut b = Vec::with_capacity(
-        live.changelog.len()
-            + live.clock.len()
-            + live.pipeline.len()
-            + live.windows.len()
-            + 96 * (live.partitions.len() + 1),
-    );
-    b.extend_from_slice(b"{\"changelog\":");
-    b.extend_from_slice(&live.changelog);
-    b.extend_from_slice(b",\"clock\":");
-    b.extend_from_slice(&live.clock);
-    b.extend_from_slice(b",\"late\":\"");
-    b.extend_from_slice(hex(late).as_bytes());
-    b.extend_from_slice(b"\",\"pipeline\":");
-    b.extend_from_slice(&live.pipeline);
+    out.put(b"{\"changelog\":")?;
+    out.put(&live.changelog)?;
+    out.put(b",\"clock\":")?;
+    out.put(&live.clock)?;
+    out.put(b",\"late\":\"")?;
+    out.put(hex(late).as_bytes())?;
+    out.put(b"\",\"pipeline\":")?;
+    out.put(&live.pipeline)?;
+    let mut b = Vec::with_capacity(16 + 96 * live.partitions.len());
     b.extend_from_slice(b",\"sources\":{");
     for (i, name) in live.partitions.iter().enumerate() {
         if i > 0 {
@@ -258,9 +252,9 @@ pub fn write_digest_state(
         b.push(b'"');
     }
     b.extend_from_slice(b"},\"windows\":");
-    b.extend_from_slice(&live.windows);
-    b.push(b'}');
-    out.put(&b)
+    out.put(&b)?;
+    out.put(&live.windows)?;
+    out.put(b"}")
 }
 
 /// The digest `D` of a state: the lowercase hex SHA-256 of `S'` (see

@@ -67,7 +67,7 @@ pub fn restore(
     if let Some(at) = streamforge_canonical::escape::uppercase_escape(envelope) {
         return Err(streamforge_canonical::escape::uppercase_escape_error(at));
     }
-    // The pipeline's partition list may be in any order. The checksum
+    // The pipeline's partition list may be in any order. The digest (or checksum)
     // is accepted over the canonical bytes with that list sorted (as this
     // engine writes it) or in the document's own order.
     let unsorted = doc
