@@ -234,6 +234,15 @@ fn broken_envelopes_are_rejected() {
     env.as_object_mut().unwrap().remove("sha256");
     let m = rejected(&serde_json::to_vec(&env).unwrap());
     assert!(m.contains("missing field `digest`"), "{m}");
+    env["digest"] = digest.clone();
+    // a present key is not an absent one, even when null
+    env["sha256"] = Value::Null;
+    let m = rejected(&serde_json::to_vec(&env).unwrap());
+    assert!(m.contains("malformed"), "{m}");
+    env.as_object_mut().unwrap().remove("sha256");
+    env["digest"] = Value::Null;
+    let m = rejected(&serde_json::to_vec(&env).unwrap());
+    assert!(m.contains("malformed"), "{m}");
     env["digest"] = digest;
     env["format"] = json!("other");
     assert!(rejected(&serde_json::to_vec(&env).unwrap()).contains("format"));

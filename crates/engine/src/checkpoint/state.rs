@@ -28,18 +28,24 @@ pub type EventDoc<'a> = (Cow<'a, str>, Cow<'a, str>, i64, i64);
 #[serde(deny_unknown_fields)]
 pub struct EnvelopeDoc<'a> {
     /// Version 2: the digest (docs/checkpoint.md, "The digest").
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub digest: Option<String>,
     /// Must be `streamforge-checkpoint`.
     pub format: String,
     /// Version 1: lowercase hex SHA-256 of the canonical state bytes.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub sha256: Option<String>,
     /// The state.
     #[serde(borrow)]
     pub state: StateDoc<'a>,
     /// The integer 2 or 1.
     pub version: u64,
+}
+
+/// A key that may be absent (`None`) but, when present, is a string (a
+/// `null` is not an absent key).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
 }
 
 /// The format name of an envelope.
