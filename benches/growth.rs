@@ -309,7 +309,7 @@ fn post_watermark(c: &mut Conn, partition: usize, watermark: i64) {
 #[derive(Deserialize)]
 struct Created {
     id: i64,
-    sha256: String,
+    digest: String,
     bytes: u64,
 }
 
@@ -607,7 +607,14 @@ fn main() {
         }
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     };
-    let sha_ok = digest == last.ck.created.sha256;
+    // The digest the file carries (`{"digest":"<64 hex>",...`).
+    let carried: String = {
+        let mut head = [0u8; 75];
+        let mut f = std::fs::File::open(&file).expect("open the download");
+        f.read_exact(&mut head).expect("read the download");
+        String::from_utf8_lossy(&head[11..]).into_owned()
+    };
+    let sha_ok = carried == last.ck.created.digest;
     println!();
     println!(
         "download: GET /checkpoints/{id}: {st}, {:.1} MB in {download_secs:.3} s; server RSS {:.1} MB before, peak {:.1} MB ({}), +{:.1} MB (target < 64 MB)",
@@ -627,9 +634,9 @@ fn main() {
         mb(delta as f64)
     );
     println!(
-        "sha256 of the file {digest} {} the POST's {}",
+        "digest the file carries {carried} {} the POST's {} (sha256 of the file {digest})",
         if sha_ok { "==" } else { "!=" },
-        last.ck.created.sha256
+        last.ck.created.digest
     );
     let t = Instant::now();
     let v = Command::new(&bin)

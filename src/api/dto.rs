@@ -131,8 +131,9 @@ pub struct CheckpointCreated<'a> {
     pub id: i64,
     /// Change sequence.
     pub sequence: u64,
-    /// Hex SHA-256 of the envelope.
-    pub sha256: &'a str,
+    /// The envelope's digest (its own `digest` field; a pattern
+    /// envelope's `sha256`).
+    pub digest: &'a str,
     /// Envelope length.
     pub bytes: u64,
 }
@@ -144,8 +145,9 @@ pub struct CheckpointListed<'a> {
     pub id: i64,
     /// Change sequence.
     pub sequence: u64,
-    /// Hex SHA-256 of the envelope.
-    pub sha256: &'a str,
+    /// The envelope's digest (its own `digest` field; a pattern
+    /// envelope's `sha256`).
+    pub digest: &'a str,
     /// Envelope length.
     pub bytes: u64,
     /// Storage time (service metadata).
@@ -157,7 +159,7 @@ impl<'a> From<&'a CheckpointMeta> for CheckpointListed<'a> {
         CheckpointListed {
             id: m.id,
             sequence: m.sequence,
-            sha256: &m.sha256,
+            digest: &m.digest,
             bytes: m.bytes,
             created_at: &m.created_at,
         }

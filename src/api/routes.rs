@@ -157,7 +157,7 @@ pub(super) async fn create_checkpoint(
         to_json(&dto::CheckpointCreated {
             id: m.id,
             sequence: m.sequence,
-            sha256: &m.sha256,
+            digest: &m.digest,
             bytes: m.bytes,
         })
     })
@@ -180,7 +180,8 @@ pub(super) async fn checkpoint_list(
     .map(|b| json_response(StatusCode::OK, b))
 }
 
-/// The envelope bytes of one of `engine`'s checkpoints, exactly as stored.
+/// The envelope bytes of one of `engine`'s checkpoints, exactly as stored,
+/// with `ETag: "<digest>"`.
 pub(super) async fn checkpoint_envelope(
     svc: Arc<Service>,
     id: i64,
@@ -190,10 +191,15 @@ pub(super) async fn checkpoint_envelope(
         let svc = svc.clone();
         blocking(move || Ok(svc.checkpoint_download(engine, id)?)).await?
     };
-    match download {
-        Download::Bytes(b) => Ok(json_response(StatusCode::OK, b)),
-        Download::Window(id) => stream_envelope(svc, id).await,
+    let (mut r, digest) = match download {
+        Download::Bytes(b, digest) => (json_response(StatusCode::OK, b), digest),
+        Download::Window(id, digest) => (stream_envelope(svc, id).await?, digest),
+    };
+    // `ETag: "<digest>"` (a digest is lowercase hex: always a valid value).
+    if let Ok(v) = HeaderValue::from_str(&format!("\"{digest}\"")) {
+        r.headers_mut().insert(header::ETAG, v);
     }
+    Ok(r)
 }
 
 /// Bytes per chunk of a streamed envelope.

@@ -582,8 +582,8 @@ fn checkpoint(cmd: CheckpointCommand, prefix: &[&str]) -> anyhow::Result<()> {
             }
             let c: Checkpoint = parse(&body)?;
             print(&[format!(
-                "checkpoint {}: sequence {}, {} bytes, sha256 {}",
-                c.id, c.sequence, c.bytes, c.sha256
+                "checkpoint {}: sequence {}, {} bytes, digest {}",
+                c.id, c.sequence, c.bytes, c.digest
             )])
         }
         CheckpointCommand::List { conn, json } => {
@@ -597,7 +597,7 @@ fn checkpoint(cmd: CheckpointCommand, prefix: &[&str]) -> anyhow::Result<()> {
                 "sequence".into(),
                 "bytes".into(),
                 "created_at".into(),
-                "sha256".into(),
+                "digest".into(),
             ]];
             for c in &list.checkpoints {
                 rows.push(vec![
@@ -605,7 +605,7 @@ fn checkpoint(cmd: CheckpointCommand, prefix: &[&str]) -> anyhow::Result<()> {
                     c.sequence.to_string(),
                     c.bytes.to_string(),
                     c.created_at.clone().unwrap_or_default(),
-                    c.sha256.clone(),
+                    c.digest.clone(),
                 ]);
             }
             print(&[text::table(&rows).trim_end().to_string()])

@@ -1,6 +1,7 @@
 //! `streamforge verify FILE`: validates a checkpoint envelope offline with the
-//! engine's own restore (every rule of docs/checkpoint.md, on the embedded
-//! pipeline) and prints what it holds, or exactly why it is invalid.
+//! engine's own restore (version 2 or 1: its digest or checksum, and every
+//! rule of docs/checkpoint.md, on the embedded pipeline) and prints what it
+//! holds, or exactly why it is invalid.
 //! `streamforge patterns verify FILE [--patterns DOC]`: the same for a pattern
 //! checkpoint, whose envelope holds its patterns but is restored only against
 //! the document of the service that took it (docs/patterns.md, "Checkpoints").
@@ -8,17 +9,23 @@
 use std::path::Path;
 
 use anyhow::Context as _;
-use sha2::{Digest, Sha256};
 
 use super::text::{name, opt, table};
 use crate::engine::{Processor, WindowDef};
 use crate::patterns::{Document, Engine};
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+/// A valid envelope's `digest` (version 2) and `sha256` (version 1, and
+/// pattern envelopes) fields; its state is skipped.
+#[derive(serde::Deserialize, Default)]
+struct Checksums {
+    #[serde(default)]
+    digest: Option<String>,
+    #[serde(default)]
+    sha256: Option<String>,
+}
+
+fn checksums(bytes: &[u8]) -> Checksums {
+    serde_json::from_slice(bytes).unwrap_or_default()
 }
 
 /// What a valid pattern checkpoint holds, as printed by `patterns verify`;
@@ -45,10 +52,10 @@ pub fn describe_patterns(path: &Path, doc: Option<&Path>) -> anyhow::Result<Stri
     let status = engine.status();
     let mut out = String::new();
     out.push_str(&format!(
-        "valid pattern checkpoint {} ({} bytes, sha256 {})\n",
+        "valid pattern checkpoint {} ({} bytes, digest {})\n",
         path.display(),
         bytes.len(),
-        sha256_hex(&bytes)
+        checksums(&bytes).sha256.unwrap_or_default()
     ));
     let names: Vec<String> = document.pattern_names().iter().map(|n| name(n)).collect();
     out.push_str(&format!("patterns: {} ({from})\n", names.join(", ")));
@@ -84,11 +91,17 @@ pub fn describe(path: &Path) -> anyhow::Result<String> {
             e.detail()
         )
     })?;
-    let digest = sha256_hex(&bytes);
+    // Valid: version 2 carries a digest, version 1 a checksum.
+    let (version, checksum) = match checksums(&bytes) {
+        Checksums {
+            digest: Some(d), ..
+        } => (2, format!("digest {d}")),
+        Checksums { sha256, .. } => (1, format!("sha256 {}", sha256.unwrap_or_default())),
+    };
     let pipeline = p.pipeline();
     let mut out = String::new();
     out.push_str(&format!(
-        "valid checkpoint {} ({} bytes, sha256 {digest})\n",
+        "valid checkpoint {} ({} bytes, version {version}, {checksum})\n",
         path.display(),
         bytes.len()
     ));

@@ -162,8 +162,9 @@ pub struct Checkpoint {
     pub id: u64,
     /// Change sequence it was taken at.
     pub sequence: u64,
-    /// Hex SHA-256 of the envelope bytes.
-    pub sha256: String,
+    /// The envelope's digest (its `digest` field; a pattern envelope's
+    /// `sha256`).
+    pub digest: String,
     /// Envelope length.
     pub bytes: u64,
     /// When it was stored (list only).

@@ -9,9 +9,11 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::engine::checkpoint::chain::{Chain, Hash};
 use crate::engine::checkpoint::{HistoryParts, LiveParts, Out};
 use crate::engine::history::{NewSegment, SegId, SegRef, StoreFault};
 use crate::engine::Flushed;
+use crate::store::segments::BLOCK_ITEMS;
 use crate::store::{CheckpointMeta, EngineId, Origin, Reader};
 
 use super::order::{self, Before, Held, Nothing};
@@ -40,26 +42,84 @@ pub(super) const TAIL_MAX: u64 = 1 << 19;
 const IDS_FLUSH: u64 = 1 << 18;
 
 /// A stored window checkpoint's history, read back block by block through
-/// a reading connection (an envelope served or checksummed).
+/// a reading connection (an envelope served, or a restore's history
+/// hashed). Each block is checked against its checksum as it is read
+/// (`Reader::segment_blocks`), each segment's text against the chunk
+/// records stored with it, and the chain of each list is kept, so that the
+/// caller can check the digest once everything is written.
 pub(crate) struct StoredParts<'a> {
-    pub reader: &'a Reader,
-    pub flushed: &'a Flushed,
+    reader: &'a Reader,
+    flushed: &'a Flushed,
+    /// The chain value of each list written: the partitions', then the
+    /// late output's (last).
+    chains: std::cell::RefCell<Vec<Option<Hash>>>,
 }
 
-impl StoredParts<'_> {
-    fn segs(&self, segs: &[SegRef], out: &mut dyn Out) -> Result<(), StoreFault> {
+impl<'a> StoredParts<'a> {
+    pub(crate) fn new(reader: &'a Reader, flushed: &'a Flushed) -> StoredParts<'a> {
+        StoredParts {
+            reader,
+            flushed,
+            chains: std::cell::RefCell::new(vec![None; flushed.sources.len() + 1]),
+        }
+    }
+
+    /// The chains of the lists written: `(sources by partition, late)`;
+    /// `None` until every list was written.
+    pub(crate) fn chains(&self) -> Option<(Vec<Hash>, Hash)> {
+        let all: Option<Vec<Hash>> = self.chains.borrow().iter().copied().collect();
+        let mut all = all?;
+        let late = all.pop()?;
+        Some((all, late))
+    }
+
+    fn segs(&self, segs: &[SegRef], out: &mut dyn Out, slot: usize) -> Result<(), StoreFault> {
+        let corrupt = |e: String| crate::store::Error::Corrupt(e);
         let mut first = true;
+        let mut chain = Chain::new();
         for seg in segs.iter().filter(|s| s.count > 0) {
+            if chain.len() != seg.first {
+                return Err(StoreFault(format!(
+                    "segment {} starts at item {}, after {} items",
+                    seg.id,
+                    seg.first,
+                    chain.len()
+                )));
+            }
+            let mut done = Vec::new();
+            let mut left = seg.count;
             self.reader
                 .segment_blocks(seg.id, |text| {
                     if !first {
-                        out.put(b",")
-                            .map_err(|e| crate::store::Error::Corrupt(e.0))?;
+                        out.put(b",").map_err(|e| corrupt(e.0))?;
                     }
                     first = false;
-                    out.put(text).map_err(|e| crate::store::Error::Corrupt(e.0))
+                    let n = left.min(BLOCK_ITEMS);
+                    left -= n;
+                    chain
+                        .push_run(text, n, &mut done)
+                        .map_err(|m| corrupt(format!("segment {}: {m}", seg.id)))?;
+                    out.put(text).map_err(|e| corrupt(e.0))
                 })
                 .map_err(|e| StoreFault(e.to_string()))?;
+            let stored = self
+                .reader
+                .segment_chunks(seg.id)
+                .map_err(|e| StoreFault(e.to_string()))?;
+            if left != 0 || stored != done {
+                let at = done
+                    .iter()
+                    .zip(&stored)
+                    .find(|(a, b)| a != b)
+                    .map_or(String::new(), |(a, _)| format!(" (chunk {})", a.index));
+                return Err(StoreFault(format!(
+                    "segment {}: its text does not match the chunk records stored with it{at}",
+                    seg.id
+                )));
+            }
+        }
+        if let Some(c) = self.chains.borrow_mut().get_mut(slot) {
+            *c = Some(chain.value());
         }
         Ok(())
     }
@@ -67,22 +127,42 @@ impl StoredParts<'_> {
 
 impl HistoryParts for StoredParts<'_> {
     fn late(&self, out: &mut dyn Out) -> Result<(), StoreFault> {
-        self.segs(&self.flushed.late, out)
+        self.segs(&self.flushed.late, out, self.flushed.sources.len())
     }
 
     fn sources(&self, p: usize, out: &mut dyn Out) -> Result<(), StoreFault> {
-        self.segs(self.flushed.sources.get(p).map_or(&[], Vec::as_slice), out)
+        self.segs(
+            self.flushed.sources.get(p).map_or(&[], Vec::as_slice),
+            out,
+            p,
+        )
     }
 }
 
-/// A stored checkpoint's envelope, as it is served.
+/// A stored checkpoint's envelope, as it is served, with its digest (the
+/// download's `ETag`).
 pub enum Download {
-    /// The bytes as stored (the pattern engine's; older window ones).
-    Bytes(Vec<u8>),
-    /// A window checkpoint stored incrementally (sealed): assembled from
-    /// its live parts and segments while it is sent
+    /// The bytes as stored (the pattern engine's; window ones stored whole
+    /// before the history moved to segments).
+    Bytes(Vec<u8>, String),
+    /// A window checkpoint stored incrementally: assembled from its live
+    /// parts and segments while it is sent
     /// ([`Service::send_window_envelope`]).
-    Window(i64),
+    Window(i64, String),
+}
+
+/// The digest an envelope of `engine` carries: a window envelope's
+/// `digest` field, a pattern envelope's `sha256` field (both right after
+/// their first key, as this service writes them).
+fn envelope_digest(engine: EngineId, envelope: &[u8]) -> String {
+    match engine {
+        EngineId::Window => envelope
+            .strip_prefix(crate::engine::checkpoint::ENVELOPE_PREFIX)
+            .and_then(|rest| rest.get(..64))
+            .map(|d| String::from_utf8_lossy(d).into_owned())
+            .unwrap_or_default(),
+        EngineId::Patterns => crate::patterns::envelope_digest(envelope).unwrap_or_default(),
+    }
 }
 
 /// An engine's state captured for a checkpoint.
@@ -174,7 +254,13 @@ impl Service {
             let mut w = self.writer(at);
             let version = self.commits.base_version.fetch_add(1, Ordering::SeqCst) + 1;
             (
-                w.checkpoint(engine, &envelope, covers.sequence, origin),
+                w.checkpoint(
+                    engine,
+                    &envelope,
+                    &envelope_digest(engine, &envelope),
+                    covers.sequence,
+                    origin,
+                ),
                 version,
             )
         };
@@ -232,26 +318,20 @@ impl Service {
     }
 
     /// `POST /checkpoints`: stores a checkpoint of an engine's current state
-    /// (the window engine's sealed: its answer carries the checksum).
+    /// (its answer carries the digest, computed without reading the
+    /// history).
     pub fn create_checkpoint(&self, engine: EngineId) -> Result<CheckpointMeta, ServiceError> {
         let at = &mut Held::entry();
         match engine {
-            EngineId::Window => {
-                let meta = self
-                    .window_checkpoint(at, Origin::User, |_, _| true)?
-                    .ok_or_else(|| {
-                        ServiceError::Unavailable(
-                            "a restore replaced the state while the checkpoint was taken; \
-                             nothing was stored, try again"
-                                .into(),
-                        )
-                    })?;
-                self.seal(at, meta.id)?.ok_or_else(|| {
+            EngineId::Window => self
+                .window_checkpoint(at, Origin::User, |_, _| true)?
+                .ok_or_else(|| {
                     ServiceError::Unavailable(
-                        "the checkpoint was deleted as soon as it was taken".into(),
+                        "a restore replaced the state while the checkpoint was taken; \
+                         nothing was stored, try again"
+                            .into(),
                     )
-                })
-            }
+                }),
             EngineId::Patterns => {
                 let mut g = self.lock_settled(at)?;
                 let (inner, at) = g.parts();
@@ -301,7 +381,14 @@ impl Service {
         snap.each_tail_segment(SEGMENT_ITEMS, &mut |mut seg| {
             let id = self
                 .writer(at)
-                .put_segment_as(seg.kind, seg.count, &seg.text, &seg.ends, false)
+                .put_segment_as(
+                    seg.kind,
+                    seg.count,
+                    &seg.text,
+                    &seg.ends,
+                    &seg.chunks,
+                    false,
+                )
                 .map_err(storage)?;
             self.wal_written(seg.text.len());
             // Only one segment's text is held at a time.
@@ -320,6 +407,9 @@ impl Service {
         let live = snap.live_parts();
         let flushed = snap.flushed_with(&stored);
         let bytes = crate::engine::checkpoint::envelope_len(&live, &flushed);
+        // From the chains the new segments carry: nothing of the history
+        // is read.
+        let digest = snap.digest_with(&live, &stored);
         let (meta, version) = {
             let mut w = self.writer(at);
             if self.commits.base_version.load(Ordering::SeqCst) != version {
@@ -331,6 +421,7 @@ impl Service {
                     &live.encode(),
                     &flushed,
                     bytes,
+                    &digest,
                     snap.sequence(),
                     up_to,
                     origin,
@@ -401,61 +492,6 @@ impl Service {
         }
     }
 
-    /// Checksums window checkpoint `id` if it has not been (two passes
-    /// over its history, in one read snapshot: a deletion meanwhile cannot
-    /// take its segments away), and returns its metadata; `None` when it
-    /// is not (or no longer) listed.
-    pub(super) fn seal<L: Before<order::Writer>>(
-        &self,
-        at: &mut Held<L>,
-        id: i64,
-    ) -> Result<Option<CheckpointMeta>, ServiceError> {
-        // A duration for the metrics only.
-        #[allow(clippy::disallowed_methods)]
-        let began = std::time::Instant::now();
-        let parts = self.setup.pipeline.partitions().len();
-        let sealed = self.with_reader(|r| {
-            r.snapshot(|r| {
-                let Some(row) = r.window_checkpoint(id, parts)? else {
-                    return Ok(None);
-                };
-                if !row.sha256.is_empty() {
-                    return Ok(Some(None));
-                }
-                let live = LiveParts::decode(&row.state.live)
-                    .map_err(|e| crate::store::Error::Corrupt(format!("checkpoint {id}: {e}")))?;
-                let parts = StoredParts {
-                    reader: r,
-                    flushed: &row.state.flushed,
-                };
-                let (state, envelope, bytes) = crate::engine::checkpoint::seal(&live, &parts)
-                    .map_err(|e| crate::store::Error::Corrupt(format!("checkpoint {id}: {e}")))?;
-                if bytes != row.bytes {
-                    return Err(crate::store::Error::Corrupt(format!(
-                        "checkpoint {id}: its envelope has {bytes} bytes, its row says {}",
-                        row.bytes
-                    )));
-                }
-                Ok(Some(Some((envelope, state))))
-            })
-        })?;
-        match sealed {
-            None => return Ok(None),
-            Some(Some((envelope, state))) => {
-                self.writer(at).seal_checkpoint(id, &envelope, &state)?;
-                self.env
-                    .metrics
-                    .last_checkpoint_seal_us
-                    .store(began.elapsed().as_micros() as u64, Ordering::Relaxed);
-            }
-            Some(None) => {}
-        }
-        Ok(self
-            .with_reader(|r| r.checkpoints(EngineId::Window))?
-            .into_iter()
-            .find(|m| m.id == id))
-    }
-
     /// `DELETE /checkpoints/{id}`.
     pub fn delete_checkpoint(&self, engine: EngineId, id: i64) -> Result<(), ServiceError> {
         let at = &mut Held::entry();
@@ -501,9 +537,11 @@ impl Service {
     ///
     /// Only the snapshot is taken under the processor lock (settled, so the
     /// snapshot is exactly the logged commands up to the last id); the
-    /// serialization and checksum run outside it, so ingestion does not stall
-    /// for the whole checkpoint. The checkpoint is then stored (in pieces,
-    /// see [`Service::store_in_pieces`]) with the commands it covers
+    /// serialization, the hashing of the new history and the digest run
+    /// outside it, so ingestion does not stall for the whole checkpoint.
+    /// The window checkpoint stores only its new history and live state
+    /// ([`Service::window_checkpoint`]), the pattern one its envelope in
+    /// pieces ([`Service::store_in_pieces`]), with the commands it covers
     /// removed, unless a restore or another checkpoint changed the recovery
     /// base meanwhile (then it is dropped: the base is newer, and the log
     /// still covers everything after it).
@@ -592,14 +630,14 @@ impl Service {
             return Ok(None);
         };
         self.env.faults.checkpoint_pieces_written();
-        let sha256 = crate::store::sha256_hex(envelope);
+        let digest = envelope_digest(engine, envelope);
         let mut w = self.writer(at);
         if self.commits.base_version.load(Ordering::SeqCst) != version {
             w.drop_pieces(staging)?;
             return Ok(None);
         }
         let version = self.commits.base_version.fetch_add(1, Ordering::SeqCst) + 1;
-        w.link_checkpoint(engine, staging, sha256, envelope.len(), sequence, up_to)
+        w.link_checkpoint(engine, staging, &digest, envelope.len(), sequence, up_to)
             .map(|meta| Some((meta, version)))
     }
 
@@ -622,56 +660,32 @@ impl Service {
         Ok(out)
     }
 
-    /// An engine's stored checkpoints, newest first (window checkpoints
-    /// not yet checksummed are sealed first).
+    /// An engine's stored checkpoints, newest first (each with the digest
+    /// it was stored with: nothing is computed).
     pub fn checkpoints(&self, engine: EngineId) -> Result<Vec<CheckpointMeta>, ServiceError> {
-        // Automatic checkpoints may come (unsealed) and go meanwhile: a
-        // few rounds until the list holds only sealed ones.
-        for _ in 0..4 {
-            let list = self.with_reader(|r| r.checkpoints(engine))?;
-            let unsealed: Vec<i64> = list
-                .iter()
-                .filter(|m| m.sha256.is_empty())
-                .map(|m| m.id)
-                .collect();
-            if unsealed.is_empty() {
-                return Ok(list);
-            }
-            for id in unsealed {
-                self.seal(&mut Held::entry(), id)?;
-            }
-        }
-        Ok(self
-            .with_reader(|r| r.checkpoints(engine))?
-            .into_iter()
-            .filter(|m| !m.sha256.is_empty())
-            .collect())
+        self.with_reader(|r| r.checkpoints(engine))
     }
 
     /// A stored checkpoint's envelope, to serve.
     pub fn checkpoint_download(&self, engine: EngineId, id: i64) -> Result<Download, ServiceError> {
-        if engine == EngineId::Window {
-            let incremental = self.with_reader(|r| r.window_checkpoint(id, 0))?.is_some();
-            if incremental {
-                return match self.seal(&mut Held::entry(), id)? {
-                    Some(_) => Ok(Download::Window(id)),
-                    None => Err(ServiceError::NotFound(format!(
-                        "no checkpoint with id {id}"
-                    ))),
-                };
-            }
+        let missing = || ServiceError::NotFound(format!("no checkpoint with id {id}"));
+        let (meta, incremental) = self
+            .with_reader(|r| r.checkpoint_info(engine, id))?
+            .ok_or_else(missing)?;
+        if incremental {
+            return Ok(Download::Window(id, meta.digest));
         }
         self.with_reader(|r| r.checkpoint(engine, id))?
-            .map(Download::Bytes)
-            .ok_or_else(|| ServiceError::NotFound(format!("no checkpoint with id {id}")))
+            .map(|bytes| Download::Bytes(bytes, meta.digest))
+            .ok_or_else(missing)
     }
 
     /// A stored checkpoint's envelope bytes, whole in memory (restore by
     /// id of an envelope stored whole; tests).
     pub fn checkpoint_bytes(&self, engine: EngineId, id: i64) -> Result<Vec<u8>, ServiceError> {
         match self.checkpoint_download(engine, id)? {
-            Download::Bytes(b) => Ok(b),
-            Download::Window(id) => {
+            Download::Bytes(b, _) => Ok(b),
+            Download::Window(id, _) => {
                 let mut out = Vec::new();
                 self.send_window_envelope(id, &mut |_| Ok(()), &mut out)?;
                 Ok(out)
@@ -679,40 +693,48 @@ impl Service {
         }
     }
 
-    /// Writes sealed window checkpoint `id`'s envelope to `out`, in one
-    /// read snapshot on a connection of its own (a deletion meanwhile does
-    /// not take its segments away); `start(bytes)` is called first, with
-    /// its length, before anything is written (`Err` from it stops).
+    /// Writes window checkpoint `id`'s envelope to `out`, in one read
+    /// snapshot on a connection of its own (a deletion meanwhile does not
+    /// take its segments away); `start(bytes)` is called first, with its
+    /// length, before anything is written (`Err` from it stops). The
+    /// history is checked as it is read (block checksums, chunk records),
+    /// and the digest of what was written against the stored one before
+    /// the envelope's last bytes: a damaged history ends the envelope
+    /// short, never with other content.
     pub fn send_window_envelope(
         &self,
         id: i64,
         start: &mut dyn FnMut(u64) -> Result<(), StoreFault>,
         out: &mut dyn Out,
     ) -> Result<(), ServiceError> {
+        use crate::engine::checkpoint::{ENVELOPE_MIDDLE, ENVELOPE_PREFIX, ENVELOPE_SUFFIX};
         let parts = self.setup.pipeline.partitions().len();
         let reader = Reader::open(&self.env.db)?;
         reader
             .snapshot(|r| {
                 let fail = |e: StoreFault| crate::store::Error::Corrupt(e.0);
-                let row = r
-                    .window_checkpoint(id, parts)?
-                    .filter(|row| !row.sha256.is_empty())
-                    .ok_or_else(|| {
-                        crate::store::Error::Corrupt(format!("no sealed checkpoint {id}"))
-                    })?;
+                let row = r.window_checkpoint(id, parts)?.ok_or_else(|| {
+                    crate::store::Error::Corrupt(format!("no checkpoint {id}"))
+                })?;
                 start(row.bytes).map_err(fail)?;
                 let live = LiveParts::decode(&row.state.live)
                     .map_err(|e| crate::store::Error::Corrupt(format!("checkpoint {id}: {e}")))?;
-                crate::engine::checkpoint::write_envelope(
-                    &live,
-                    &StoredParts {
-                        reader: r,
-                        flushed: &row.state.flushed,
-                    },
-                    &row.state_sha256,
-                    out,
-                )
-                .map_err(fail)
+                let history = StoredParts::new(r, &row.state.flushed);
+                out.put(ENVELOPE_PREFIX).map_err(fail)?;
+                out.put(row.digest.as_bytes()).map_err(fail)?;
+                out.put(ENVELOPE_MIDDLE).map_err(fail)?;
+                crate::engine::checkpoint::write_state(&live, &history, out).map_err(fail)?;
+                let (sources, late) = history.chains().ok_or_else(|| {
+                    crate::store::Error::Corrupt(format!("checkpoint {id}: a list was not read"))
+                })?;
+                let digest = crate::engine::checkpoint::chain::digest(&live, &sources, &late);
+                if digest != row.digest {
+                    return Err(crate::store::Error::Corrupt(format!(
+                        "checkpoint {id}: its stored digest is {}, its history and state hash to {digest}",
+                        row.digest
+                    )));
+                }
+                out.put(ENVELOPE_SUFFIX).map_err(fail)
             })
             .map_err(ServiceError::from)
     }

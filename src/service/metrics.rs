@@ -92,10 +92,8 @@ pub struct Metrics {
     /// Size of the last stored checkpoint.
     pub last_checkpoint_bytes: AtomicU64,
     /// Microseconds the last window checkpoint took to store (flush its
-    /// new history, link), and the last sealing took (checksum the
-    /// envelope).
+    /// new history with its chunk hashes, the digest, link).
     pub last_checkpoint_store_us: AtomicU64,
-    pub last_checkpoint_seal_us: AtomicU64,
     checkpoint_sizes: Mutex<Histogram>,
     /// Calls stored per commit (one fsync each): how far group commit
     /// amortizes.
@@ -250,7 +248,7 @@ impl Metrics {
     /// The Prometheus text exposition, with the current state's `gauges`.
     pub fn render(&self, gauges: &[Gauge]) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 16] = [
+        let counters: [(&str, &str, &AtomicU64); 15] = [
             (
                 "streamforge_deliveries_total",
                 "Deliveries in acknowledged ingest calls (duplicates and redeliveries included).",
@@ -324,13 +322,8 @@ impl Metrics {
             ),
             (
                 "streamforge_last_checkpoint_store_microseconds",
-                "Time the last window engine checkpoint took to store: its new history flushed, the live state, the link (not its checksums).",
+                "Time the last window engine checkpoint took to store: its new history flushed (with its chunk hashes), the live state, the digest, the link.",
                 &self.last_checkpoint_store_us,
-            ),
-            (
-                "streamforge_last_checkpoint_seal_microseconds",
-                "Time the last sealing of a window engine checkpoint took: its two checksums over the whole envelope.",
-                &self.last_checkpoint_seal_us,
             ),
         ];
         for (name, help, c) in counters {

@@ -1,6 +1,6 @@
 //! A restore by body of an envelope too large to hold: read as it streams,
 //! staged in the store, checked, and put in place in one transaction only
-//! once every rule and the checksum pass (a refused one changes nothing).
+//! once every rule and the digest (or a version 1 checksum) pass (a refused one changes nothing).
 //!
 //! 1. The envelope is parsed as it arrives (`engine::checkpoint::stream`):
 //!    its small parts are kept, its history is written as it comes into
@@ -11,8 +11,10 @@
 //!    `clock.max_timestamp`), flushing its history into staged segments as
 //!    it grows; the late records are checked against it (and their staged
 //!    segments become the late output as they are).
-//! 3. The state's canonical bytes are assembled from what was staged and
-//!    checksummed.
+//! 3. The digest (version 2) is computed from the chains of the restored
+//!    history, hashed as it was flushed; the checksum of a version 1
+//!    envelope over the state's canonical bytes, assembled from what was
+//!    staged.
 //! 4. The restored state is stored as a hidden checkpoint and restored by
 //!    its id: one transaction, as any restore.
 //!
@@ -24,6 +26,7 @@
 use std::io::Read;
 use std::sync::Arc;
 
+use crate::engine::checkpoint::chain::{Chain, ChunkRec};
 use crate::engine::checkpoint::stream::{self, StageSink};
 use crate::engine::checkpoint::{HashOut, LiveParts, Restorer};
 use crate::engine::history::{HistoryStore, NewSegment, SegId, SegKind, SegRef};
@@ -58,6 +61,11 @@ struct Staged {
     text: Vec<u8>,
     count: u64,
     total: u64,
+    /// The late records' digest chain (their staged segments become the
+    /// restored late output, stored with their chunk records).
+    chain: Chain,
+    /// The chunks the staged text completes.
+    chunks: Vec<ChunkRec>,
 }
 
 /// Step 1's sink: the history into staged segments.
@@ -84,10 +92,14 @@ impl Stage<'_> {
         if staged.count == 0 {
             return Ok(());
         }
-        let stored =
-            self.svc
-                .writer(self.at)
-                .put_segment_as(kind, staged.count, &staged.text, &[], true);
+        let stored = self.svc.writer(self.at).put_segment_as(
+            kind,
+            staged.count,
+            &staged.text,
+            &[],
+            &staged.chunks,
+            true,
+        );
         match stored {
             Ok(id) => {
                 staged.segs.push(SegRef {
@@ -100,6 +112,7 @@ impl Stage<'_> {
                 staged.total += staged.count;
                 staged.count = 0;
                 staged.text.clear();
+                staged.chunks.clear();
                 Ok(())
             }
             Err(e) => {
@@ -124,6 +137,7 @@ impl StageSink for Stage<'_> {
         if s.count > 0 {
             s.text.push(b',');
         }
+        let start = s.text.len();
         crate::engine::segment::write_late(
             &mut s.text,
             &e.id,
@@ -132,6 +146,7 @@ impl StageSink for Stage<'_> {
             e.value,
             watermark,
         );
+        s.chunks.extend(s.chain.push(&s.text[start..]));
         s.count += 1;
         if s.text.len() >= STAGE_BYTES {
             self.put(SegKind::Late, None)?;
@@ -209,18 +224,14 @@ impl Service {
         }
         // The staged segments; the token goes back to this restore.
         let Stage { sources, late, .. } = stage;
-        if doc.format != "streamforge-checkpoint" {
-            return Err(invalid(format!(
-                "unknown checkpoint format {:?}",
-                doc.format
-            )));
-        }
-        if doc.version != 1 {
-            return Err(invalid(format!(
-                "unsupported checkpoint version {} (only 1 is known)",
-                doc.version
-            )));
-        }
+        let claimed = crate::engine::checkpoint::check_envelope(
+            &doc.format,
+            doc.version,
+            doc.digest.as_deref(),
+            doc.sha256.as_deref(),
+        )
+        .map_err(invalid)?
+        .to_string();
         if let Some(at) = scan.found {
             return Err(invalid(crate::canonical::escape::uppercase_escape_error(
                 usize::try_from(at).unwrap_or(usize::MAX),
@@ -283,7 +294,8 @@ impl Service {
             items: Vec::new(),
             next: 0,
         };
-        let late_output = LateOutput::from_segments(late_segs.clone()).map_err(invalid)?;
+        let late_output =
+            LateOutput::from_segments(late_segs.clone(), late.chain.clone()).map_err(invalid)?;
         let p = r
             .finish(
                 &doc.clock,
@@ -295,36 +307,45 @@ impl Service {
                 false,
             )
             .map_err(invalid)?;
-        // 3. The checksum over the state's canonical bytes (or, for a
-        // pipeline whose partitions are not sorted, over them as listed).
+        // 3. The digest (version 2: from the chains of the restored
+        // history, which was hashed as it was flushed) or the checksum
+        // (version 1: over the state's canonical bytes, read back), each
+        // also accepted over the pipeline's partitions as listed when they
+        // are not sorted.
         let live = LiveParts::of(&p);
         let flushed = p.flushed_history();
-        let hash = |live: &LiveParts| -> Result<String, ServiceError> {
-            let mut h = HashOut::default();
-            crate::engine::checkpoint::write_state(
-                live,
-                &StoredParts {
-                    reader: &reader,
-                    flushed: &flushed,
-                },
-                &mut h,
-            )
-            .map_err(|e| {
-                ServiceError::Unavailable(format!("cannot read the staged history: {e}"))
-            })?;
-            Ok(h.finish().0)
+        let digest = crate::engine::checkpoint::digest_of(&p, &live);
+        let as_listed = |live: &LiveParts| {
+            let mut alt = live.clone();
+            alt.pipeline = doc_pipeline.clone();
+            alt
         };
-        let actual = hash(&live)?;
-        if actual != doc.sha256 {
-            let as_listed = unsorted && {
-                let mut alt = live.clone();
-                alt.pipeline = doc_pipeline;
-                hash(&alt)? == doc.sha256
-            };
-            if !as_listed {
+        if doc.version == 2 {
+            if digest != claimed
+                && !(unsorted
+                    && crate::engine::checkpoint::digest_of(&p, &as_listed(&live)) == claimed)
+            {
                 return Err(invalid(format!(
-                    "checksum mismatch: envelope says {:?}, state hashes to {actual}",
-                    doc.sha256
+                    "digest mismatch: envelope says {claimed:?}, state hashes to {digest}"
+                )));
+            }
+        } else {
+            let hash = |live: &LiveParts| -> Result<String, ServiceError> {
+                let mut h = HashOut::default();
+                crate::engine::checkpoint::write_state(
+                    live,
+                    &StoredParts::new(&reader, &flushed),
+                    &mut h,
+                )
+                .map_err(|e| {
+                    ServiceError::Unavailable(format!("cannot read the staged history: {e}"))
+                })?;
+                Ok(h.finish().0)
+            };
+            let actual = hash(&live)?;
+            if actual != claimed && !(unsorted && hash(&as_listed(&live))? == claimed) {
+                return Err(invalid(format!(
+                    "checksum mismatch: envelope says {claimed:?}, state hashes to {actual}"
                 )));
             }
         }
@@ -335,9 +356,13 @@ impl Service {
             watermark: p.watermark(),
         };
         let bytes = crate::engine::checkpoint::envelope_len(&live, &flushed);
-        let id =
-            self.writer(held)
-                .store_hidden_window(&live.encode(), &flushed, bytes, out.sequence)?;
+        let id = self.writer(held).store_hidden_window(
+            &live.encode(),
+            &flushed,
+            bytes,
+            &digest,
+            out.sequence,
+        )?;
         let processor = self.setup.sharded(p);
         self.restore_engine(
             held,
@@ -368,9 +393,14 @@ impl Service {
             if seg.kind != SegKind::Sources {
                 return Ok(());
             }
-            let id = self
-                .writer(at)
-                .put_segment_as(seg.kind, seg.count, &seg.text, &seg.ends, true)?;
+            let id = self.writer(at).put_segment_as(
+                seg.kind,
+                seg.count,
+                &seg.text,
+                &seg.ends,
+                &seg.chunks,
+                true,
+            )?;
             self.wal_written(seg.text.len());
             seg.text = Vec::new();
             stored.push((seg, id));

@@ -138,19 +138,29 @@ fn every_route_answers_in_api_shapes() {
     let bytes = s.get("/checkpoints/1");
     assert_eq!(bytes.content_type, "application/json");
     assert_eq!(cv["bytes"], bytes.body.len());
-    assert!(bytes
-        .body
-        .starts_with(r#"{"format":"streamforge-checkpoint","sha256":""#));
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(bytes.body.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    assert_eq!(cv["sha256"], hex, "sha256 of the served bytes");
+    let digest = cv["digest"].as_str().unwrap().to_string();
+    assert!(c.body.starts_with(&format!(
+        r#"{{"id":1,"sequence":{head},"digest":"{digest}","bytes":"#
+    )));
+    assert!(bytes.body.starts_with(&format!(
+        r#"{{"digest":"{digest}","format":"streamforge-checkpoint","state":"#
+    )));
+    assert!(bytes.body.ends_with(r#","version":2}"#));
+    let env: serde_json::Value = serde_json::from_str(&bytes.body).unwrap();
+    assert_eq!(
+        crate::support::digest_of(&env["state"]),
+        digest,
+        "the digest of the served state"
+    );
+    assert_eq!(
+        bytes.headers.get("etag").and_then(|v| v.to_str().ok()),
+        Some(format!("\"{digest}\"").as_str())
+    );
     let list = s.get("/checkpoints");
     let lv = list.json();
     assert_eq!(lv["checkpoints"][0]["id"], 1);
     assert!(list.body.starts_with(&format!(
-        r#"{{"checkpoints":[{{"id":1,"sequence":{head},"sha256":"{}","bytes":{},"created_at":""#,
-        cv["sha256"].as_str().unwrap(),
+        r#"{{"checkpoints":[{{"id":1,"sequence":{head},"digest":"{digest}","bytes":{},"created_at":""#,
         bytes.body.len()
     )), "{}", list.body);
     let r = s.post_empty("/checkpoints/1/restore");
@@ -333,7 +343,8 @@ fn every_error_code_leaves_state_unchanged() {
         ("empty", String::new()),
         ("truncated", env[..env.len() - 10].to_string()),
         ("flipped", String::from_utf8_lossy(&flipped).into_owned()),
-        ("version", env.replace("\"version\":1", "\"version\":2")),
+        ("version", env.replace("\"version\":2", "\"version\":3")),
+        ("version 1", env.replace("\"version\":2", "\"version\":1")),
         ("pipeline", other_pipeline),
     ] {
         let r = s.post("/restore", &body);

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::path::Path;
 
-use common::client::{client, closed_port_url, run, sf, sha256_hex, Follower};
+use common::client::{client, closed_port_url, run, sf, Follower};
 use common::{start, tempdir, Server};
 
 const PIPELINE: &str = concat!(
@@ -161,10 +161,9 @@ web        3       120000    no
         got.stdout,
         format!("wrote checkpoint 1 to {file_s} ({} bytes)\n", bytes.len())
     );
-    assert_eq!(
-        sha256_hex(&bytes),
-        sha,
-        "the file is what the server hashed"
+    assert!(
+        bytes.starts_with(format!(r#"{{"digest":"{sha}","#).as_bytes()),
+        "the digest is the file's own"
     );
     assert!(created.contains(&format!(", {} bytes,", bytes.len())));
     // Without -o the bytes go to stdout unchanged.
@@ -176,7 +175,7 @@ web        3       120000    no
         sf(&s, &["verify", file_s]).ok().stdout,
         format!(
             "\
-valid checkpoint {file_s} ({} bytes, sha256 {sha})
+valid checkpoint {file_s} ({} bytes, version 2, digest {sha})
 pipeline: partitions mobile, web; lateness 10000
   window views_5min_every_1min: sliding size 300000 step 60000
   window views_per_minute: fixed size 60000
@@ -198,7 +197,7 @@ late records: 1
     assert_eq!(
         rows.next()
             .map(|h| h.split_whitespace().collect::<Vec<_>>()),
-        Some(vec!["id", "sequence", "bytes", "created_at", "sha256"])
+        Some(vec!["id", "sequence", "bytes", "created_at", "digest"])
     );
     let row: Vec<String> = rows
         .next()
@@ -405,13 +404,13 @@ fn errors_print_the_detail_and_exit_1() {
     let r = run(client(&["verify", bad_s]), None).failed();
     assert!(
         r.stderr.starts_with(&format!(
-            "streamforge: error: {bad_s} is not a valid checkpoint: checksum mismatch"
+            "streamforge: error: {bad_s} is not a valid checkpoint: digest mismatch"
         )),
         "{r:?}"
     );
     let r = sf(&s, &["checkpoint", "restore", "--file", bad_s]).failed();
     assert!(
-        r.stderr.contains("checksum mismatch") && r.stderr.contains("(422 invalid_checkpoint)"),
+        r.stderr.contains("digest mismatch") && r.stderr.contains("(422 invalid_checkpoint)"),
         "{r:?}"
     );
     let r = run(client(&["verify", "/nonexistent/ckpt.json"]), None).failed();

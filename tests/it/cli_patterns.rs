@@ -5,7 +5,7 @@ use crate::common;
 
 use std::path::Path;
 
-use common::client::{client, closed_port_url, run, sf, sha256_hex, Follower, Run};
+use common::client::{client, closed_port_url, run, sf, Follower, Run};
 use common::{start, tempdir, try_start, Server};
 
 const DOC: &str = concat!(
@@ -270,12 +270,13 @@ fn follow_checkpoint_verify_restore() {
         got.stdout,
         format!("wrote checkpoint 1 to {file_s} ({} bytes)\n", bytes.len())
     );
-    assert_eq!(
-        sha256_hex(&bytes),
-        sha,
-        "the file is what the server hashed"
+    // A pattern checkpoint's digest is its envelope's `sha256` field.
+    assert!(
+        bytes.starts_with(
+            format!(r#"{{"format":"streamforge-patterns-checkpoint","sha256":"{sha}","#).as_bytes()
+        ),
+        "the digest is the file's own"
     );
-    assert!(bytes.starts_with(b"{\"format\":\"streamforge-patterns-checkpoint\""));
     assert_eq!(
         sf(&s, &["patterns", "checkpoint", "get", "1"])
             .ok()
@@ -291,7 +292,7 @@ fn follow_checkpoint_verify_restore() {
         .lines()
         .map(|l| l.split_whitespace().collect())
         .collect();
-    assert_eq!(rows[0], ["id", "sequence", "bytes", "created_at", "sha256"]);
+    assert_eq!(rows[0], ["id", "sequence", "bytes", "created_at", "digest"]);
     assert_eq!(rows.len(), 2, "{list}");
     assert_eq!(rows[1][..3], ["1", "3", &bytes.len().to_string()]);
     assert_eq!(rows[1][4], sha);
@@ -305,7 +306,7 @@ fn follow_checkpoint_verify_restore() {
         verified.stdout,
         format!(
             "\
-valid pattern checkpoint {file_s} ({} bytes, sha256 {sha})
+valid pattern checkpoint {file_s} ({} bytes, digest {sha})
 patterns: abandoned_cart, failed_logins, rising_payments (--patterns {DOC})
 watermark: 20000
 buffered: 0
@@ -390,7 +391,7 @@ sequence: 3
     );
     assert_eq!(
         sf(&s, &["patterns", "checkpoint", "list"]).ok().stdout,
-        "id  sequence  bytes  created_at  sha256\n"
+        "id  sequence  bytes  created_at  digest\n"
     );
     let r = sf(&s, &["patterns", "checkpoint", "delete", "1"]).failed();
     assert!(r.stderr.contains("(404 not_found)"), "{r:?}");
@@ -748,7 +749,7 @@ fn errors_name_the_line_and_the_detail() {
     );
     assert_eq!(
         sf(&f, &["checkpoint", "list"]).ok().stdout,
-        "id  sequence  bytes  created_at  sha256\n"
+        "id  sequence  bytes  created_at  digest\n"
     );
     let r = sf(&f, &["checkpoint", "delete", &id]).failed();
     assert!(r.stderr.contains("(404 not_found)"), "{r:?}");

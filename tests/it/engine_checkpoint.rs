@@ -6,13 +6,21 @@ use serde_json::{json, Value};
 use streamforge::engine::{Pipeline, Processor};
 use support::*;
 
-/// Applies `f` to the parsed state, then re-wraps it with a correct checksum.
+/// Applies `f` to the parsed state, then re-wraps it with a correct digest.
 fn mutate(cp: &[u8], f: impl FnOnce(&mut Value)) -> Vec<u8> {
-    let mut env: Value = serde_json::from_slice(cp).unwrap();
-    f(&mut env["state"]);
+    rewrap(cp, f)
+}
+
+/// The version 1 envelope of the state of a version 2 one.
+fn as_v1(cp: &[u8]) -> Vec<u8> {
+    let env: Value = serde_json::from_slice(cp).unwrap();
     let state = serde_json::to_vec(&env["state"]).unwrap();
-    env["sha256"] = json!(sha_hex(&state));
-    serde_json::to_vec(&env).unwrap()
+    format!(
+        r#"{{"format":"streamforge-checkpoint","sha256":"{}","state":{},"version":1}}"#,
+        sha_hex(&state),
+        String::from_utf8(state).unwrap()
+    )
+    .into_bytes()
 }
 
 fn rejected(bytes: &[u8]) -> String {
@@ -36,10 +44,10 @@ fn envelope_is_canonical_and_checksummed() {
     let env: Value = serde_json::from_slice(&cp).unwrap();
     // serde_json's Map is sorted and compact: the same bytes.
     assert_eq!(serde_json::to_vec(&env).unwrap(), cp);
-    let state = serde_json::to_vec(&env["state"]).unwrap();
-    assert_eq!(env["sha256"], json!(sha_hex(&state)));
+    assert_eq!(env["digest"], json!(digest_of(&env["state"])));
     assert_eq!(env["format"], json!("streamforge-checkpoint"));
-    assert_eq!(env["version"], json!(1));
+    assert_eq!(env["version"], json!(2));
+    assert_eq!(env.as_object().unwrap().len(), 4);
     assert_eq!(
         env["state"]["sources"]["p1"][0],
         json!(["c", "j\n\"", 4, 7])
@@ -142,6 +150,23 @@ fn restore_accepts_whitespace_and_reordered_pipelines() {
             .unwrap(),
         cp
     );
+    // the digest may also be over the partitions as listed
+    let mut env: Value = serde_json::from_slice(&cp).unwrap();
+    env["state"]["pipeline"]["partitions"] = json!(["p1", "p0"]);
+    env["digest"] = json!(digest_of(&env["state"]));
+    let as_listed = serde_json::to_vec(&env).unwrap();
+    assert_eq!(
+        Processor::restore(&as_listed, &other)
+            .unwrap()
+            .checkpoint()
+            .unwrap(),
+        cp
+    );
+    // and the same for version 1 envelopes
+    for v1 in [as_v1(&cp), as_v1(&as_listed), as_v1(&unsorted)] {
+        let back = Processor::restore(&v1, &other).unwrap();
+        assert_eq!(back.checkpoint().unwrap(), cp);
+    }
 }
 
 /// Parsing forgets how a string was spelled: `\u001F` and `\u001f` hash
@@ -177,21 +202,61 @@ fn broken_envelopes_are_rejected() {
     let at = flipped.len() / 2;
     flipped[at] ^= 0x01;
     let m = rejected(&flipped);
-    assert!(m.contains("checksum") || m.contains("malformed"), "{m}");
+    assert!(m.contains("digest") || m.contains("malformed"), "{m}");
     assert!(rejected(&cp[..cp.len() - 3]).contains("malformed"));
     assert!(rejected(b"").contains("malformed"));
     assert!(rejected(b"not json").contains("malformed"));
     let mut env: Value = serde_json::from_slice(&cp).unwrap();
-    env["version"] = json!(2);
-    assert!(rejected(&serde_json::to_vec(&env).unwrap()).contains("version"));
-    env["version"] = json!(1.0);
+    for v in [3, 0] {
+        env["version"] = json!(v);
+        let m = rejected(&serde_json::to_vec(&env).unwrap());
+        assert_eq!(
+            m,
+            format!("unsupported checkpoint version {v} (versions 2 and 1 are known)")
+        );
+    }
+    env["version"] = json!(2.0);
     assert!(rejected(&serde_json::to_vec(&env).unwrap()).contains("malformed"));
+    env["version"] = json!("2");
+    assert!(rejected(&serde_json::to_vec(&env).unwrap()).contains("malformed"));
+    // a version 1 envelope with a digest, a version 2 one with a sha256
     env["version"] = json!(1);
+    let m = rejected(&serde_json::to_vec(&env).unwrap());
+    assert!(m.contains("unknown field `digest`"), "{m}");
+    let digest = env["digest"].clone();
+    env["version"] = json!(2);
+    env["sha256"] = digest.clone();
+    let m = rejected(&serde_json::to_vec(&env).unwrap());
+    assert!(m.contains("unknown field `sha256`"), "{m}");
+    env.as_object_mut().unwrap().remove("digest");
+    let m = rejected(&serde_json::to_vec(&env).unwrap());
+    assert!(m.contains("unknown field `sha256`"), "{m}");
+    env.as_object_mut().unwrap().remove("sha256");
+    let m = rejected(&serde_json::to_vec(&env).unwrap());
+    assert!(m.contains("missing field `digest`"), "{m}");
+    env["digest"] = digest.clone();
+    // a present key is not an absent one, even when null
+    env["sha256"] = Value::Null;
+    let m = rejected(&serde_json::to_vec(&env).unwrap());
+    assert!(m.contains("malformed"), "{m}");
+    env.as_object_mut().unwrap().remove("sha256");
+    env["digest"] = Value::Null;
+    let m = rejected(&serde_json::to_vec(&env).unwrap());
+    assert!(m.contains("malformed"), "{m}");
+    env["digest"] = digest;
     env["format"] = json!("other");
     assert!(rejected(&serde_json::to_vec(&env).unwrap()).contains("format"));
     env["format"] = json!("streamforge-checkpoint");
-    env["sha256"] = json!("00");
-    assert!(rejected(&serde_json::to_vec(&env).unwrap()).contains("checksum mismatch"));
+    env["digest"] = json!("00");
+    assert!(rejected(&serde_json::to_vec(&env).unwrap()).starts_with("digest mismatch"));
+    // version 1: the checksum
+    let mut v1: Value = serde_json::from_slice(&as_v1(&cp)).unwrap();
+    assert!(Processor::restore(&as_v1(&cp), p.pipeline()).is_ok());
+    v1["sha256"] = json!("00");
+    assert!(rejected(&serde_json::to_vec(&v1).unwrap()).starts_with("checksum mismatch"));
+    v1.as_object_mut().unwrap().remove("sha256");
+    let m = rejected(&serde_json::to_vec(&v1).unwrap());
+    assert!(m.contains("missing field `sha256`"), "{m}");
     let mut env: Value = serde_json::from_slice(&cp).unwrap();
     env["extra"] = json!(1);
     assert!(rejected(&serde_json::to_vec(&env).unwrap()).contains("unknown field"));

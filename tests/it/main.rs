@@ -37,6 +37,7 @@ mod api_concurrency;
 mod api_contract;
 mod api_errors;
 mod api_fuzz;
+mod checkpoint_format;
 mod container;
 mod dashboard;
 mod durability;

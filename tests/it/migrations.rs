@@ -176,7 +176,10 @@ fn a_version_2_database_is_upgraded_and_keeps_serving_its_changes() {
     )
     .unwrap();
     c.execute_batch(
-        "DROP TABLE ingest_rejected;
+        "DROP TABLE pending_upgrades;
+         DROP TABLE segment_chunks;
+         ALTER TABLE checkpoints DROP COLUMN digest;
+         DROP TABLE ingest_rejected;
          DROP TABLE ingest_rejected_heads;
          DROP TABLE idempotency_keys;
          DROP TABLE source_positions;

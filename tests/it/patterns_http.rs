@@ -324,15 +324,23 @@ fn every_pattern_route_answers_in_its_shape() {
         .body
         .starts_with(r#"{"format":"streamforge-patterns-checkpoint","sha256":""#));
     assert!(env.body.ends_with(r#","version":1}"#), "{}", env.body);
+    // The digest is the envelope's own `sha256` field (the SHA-256 of
+    // its state), also its ETag.
+    let v: serde_json::Value = serde_json::from_str(&env.body).unwrap();
     use sha2::Digest;
-    let hex: String = sha2::Sha256::digest(env.body.as_bytes())
+    let hex: String = sha2::Sha256::digest(serde_json::to_vec(&v["state"]).unwrap())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
+    assert_eq!(v["sha256"], hex);
+    assert_eq!(
+        env.headers.get("etag").and_then(|v| v.to_str().ok()),
+        Some(format!("\"{hex}\"").as_str())
+    );
     assert_eq!(
         c.body,
         format!(
-            r#"{{"id":{id},"sequence":2,"sha256":"{hex}","bytes":{}}}"#,
+            r#"{{"id":{id},"sequence":2,"digest":"{hex}","bytes":{}}}"#,
             env.body.len()
         )
     );
@@ -340,7 +348,7 @@ fn every_pattern_route_answers_in_its_shape() {
     assert_eq!(list.status, 200);
     assert!(
         list.body.starts_with(&format!(
-            r#"{{"checkpoints":[{{"id":{id},"sequence":2,"sha256":"{hex}","bytes":{},"created_at":""#,
+            r#"{{"checkpoints":[{{"id":{id},"sequence":2,"digest":"{hex}","bytes":{},"created_at":""#,
             env.body.len()
         )),
         "{}",

@@ -10,7 +10,10 @@
 //! envelope bytes). From them, a seeded generator (SplitMix64, no new
 //! crates) makes at least 10,000 envelopes:
 //! - bytes of the envelope flipped or replaced, and truncations (the
-//!   checksum left as it was);
+//!   checksum left as it was); the envelopes built from a state are
+//!   version 2 (with its digest) for half of those whose JSON tree writes
+//!   them back exactly, version 1 (its checksum) for the others, so every
+//!   "checksum recomputed" below is a digest for some of them;
 //! - bytes of the state replaced, with the checksum recomputed;
 //! - top-level parts mixed between the two states (e.g. the `sources` of
 //!   one with the `windows` of the other), sub-trees swapped at the same
@@ -56,12 +59,36 @@ const CASES: usize = 10_500;
 
 const PREFIX: &str = r#"{"format":"streamforge-checkpoint","sha256":""#;
 const SUFFIX: &str = r#","version":1}"#;
+const PREFIX_2: &str = r#"{"digest":""#;
+const SUFFIX_2: &str = r#","version":2}"#;
 
-/// The envelope of `state` with its checksum.
+/// The envelope of `state` with its digest: version 2 for half of the
+/// states (by length) that are JSON whose tree writes them back exactly
+/// (so the tree's digest is the state's), version 1 (its checksum over the
+/// text) for the others.
 fn envelope(state: &str) -> Vec<u8> {
+    if state.len().is_multiple_of(2) {
+        if let Ok(tree) = serde_json::from_str::<Value>(state) {
+            let chained = tree["late"].is_array()
+                && tree["sources"]
+                    .as_object()
+                    .is_some_and(|m| m.values().all(Value::is_array));
+            if chained && serde_json::to_string(&tree).ok().as_deref() == Some(state) {
+                return envelope_2(state, &crate::support::digest_of(&tree));
+            }
+        }
+    }
     format!(
         "{PREFIX}{}\",\"state\":{state}{SUFFIX}",
         sha256_hex(state.as_bytes())
+    )
+    .into_bytes()
+}
+
+/// The version 2 envelope of `state` with digest `digest`.
+fn envelope_2(state: &str, digest: &str) -> Vec<u8> {
+    format!(
+        "{PREFIX_2}{digest}\",\"format\":\"streamforge-checkpoint\",\"state\":{state}{SUFFIX_2}"
     )
     .into_bytes()
 }
@@ -136,10 +163,17 @@ impl Ck {
     fn new(bytes: Vec<u8>) -> Ck {
         let text = String::from_utf8(bytes.clone()).expect("UTF-8 envelope");
         let start = text.find(r#""state":"#).expect("state") + r#""state":"#.len();
-        assert!(text.starts_with(PREFIX) && text.ends_with(SUFFIX), "{text}");
-        let state = text[start..text.len() - SUFFIX.len()].to_string();
-        assert_eq!(envelope(&state), bytes, "the envelope is canonical");
+        assert!(
+            text.starts_with(PREFIX_2) && text.ends_with(SUFFIX_2),
+            "{text}"
+        );
+        let state = text[start..text.len() - SUFFIX_2.len()].to_string();
         let tree: Value = serde_json::from_str(&state).expect("state JSON");
+        assert_eq!(
+            envelope_2(&state, &crate::support::digest_of(&tree)),
+            bytes,
+            "the envelope is canonical"
+        );
         // serde_json writes objects with sorted keys and no whitespace: the
         // canonical form, so a mutated tree is hashed as restore hashes it.
         assert_eq!(
@@ -669,11 +703,12 @@ fn exercise(s: &Server, case: usize, round_trip: bool) {
 
 /// The rule family of a restore's `detail` (docs/checkpoint.md, "Restore").
 fn family(detail: &str) -> &'static str {
-    const FAMILIES: [&str; 12] = [
+    const FAMILIES: [&str; 13] = [
         "malformed",
         "unknown checkpoint format",
         "unsupported checkpoint version",
         "checksum mismatch",
+        "digest mismatch",
         "state.pipeline",
         "incompatible pipeline",
         "clock.",
@@ -776,6 +811,7 @@ fn mutated_checkpoints_never_fail_the_server() {
     for f in [
         "malformed",
         "checksum mismatch",
+        "digest mismatch",
         "state.pipeline",
         "incompatible pipeline",
         "clock.",

@@ -733,7 +733,7 @@ fn webhooks_give_the_results_of_the_same_events_through_post_events() {
     assert_eq!(hooks.get("/pipeline").body, want);
     let cp_a = hooks.post_empty("/checkpoints").json();
     let cp_b = events.post_empty("/checkpoints").json();
-    assert_eq!(cp_a["sha256"], cp_b["sha256"], "{cp_a} {cp_b}");
+    assert_eq!(cp_a["digest"], cp_b["digest"], "{cp_a} {cp_b}");
     let env_a = hooks.get(&format!("/checkpoints/{}", cp_a["id"])).body;
     assert_eq!(
         env_a,
@@ -1673,7 +1673,7 @@ fn sigkill_restarts_and_restores_replay_the_same_changelog() {
     let cp_b = b.post_empty("/checkpoints");
     assert_eq!((cp_a.status, cp_b.status), (201, 201));
     let (cp_a, cp_b) = (cp_a.json(), cp_b.json());
-    assert_eq!(cp_a["sha256"], cp_b["sha256"]);
+    assert_eq!(cp_a["digest"], cp_b["digest"]);
     let at_checkpoint = a.get("/status").body;
     for c in &more {
         assert_eq!(call(&a, c), call(&b, c));

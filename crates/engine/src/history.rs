@@ -27,6 +27,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::checkpoint::chain::{Chain, ChunkRec, CHUNK};
 use super::event::Event;
 use super::hash::FxMap;
 
@@ -141,11 +142,67 @@ pub trait HistoryStore: Send + Sync + std::fmt::Debug {
     /// Appends the canonical text of segment `seg` (its items separated by
     /// commas) to `out`.
     fn text(&self, seg: SegId, out: &mut Vec<u8>) -> Result<(), StoreFault>;
+
+    /// Hands the canonical bytes of each item of segment `seg` from item
+    /// `from` on to `each`, in order.
+    fn items_from(
+        &self,
+        seg: SegId,
+        from: u64,
+        each: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), StoreFault>;
+
+    /// The record of full chunk `index` of the array segment `seg` belongs
+    /// to, stored with the segment that holds the chunk's last item
+    /// (`None`: not stored with `seg`).
+    fn chunk(&self, seg: SegId, index: u64) -> Result<Option<ChunkRec>, StoreFault>;
+}
+
+/// The chain of the items of `segs` (a partition's consecutive segments,
+/// or the late output's, from item 0): the stored value of its last full
+/// chunk, and the items after it read back (fewer than a chunk).
+pub fn resume_chain(store: &dyn HistoryStore, segs: &[SegRef]) -> Result<Chain, StoreFault> {
+    let n = segs.last().map_or(0, |s| s.first + s.count);
+    let full = n / CHUNK;
+    let mut chain = Chain::new();
+    if full > 0 {
+        let last = full * CHUNK - 1;
+        let seg = segs
+            .iter()
+            .find(|s| s.first <= last && last < s.first + s.count)
+            .ok_or_else(|| StoreFault(format!("item {last} is in no segment")))?;
+        let rec = store.chunk(seg.id, full - 1)?.ok_or_else(|| {
+            StoreFault(format!(
+                "segment {} holds no record of chunk {}",
+                seg.id,
+                full - 1
+            ))
+        })?;
+        chain = Chain::resume(full * CHUNK, rec.chain)
+            .ok_or_else(|| StoreFault("a chain resumes at a chunk boundary".into()))?;
+    }
+    let start = full * CHUNK;
+    for s in segs
+        .iter()
+        .filter(|s| s.count > 0 && s.first + s.count > start)
+    {
+        store.items_from(s.id, start.saturating_sub(s.first), &mut |item| {
+            chain.push(item);
+        })?;
+    }
+    if chain.len() != n {
+        return Err(StoreFault(format!(
+            "the segments hold {} items after item {start}, their records say {}",
+            chain.len() - start,
+            n - start
+        )));
+    }
+    Ok(chain)
 }
 
 /// A segment ready to be stored: its canonical text and, for sources, the
 /// id hash of each unique event with its index.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct NewSegment {
     /// Sources (with its partition's index) or late.
     pub kind: SegKind,
@@ -165,6 +222,11 @@ pub struct NewSegment {
     /// Where each item's text ends (exclusive), when the writer kept
     /// track (else the store finds the items by scanning the text).
     pub ends: Vec<u32>,
+    /// The full chunks of its array that its items complete (stored with
+    /// it: `HistoryStore::chunk`).
+    pub chunks: Vec<ChunkRec>,
+    /// The chain of its array through its last item.
+    pub chain: Chain,
 }
 
 /// Segments in memory: the store of a processor that is never flushed to
@@ -179,6 +241,7 @@ pub struct MemHistory {
 struct MemInner {
     segments: FxMap<SegId, (SegKind, Arc<Vec<u8>>)>,
     index: FxMap<u64, Vec<Pos>>,
+    chunks: FxMap<(SegId, u64), ChunkRec>,
     next: SegId,
 }
 
@@ -203,6 +266,9 @@ impl MemHistory {
             let pos = Pos::new(id, i)
                 .ok_or_else(|| StoreFault(format!("segment {id} item {i} out of range")))?;
             g.index.entry(h).or_default().push(pos);
+        }
+        for rec in &seg.chunks {
+            g.chunks.insert((id, rec.index), *rec);
         }
         g.segments
             .insert(id, (seg.kind, Arc::new(seg.text.clone())));
@@ -253,5 +319,28 @@ impl HistoryStore for MemHistory {
             .ok_or_else(|| StoreFault(format!("no segment {seg}")))?;
         out.extend_from_slice(text);
         Ok(())
+    }
+
+    fn items_from(
+        &self,
+        seg: SegId,
+        from: u64,
+        each: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), StoreFault> {
+        let text = {
+            let g = self.lock();
+            g.segments
+                .get(&seg)
+                .map(|(_, t)| t.clone())
+                .ok_or_else(|| StoreFault(format!("no segment {seg}")))?
+        };
+        for item in super::segment::items(&text).skip(usize::try_from(from).unwrap_or(usize::MAX)) {
+            each(item);
+        }
+        Ok(())
+    }
+
+    fn chunk(&self, seg: SegId, index: u64) -> Result<Option<ChunkRec>, StoreFault> {
+        Ok(self.lock().chunks.get(&(seg, index)).copied())
     }
 }

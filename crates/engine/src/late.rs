@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use super::checkpoint::chain::{Chain, Hash};
 use super::event::Event;
 use super::history::{HistoryStore, NewSegment, SegId, SegKind, SegRef, StoreFault};
 
@@ -21,12 +22,15 @@ pub struct LateOutput {
     /// Flushed segments, covering records `0..flushed` in order.
     segs: Vec<SegRef>,
     flushed: u64,
+    /// The digest chain of the flushed records.
+    chain: Chain,
     tail: Vec<LateEntry>,
 }
 
 impl LateOutput {
-    /// Late output whose flushed part is `segs`.
-    pub fn from_segments(segs: Vec<SegRef>) -> Result<LateOutput, String> {
+    /// Late output whose flushed part is `segs`, with the digest chain of
+    /// their records (see `history::resume_chain`).
+    pub fn from_segments(segs: Vec<SegRef>, chain: Chain) -> Result<LateOutput, String> {
         let mut next = 0u64;
         for s in &segs {
             if s.first != next {
@@ -39,9 +43,16 @@ impl LateOutput {
                 .checked_add(s.count)
                 .ok_or_else(|| "late records overflow".to_string())?;
         }
+        if chain.len() != next {
+            return Err(format!(
+                "the late segments hold {next} records, their chain {}",
+                chain.len()
+            ));
+        }
         Ok(LateOutput {
             segs,
             flushed: next,
+            chain,
             tail: Vec::new(),
         })
     }
@@ -133,11 +144,15 @@ impl LateOutput {
             return None;
         }
         let mut text = Vec::with_capacity(self.tail.len() * 48);
+        let mut chain = self.chain.clone();
+        let mut chunks = Vec::new();
         for (i, (e, w)) in self.tail.iter().enumerate() {
             if i > 0 {
                 text.push(b',');
             }
+            let start = text.len();
             super::segment::write_late(&mut text, &e.id, &e.key, e.timestamp, e.value, *w);
+            chunks.extend(chain.push(&text[start..]));
         }
         Some(NewSegment {
             bytes: text.len() as u64,
@@ -148,7 +163,21 @@ impl LateOutput {
             text,
             ids: Vec::new(),
             ends: Vec::new(),
+            chunks,
+            chain,
         })
+    }
+
+    /// The digest chain of every record (flushed and tail).
+    pub fn chain_value(&self) -> Hash {
+        let mut chain = self.chain.clone();
+        let mut buf = Vec::with_capacity(128);
+        for (e, w) in &self.tail {
+            buf.clear();
+            super::segment::write_late(&mut buf, &e.id, &e.key, e.timestamp, e.value, *w);
+            chain.push(&buf);
+        }
+        chain.value()
     }
 
     /// Records in the tail.
@@ -157,12 +186,14 @@ impl LateOutput {
     }
 
     /// The first `n` tail records were stored as segment `id` of `bytes`
-    /// bytes (see [`LateOutput::tail_segment`]).
-    pub fn flushed(&mut self, n: usize, id: SegId, bytes: u64) {
+    /// bytes, whose array's chain is then `chain` (see
+    /// [`LateOutput::tail_segment`]).
+    pub fn flushed(&mut self, n: usize, id: SegId, bytes: u64, chain: Chain) {
         let n = n.min(self.tail.len());
         if n == 0 {
             return;
         }
+        self.chain = chain;
         self.segs.push(SegRef {
             id,
             first: self.flushed,

@@ -14,8 +14,9 @@
 //!   by-end order for readiness and finalization).
 //! - `changelog`: the visible rows, reconciliation in changelog order and the
 //!   global sequence.
-//! - `checkpoint`: the version 1 envelope (written with the shared canonical
-//!   JSON helpers of [`streamforge_canonical`]), strict restore.
+//! - `checkpoint`: the version 2 envelope and its digest chain (written with
+//!   the shared canonical JSON helpers of [`streamforge_canonical`]), strict
+//!   restore of versions 2 and 1.
 //!
 //! # Rules of this crate
 //! It depends on nothing but `serde`, `serde_json`, `sha2` and the shared

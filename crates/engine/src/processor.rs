@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::changelog::{address_cmp, cmp_prepared, row, sort_by_address, Changelog, Touches};
 use super::checkpoint;
+use super::checkpoint::chain::Hash;
 use super::checkpoint::LiveParts;
 use super::hash::StrIndex;
 use super::history::{id_hash, HistoryStore, MemHistory, NewSegment, SegId, SegKind, SegRef};
@@ -500,7 +501,7 @@ impl Processor {
             .collect())
     }
 
-    /// The canonical version-1 checkpoint envelope of the current state
+    /// The canonical version-2 checkpoint envelope of the current state
     /// (its flushed history read back from the store).
     pub fn checkpoint(&self) -> Result<Vec<u8>, Rejection> {
         checkpoint::take(self).map_err(super::sources::unavailable)
@@ -536,7 +537,8 @@ impl Processor {
     pub fn flushed(&mut self, snap: &Snapshot, stored: &[(NewSegment, SegId)]) {
         self.sources.flushed(&snap.mark, stored);
         if let Some((s, id)) = stored.iter().find(|(s, _)| s.kind == SegKind::Late) {
-            self.late.flushed(snap.late_tail, *id, s.bytes);
+            self.late
+                .flushed(snap.late_tail, *id, s.bytes, s.chain.clone());
         }
     }
 
@@ -684,6 +686,34 @@ impl Snapshot {
             Some(s) => each(s),
             None => Ok(()),
         }
+    }
+
+    /// The digest (version 2) of the state when the snapshot was taken,
+    /// once `stored` (its tail, as [`Snapshot::each_tail_segment`] gave
+    /// it) is stored: from the chains the segments carry, without reading
+    /// the history.
+    pub fn digest_with(&self, live: &LiveParts, stored: &[(NewSegment, SegId)]) -> String {
+        let p = &self.p;
+        let mut sources: Vec<Hash> = Vec::with_capacity(p.pipeline.partitions().len());
+        for i in 0..p.pipeline.partitions().len() {
+            let last = stored
+                .iter()
+                .rev()
+                .find(|(s, _)| s.kind == SegKind::Sources && s.partition == i);
+            sources.push(match last {
+                Some((s, _))
+                    if s.chain.len() == u64::try_from(p.sources.consumed(i) + 1).unwrap_or(0) =>
+                {
+                    s.chain.value()
+                }
+                _ => p.sources.chain_value(i, &p.keys),
+            });
+        }
+        let late = match stored.iter().rev().find(|(s, _)| s.kind == SegKind::Late) {
+            Some((s, _)) if s.chain.len() == p.late.len() => s.chain.value(),
+            _ => p.late.chain_value(),
+        };
+        checkpoint::chain::digest(live, &sources, &late)
     }
 
     /// The flushed history once `stored` (the tail) is stored too: what

@@ -44,6 +44,61 @@ pub fn item(text: &[u8], index: u64) -> Option<&[u8]> {
     (n == index && start < text.len() && depth == 0).then(|| &text[start..])
 }
 
+/// The byte offset of the `n`-th comma (1-based) at depth 0 of a list of
+/// items: where item `n - 1` ends. `None` when there are fewer.
+pub fn comma(text: &[u8], n: u64) -> Option<usize> {
+    if n == 0 {
+        return None;
+    }
+    let mut depth = 0u32;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut seen = 0u64;
+    for (i, &b) in text.iter().enumerate() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' => depth += 1,
+            b']' => depth = depth.checked_sub(1)?,
+            b',' if depth == 0 => {
+                seen += 1;
+                if seen == n {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The items of a list of items, in order.
+pub fn items(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = Some(text).filter(|t| !t.is_empty());
+    std::iter::from_fn(move || {
+        let t = rest?;
+        match comma(t, 1) {
+            Some(at) => {
+                rest = Some(&t[at + 1..]);
+                Some(&t[..at])
+            }
+            None => {
+                rest = None;
+                Some(t)
+            }
+        }
+    })
+}
+
 type EventDoc<'a> = (Cow<'a, str>, Cow<'a, str>, i64, i64);
 
 fn to_event((id, key, timestamp, value): EventDoc<'_>) -> Event {

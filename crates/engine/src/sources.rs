@@ -19,6 +19,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use super::checkpoint::chain::{Chain, Hash};
 use super::error::Rejection;
 use super::event::{DeliveryInput, Event};
 use super::hash::{FxMap, StrIndex};
@@ -144,6 +145,8 @@ struct Part {
     segs: Vec<SegRef>,
     /// Offsets below this are flushed.
     flushed: u64,
+    /// The digest chain of the flushed deliveries (offsets `0..flushed`).
+    chain: Chain,
     /// The record of each offset from `flushed` on.
     tail: Chunked<RecNo>,
 }
@@ -661,11 +664,13 @@ impl Sources {
         let mut seen = vec![false; self.records.len()];
         for (pi, part) in self.parts.iter().enumerate() {
             let mut first = part.flushed;
+            let mut chain = part.chain.clone();
             let mut nos = part.tail.iter().copied().peekable();
             while nos.peek().is_some() {
                 let mut text = Vec::with_capacity(max_items.min(1 << 16) * 40);
                 let mut ids = Vec::new();
                 let mut ends = Vec::with_capacity(max_items.min(1 << 16));
+                let mut chunks = Vec::new();
                 let mut count = 0usize;
                 for (j, no) in nos.by_ref().take(max_items).enumerate() {
                     count += 1;
@@ -673,6 +678,7 @@ impl Sources {
                     if j > 0 {
                         text.push(b',');
                     }
+                    let start = text.len();
                     super::segment::write_event_bytes(
                         &mut text,
                         e.id.as_bytes(),
@@ -680,6 +686,7 @@ impl Sources {
                         e.timestamp,
                         e.value,
                     );
+                    chunks.extend(chain.push(&text[start..]));
                     ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
                     // The delivery that made a unique record introduces it.
                     let fresh = seen.get(no as usize).is_some_and(|s| !s);
@@ -703,6 +710,8 @@ impl Sources {
                     text,
                     ids,
                     ends,
+                    chunks,
+                    chain: chain.clone(),
                 })?;
                 first += count as u64;
             }
@@ -759,6 +768,7 @@ impl Sources {
                 continue;
             }
             if let Some(part) = self.parts.get_mut(seg.partition) {
+                part.chain = seg.chain.clone();
                 part.segs.push(SegRef {
                     id: *id,
                     first: seg.first,
@@ -788,8 +798,32 @@ impl Sources {
         self.index = index;
     }
 
+    /// The digest chain of partition `p`'s deliveries (flushed and tail).
+    pub fn chain_value(&self, p: usize, keys: &KeyTable) -> Hash {
+        let Some(part) = self.parts.get(p) else {
+            return Chain::new().value();
+        };
+        let mut chain = part.chain.clone();
+        let mut buf = Vec::with_capacity(128);
+        for &no in part.tail.iter() {
+            if let Some(e) = self.event(no) {
+                buf.clear();
+                super::segment::write_event(
+                    &mut buf,
+                    e.id.as_str(),
+                    keys.name(e.key),
+                    e.timestamp,
+                    e.value,
+                );
+                chain.push(&buf);
+            }
+        }
+        chain.value()
+    }
+
     /// A history whose flushed part is `segs` per partition (a stored
-    /// checkpoint's), with an empty tail.
+    /// checkpoint's), with an empty tail. Each partition's digest chain
+    /// resumes from its last full chunk's stored value.
     pub fn from_segments(
         store: Arc<dyn HistoryStore>,
         segs: Vec<Vec<SegRef>>,
@@ -809,8 +843,11 @@ impl Sources {
                     .ok_or_else(|| format!("partition {pi}: offsets overflow"))?;
                 s.seg_part.insert(seg.id, (pi, seg.count));
             }
+            let chain = super::history::resume_chain(&*s.store, &list)
+                .map_err(|e| format!("partition {pi}: {e}"))?;
             if let Some(part) = s.parts.get_mut(pi) {
                 part.flushed = next;
+                part.chain = chain;
                 part.segs = list;
             }
         }

@@ -52,6 +52,7 @@ mod keystate;
 mod selection;
 mod warnings;
 
+pub use checkpoint::envelope_digest;
 pub use condition::{Condition, Op, Operand};
 pub use document::{Contiguity, Document, DocumentError, Limits, Pattern, Skip, Stage, Warning};
 pub use engine::{

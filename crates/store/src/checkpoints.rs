@@ -22,8 +22,9 @@ pub struct CheckpointMeta {
     pub id: i64,
     /// The change sequence it captures.
     pub sequence: u64,
-    /// Lowercase hex SHA-256 of the envelope bytes.
-    pub sha256: String,
+    /// The envelope's digest: a window envelope's `digest` field, a
+    /// pattern envelope's `sha256` field.
+    pub digest: String,
     /// Envelope length in bytes.
     pub bytes: u64,
     /// When it was stored (RFC 3339, UTC); service metadata only.
@@ -102,8 +103,8 @@ impl Origin {
 enum Stored<'a> {
     /// In the checkpoint row.
     Inline(&'a [u8]),
-    /// Staged pieces: staging id, SHA-256 and length of the whole envelope.
-    Pieces(i64, String, usize),
+    /// Staged pieces: staging id and length of the whole envelope.
+    Pieces(i64, usize),
 }
 
 impl Writer {
@@ -113,10 +114,18 @@ impl Writer {
         &mut self,
         engine: EngineId,
         envelope: &[u8],
+        digest: &str,
         sequence: u64,
         origin: Origin,
     ) -> Result<CheckpointMeta> {
-        self.store_checkpoint(engine, Stored::Inline(envelope), sequence, None, origin)
+        self.store_checkpoint(
+            engine,
+            Stored::Inline(envelope),
+            digest,
+            sequence,
+            None,
+            origin,
+        )
     }
 
     /// The id of the last logged command of `engine` (0 when none).
@@ -137,13 +146,14 @@ impl Writer {
         &mut self,
         engine: EngineId,
         stored: Stored<'_>,
+        digest: &str,
         sequence: u64,
         up_to: Option<i64>,
         origin: Origin,
     ) -> Result<CheckpointMeta> {
-        let (envelope, pieces_from, sha256, bytes) = match stored {
-            Stored::Inline(e) => (e, None, sha256_hex(e), e.len()),
-            Stored::Pieces(staging, sha, bytes) => (&[][..], Some(staging), sha, bytes),
+        let (envelope, pieces_from, bytes) = match stored {
+            Stored::Inline(e) => (e, None, e.len()),
+            Stored::Pieces(staging, bytes) => (&[][..], Some(staging), bytes),
         };
         let created_at = created_at_now();
         let seq = i64::try_from(sequence).map_err(|_| {
@@ -155,17 +165,18 @@ impl Writer {
             .op("BEGIN IMMEDIATE (checkpoint)")?;
         tx.execute(
             "INSERT INTO checkpoints
-               (sequence, sha256, bytes, created_at, envelope, pieces_from, origin, engine)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+               (sequence, sha256, bytes, created_at, envelope, pieces_from, origin, engine,
+                digest)
+             VALUES (?1, '', ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 seq,
-                sha256,
                 bytes as i64,
                 created_at,
                 envelope,
                 pieces_from,
                 origin.as_str(),
-                engine.name()
+                engine.name(),
+                digest
             ],
         )
         .op("INSERT checkpoints")?;
@@ -186,7 +197,7 @@ impl Writer {
         Ok(CheckpointMeta {
             id,
             sequence,
-            sha256,
+            digest: digest.to_string(),
             bytes: bytes as u64,
             created_at,
         })
@@ -245,20 +256,21 @@ impl Writer {
     }
 
     /// Makes the staged pieces `staging` a checkpoint (of `bytes` bytes with
-    /// SHA-256 `sha256`), the recovery base, and removes the logged commands
+    /// digest `digest`), the recovery base, and removes the logged commands
     /// up to `up_to`, in one transaction.
     pub fn link_checkpoint(
         &mut self,
         engine: EngineId,
         staging: i64,
-        sha256: String,
+        digest: &str,
         bytes: usize,
         sequence: u64,
         up_to: i64,
     ) -> Result<CheckpointMeta> {
         self.store_checkpoint(
             engine,
-            Stored::Pieces(staging, sha256, bytes),
+            Stored::Pieces(staging, bytes),
+            digest,
             sequence,
             Some(up_to),
             Origin::Auto,
@@ -439,12 +451,42 @@ impl Reader {
         envelope_by_id(&self.conn, id)
     }
 
+    /// `engine`'s listed checkpoint `id`: its metadata, and whether it is a
+    /// window checkpoint stored incrementally (its envelope assembled from
+    /// its live state and segments).
+    pub fn checkpoint_info(
+        &mut self,
+        engine: EngineId,
+        id: i64,
+    ) -> Result<Option<(CheckpointMeta, bool)>> {
+        self.conn
+            .query_row(
+                "SELECT id, sequence, COALESCE(digest, ''), bytes, created_at, live IS NOT NULL
+                 FROM checkpoints WHERE id = ?1 AND engine = ?2 AND origin != 'hidden'",
+                params![id, engine.name()],
+                |r| {
+                    Ok((
+                        CheckpointMeta {
+                            id: r.get(0)?,
+                            sequence: r.get::<_, i64>(1)?.max(0) as u64,
+                            digest: r.get(2)?,
+                            bytes: r.get::<_, i64>(3)?.max(0) as u64,
+                            created_at: r.get(4)?,
+                        },
+                        r.get(5)?,
+                    ))
+                },
+            )
+            .optional()
+            .op("SELECT checkpoints (one)")
+    }
+
     /// Every stored checkpoint of `engine`, newest first.
     pub fn checkpoints(&mut self, engine: EngineId) -> Result<Vec<CheckpointMeta>> {
         let mut st = self
             .conn
             .prepare(
-                "SELECT id, sequence, sha256, bytes, created_at FROM checkpoints
+                "SELECT id, sequence, COALESCE(digest, ''), bytes, created_at FROM checkpoints
                  WHERE engine = ?1 AND origin != 'hidden' ORDER BY id DESC",
             )
             .op("prepare SELECT checkpoints")?;
@@ -453,7 +495,7 @@ impl Reader {
                 Ok(CheckpointMeta {
                     id: r.get(0)?,
                     sequence: r.get::<_, i64>(1)?.max(0) as u64,
-                    sha256: r.get(2)?,
+                    digest: r.get(2)?,
                     bytes: r.get::<_, i64>(3)?.max(0) as u64,
                     created_at: r.get(4)?,
                 })
@@ -509,14 +551,14 @@ mod tests {
             .link_checkpoint(
                 EngineId::Window,
                 staging,
-                sha256_hex(&envelope),
+                &sha256_hex(&envelope),
                 envelope.len(),
                 42,
                 up_to,
             )
             .unwrap();
         assert_eq!(meta.bytes, envelope.len() as u64);
-        assert_eq!(meta.sha256, sha256_hex(&envelope));
+        assert_eq!(meta.digest, sha256_hex(&envelope));
         assert_eq!(
             w.checkpoint_envelope(meta.id).unwrap(),
             Some(envelope.clone())
@@ -560,7 +602,7 @@ mod tests {
         let s = w.stage_piece(None, b"abc").unwrap();
         w.stage_piece(Some(s), b"def").unwrap();
         let meta = w
-            .link_checkpoint(EngineId::Window, s, sha256_hex(b"abcdef"), 6, 1, 0)
+            .link_checkpoint(EngineId::Window, s, &sha256_hex(b"abcdef"), 6, 1, 0)
             .unwrap();
         assert_eq!(
             w.checkpoint_envelope(meta.id).unwrap(),

@@ -1767,10 +1767,16 @@ impl Bloom {
 
 const P1: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// A 32-bit checksum (four multiply-rotate lanes over the 64-bit words, the
-/// tail and the length): a changed word always changes its lane (each step
-/// is a bijection of the lane); truncation changes the length.
+/// A 32-bit checksum: [`checksum64`]'s low half.
 fn checksum(data: &[u8]) -> u32 {
+    checksum64(data) as u32
+}
+
+/// A 64-bit checksum (four multiply-rotate lanes over the 64-bit words, the
+/// tail and the length): a changed word always changes its lane, and the
+/// result (each step is a bijection of the lane, then of the state);
+/// truncation changes the length.
+pub(crate) fn checksum64(data: &[u8]) -> u64 {
     let mut lanes = [
         0x243F_6A88_85A3_08D3u64,
         0x1319_8A2E_0370_7344,
@@ -1806,7 +1812,7 @@ fn checksum(data: &[u8]) -> u32 {
     h = (h ^ u64::from_le_bytes(tail))
         .wrapping_mul(P1)
         .rotate_left(31);
-    mix(h) as u32
+    mix(h)
 }
 
 fn with_checksum(mut data: Vec<u8>) -> Vec<u8> {

@@ -35,6 +35,7 @@ mod positions;
 mod rejected;
 pub mod segments;
 mod sinks;
+mod upgrade;
 mod window;
 
 use std::path::Path;
@@ -151,6 +152,7 @@ impl Writer {
         conn.pragma_update(None, "journal_size_limit", 64i64 << 20)
             .op("PRAGMA journal_size_limit")?;
         migrate::migrate(&mut conn)?;
+        upgrade::run(&mut conn)?;
         let mut w = Writer {
             conn,
             appends: Arc::default(),

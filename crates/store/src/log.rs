@@ -725,10 +725,22 @@ mod tests {
         let db = dir.path().join("db");
         let mut w = Writer::open(&db).unwrap();
         let kept = w
-            .checkpoint(EngineId::Window, b"{\"kept\":1}", 0, crate::Origin::User)
+            .checkpoint(
+                EngineId::Window,
+                b"{\"kept\":1}",
+                "",
+                0,
+                crate::Origin::User,
+            )
             .unwrap();
         let gone = w
-            .checkpoint(EngineId::Window, b"{\"gone\":1}", 0, crate::Origin::User)
+            .checkpoint(
+                EngineId::Window,
+                b"{\"gone\":1}",
+                "",
+                0,
+                crate::Origin::User,
+            )
             .unwrap();
         let envelope = w.checkpoint_envelope(gone.id).unwrap().unwrap();
         assert!(w

@@ -61,6 +61,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0012_ingest_rejected",
         include_str!("../../../migrations/0012_ingest_rejected.sql"),
     ),
+    (
+        "0013_checkpoint_format_2",
+        include_str!("../../../migrations/0013_checkpoint_format_2.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

@@ -14,6 +14,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::error::{Error, Op, Result};
 use super::Writer;
+use streamforge_engine::checkpoint::chain::{ChunkRec, Hash};
 use streamforge_engine::history::{SegId, SegKind};
 
 /// Items per stored block.
@@ -79,19 +80,22 @@ impl Writer {
     /// checkpoint that names it syncs it; see the module docs). Returns its
     /// id (never reused).
     pub fn put_segment(&mut self, kind: SegKind, count: u64, text: &[u8]) -> Result<SegId> {
-        self.put_segment_as(kind, count, text, &[], false)
+        self.put_segment_as(kind, count, text, &[], &[], false)
     }
 
     /// [`Writer::put_segment`] for a restore in progress (`staged`): until
     /// the restore is done ([`Writer::end_staging`]) nothing but a restart
     /// frees it, even while no checkpoint names it.
-    /// `ends`: where each item ends, if known (else the text is scanned).
+    /// `ends`: where each item ends, if known (else the text is scanned);
+    /// `chunks`: the full chunks of its array its items complete, stored
+    /// with it.
     pub fn put_segment_as(
         &mut self,
         kind: SegKind,
         count: u64,
         text: &[u8],
         ends: &[u32],
+        chunks: &[ChunkRec],
         staged: bool,
     ) -> Result<SegId> {
         let items = if ends.is_empty() {
@@ -118,7 +122,7 @@ impl Writer {
         self.conn
             .pragma_update(None, "synchronous", "NORMAL")
             .op("PRAGMA synchronous = NORMAL (segment)")?;
-        let stored = self.insert_segment(kind, count, text, &items, staged);
+        let stored = self.insert_segment(kind, count, text, &items, chunks, staged);
         let reset = self
             .conn
             .pragma_update(None, "synchronous", super::SYNCHRONOUS)
@@ -134,6 +138,7 @@ impl Writer {
         count: u64,
         text: &[u8],
         items: &[(usize, usize)],
+        chunks: &[ChunkRec],
         staged: bool,
     ) -> Result<SegId> {
         let tx = self
@@ -154,7 +159,7 @@ impl Writer {
         {
             let mut st = tx
                 .prepare_cached(
-                    "INSERT INTO segment_blocks (segment, block, data) VALUES (?1, ?2, ?3)",
+                    "INSERT INTO segment_blocks (segment, block, data, sum) VALUES (?1, ?2, ?3, ?4)",
                 )
                 .op("prepare INSERT segment_blocks")?;
             for (b, chunk) in items.chunks(BLOCK_ITEMS as usize).enumerate() {
@@ -163,10 +168,11 @@ impl Writer {
                 };
                 let raw = &text[first.0..last.1];
                 let z = lz4_flex::block::compress_prepend_size(raw);
-                st.execute(params![id, b as i64, z])
+                st.execute(params![id, b as i64, z, block_sum(&z)])
                     .op("INSERT segment_blocks")?;
             }
         }
+        insert_chunks(&tx, id, chunks)?;
         tx.commit().op("COMMIT (segment)")?;
         u64::try_from(id).map_err(|_| Error::Corrupt(format!("segment id {id}")))
     }
@@ -216,6 +222,103 @@ pub(super) fn drop_unreferenced(conn: &Connection) -> Result<u64> {
     Ok(n as u64)
 }
 
+/// The checksum a block is stored with: the 64-bit checksum of its bytes
+/// as stored (as SQLite's integer: the same bits).
+pub(super) fn block_sum(z: &[u8]) -> i64 {
+    super::ids::checksum64(z) as i64
+}
+
+/// Stores the chunk records of segment `id` (inside the caller's
+/// transaction); a record already there is left as it is.
+pub(super) fn insert_chunks(conn: &Connection, id: i64, chunks: &[ChunkRec]) -> Result<()> {
+    if chunks.is_empty() {
+        return Ok(());
+    }
+    let mut st = conn
+        .prepare_cached(
+            "INSERT OR IGNORE INTO segment_chunks (segment, chunk, leaf, chain) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .op("prepare INSERT segment_chunks")?;
+    for c in chunks {
+        st.execute(params![
+            id,
+            i64_of(c.index, "chunk")?,
+            &c.leaf[..],
+            &c.chain[..]
+        ])
+        .op("INSERT segment_chunks")?;
+    }
+    Ok(())
+}
+
+fn hash_of(v: Vec<u8>, seg: SegId) -> Result<Hash> {
+    v.try_into()
+        .map_err(|_| Error::Corrupt(format!("segment {seg}: a chunk record is not 32 bytes")))
+}
+
+/// The chunk records stored with segment `seg`, by chunk number.
+pub fn segment_chunks(conn: &Connection, seg: SegId) -> Result<Vec<ChunkRec>> {
+    let mut st = conn
+        .prepare_cached(
+            "SELECT chunk, leaf, chain FROM segment_chunks WHERE segment = ?1 ORDER BY chunk",
+        )
+        .op("prepare SELECT segment_chunks")?;
+    let rows = st
+        .query_map([i64_of(seg, "segment")?], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, Vec<u8>>(1)?,
+                r.get::<_, Vec<u8>>(2)?,
+            ))
+        })
+        .op("SELECT segment_chunks")?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (index, leaf, chain) = row.op("SELECT segment_chunks (row)")?;
+        out.push(ChunkRec {
+            index: index.max(0) as u64,
+            leaf: hash_of(leaf, seg)?,
+            chain: hash_of(chain, seg)?,
+        });
+    }
+    Ok(out)
+}
+
+/// The record of chunk `index` stored with segment `seg`.
+pub fn segment_chunk(conn: &Connection, seg: SegId, index: u64) -> Result<Option<ChunkRec>> {
+    let row: Option<(Vec<u8>, Vec<u8>)> = conn
+        .prepare_cached("SELECT leaf, chain FROM segment_chunks WHERE segment = ?1 AND chunk = ?2")
+        .op("prepare SELECT segment_chunks (one)")?
+        .query_row(
+            params![i64_of(seg, "segment")?, i64_of(index, "chunk")?],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .op("SELECT segment_chunks (one)")?;
+    row.map(|(leaf, chain)| {
+        Ok(ChunkRec {
+            index,
+            leaf: hash_of(leaf, seg)?,
+            chain: hash_of(chain, seg)?,
+        })
+    })
+    .transpose()
+}
+
+/// A stored block's bytes, once its checksum matches (`sum` NULL: a block
+/// stored before checksums, which the upgrade at open gives one).
+fn checked(seg: SegId, block: u64, z: &[u8], sum: Option<i64>) -> Result<&[u8]> {
+    match sum {
+        Some(sum) if block_sum(z) == sum => Ok(z),
+        Some(_) => Err(Error::Corrupt(format!(
+            "segment {seg} block {block}: checksum mismatch (the stored history is damaged)"
+        ))),
+        None => Err(Error::Corrupt(format!(
+            "segment {seg} block {block}: no checksum"
+        ))),
+    }
+}
+
 fn unpack(seg: SegId, block: u64, z: &[u8]) -> Result<Vec<u8>> {
     let corrupt = |why: String| Error::Corrupt(format!("segment {seg} block {block}: {why}"));
     let (len, body) = z
@@ -235,16 +338,17 @@ fn unpack(seg: SegId, block: u64, z: &[u8]) -> Result<Vec<u8>> {
 /// The text of block `block` of segment `seg` (its items separated by
 /// commas), or `None` when there is no such block.
 pub fn block_text(conn: &Connection, seg: SegId, block: u64) -> Result<Option<Vec<u8>>> {
-    let z: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT data FROM segment_blocks WHERE segment = ?1 AND block = ?2")
+    let z: Option<(Vec<u8>, Option<i64>)> = conn
+        .prepare_cached("SELECT data, sum FROM segment_blocks WHERE segment = ?1 AND block = ?2")
         .op("prepare SELECT segment_blocks")?
         .query_row(
             params![i64_of(seg, "segment")?, i64_of(block, "block")?],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()
         .op("SELECT segment_blocks")?;
-    z.map(|z| unpack(seg, block, &z)).transpose()
+    z.map(|(z, sum)| unpack(seg, block, checked(seg, block, &z, sum)?))
+        .transpose()
 }
 
 /// Calls `f` with the text of each block of segment `seg`, in order.
@@ -254,7 +358,9 @@ pub fn for_each_block(
     mut f: impl FnMut(&[u8]) -> Result<()>,
 ) -> Result<()> {
     let mut st = conn
-        .prepare_cached("SELECT block, data FROM segment_blocks WHERE segment = ?1 ORDER BY block")
+        .prepare_cached(
+            "SELECT block, data, sum FROM segment_blocks WHERE segment = ?1 ORDER BY block",
+        )
         .op("prepare SELECT segment_blocks (all)")?;
     let mut rows = st
         .query([i64_of(seg, "segment")?])
@@ -272,7 +378,9 @@ pub fn for_each_block(
             .get_ref(1)
             .and_then(|v| v.as_blob().map_err(Into::into))
             .op("segment_blocks.data")?;
-        f(&unpack(seg, block as u64, z)?)?;
+        let sum: Option<i64> = r.get(2).op("segment_blocks.sum")?;
+        let block = block as u64;
+        f(&unpack(seg, block, checked(seg, block, z, sum)?)?)?;
     }
     Ok(())
 }
@@ -378,6 +486,79 @@ mod tests {
             .put_segment(SegKind::Sources, 1, b"[\"x\",\"\",1,1]")
             .unwrap();
         assert!(again > id);
+    }
+
+    #[test]
+    fn a_flipped_byte_in_a_block_is_an_error_naming_the_segment_and_chunks_are_kept() {
+        use streamforge_engine::checkpoint::chain::{Chain, CHUNK};
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = Writer::open(&dir.path().join("db")).unwrap();
+        let n = CHUNK + 700;
+        let mut text = Vec::new();
+        let mut chain = Chain::new();
+        let mut chunks = Vec::new();
+        for i in 0..n {
+            if i > 0 {
+                text.push(b',');
+            }
+            let at = text.len();
+            streamforge_engine::segment::write_event(&mut text, &format!("e{i}"), "k", 1, 2);
+            chunks.extend(chain.push(&text[at..]));
+        }
+        let id = w
+            .put_segment_as(SegKind::Sources, n, &text, &[], &chunks, false)
+            .unwrap();
+        assert_eq!(segment_chunks(&w.conn, id).unwrap(), chunks);
+        assert_eq!(
+            segment_chunk(&w.conn, id, 0).unwrap(),
+            chunks.first().copied()
+        );
+        assert_eq!(segment_chunk(&w.conn, id, 1).unwrap(), None);
+        // every byte of a stored block, flipped in turn: never read as text
+        let stored: Vec<u8> = w
+            .conn
+            .query_row(
+                "SELECT data FROM segment_blocks WHERE segment = ?1 AND block = 3",
+                [id as i64],
+                |r| r.get(0),
+            )
+            .unwrap();
+        for at in (0..stored.len()).step_by(97).chain([stored.len() - 1]) {
+            let mut bad = stored.clone();
+            bad[at] ^= 0x10;
+            w.conn
+                .execute(
+                    "UPDATE segment_blocks SET data = ?2 WHERE segment = ?1 AND block = 3",
+                    params![id as i64, bad],
+                )
+                .unwrap();
+            let want = format!("segment {id} block 3: checksum mismatch");
+            let e = block_text(&w.conn, id, 3).unwrap_err().to_string();
+            assert!(e.contains(&want), "{e}");
+            let e = segment_text(&w.conn, id, &mut Vec::new())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&want), "{e}");
+            // the blocks before it are read, the damaged one is not
+            let mut read = 0;
+            let e = for_each_block(&w.conn, id, |_| {
+                read += 1;
+                Ok(())
+            });
+            assert!(e.is_err() && read == 3);
+        }
+        w.conn
+            .execute(
+                "UPDATE segment_blocks SET data = ?2 WHERE segment = ?1 AND block = 3",
+                params![id as i64, stored],
+            )
+            .unwrap();
+        let mut back = Vec::new();
+        segment_text(&w.conn, id, &mut back).unwrap();
+        assert_eq!(back, text);
+        // the segment's chunk records go with it
+        w.drop_unreferenced_segments().unwrap();
+        assert!(segment_chunks(&w.conn, id).unwrap().is_empty());
     }
 }
 
@@ -650,5 +831,32 @@ impl streamforge_engine::history::HistoryStore for HistoryDb {
         out: &mut Vec<u8>,
     ) -> std::result::Result<(), streamforge_engine::history::StoreFault> {
         segment_text(&self.reader(), seg, out).map_err(fault)
+    }
+
+    fn items_from(
+        &self,
+        seg: SegId,
+        from: u64,
+        each: &mut dyn FnMut(&[u8]),
+    ) -> std::result::Result<(), streamforge_engine::history::StoreFault> {
+        let mut block = from / BLOCK_ITEMS;
+        let mut skip = from % BLOCK_ITEMS;
+        let conn = self.reader();
+        while let Some(text) = block_text(&conn, seg, block).map_err(fault)? {
+            for item in streamforge_engine::segment::items(&text).skip(skip as usize) {
+                each(item);
+            }
+            skip = 0;
+            block += 1;
+        }
+        Ok(())
+    }
+
+    fn chunk(
+        &self,
+        seg: SegId,
+        index: u64,
+    ) -> std::result::Result<Option<ChunkRec>, streamforge_engine::history::StoreFault> {
+        segment_chunk(&self.reader(), seg, index).map_err(fault)
     }
 }

@@ -7,9 +7,9 @@
 //! checkpoint writes only the history that arrived since the previous one
 //! (flushed just before, by the service) and its live state.
 //!
-//! The envelope is assembled when it is served, and checksummed ("sealed")
-//! once: on request (`POST /checkpoints` answers with its checksum), or the
-//! first time it is listed or downloaded. An unsealed row has `sha256 = ''`.
+//! The envelope is assembled when it is served; its digest is computed
+//! when the checkpoint is taken, from the chain values stored with the
+//! segments (`segment_chunks`) and the live state, and stored in the row.
 //!
 //! A checkpoint that is its engine's recovery base cannot disappear while
 //! it is: deleting it hides it instead (`origin = 'hidden'`: no listing
@@ -34,15 +34,13 @@ pub struct StoredWindow {
     pub flushed: Flushed,
 }
 
-/// A stored window checkpoint with its checksums (empty when not sealed).
+/// A stored window checkpoint with its digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowRow {
     /// Its state.
     pub state: StoredWindow,
-    /// The envelope's SHA-256 (`''`: not sealed yet).
-    pub sha256: String,
-    /// The state's SHA-256 (the envelope's `sha256` field; `''`: not sealed).
-    pub state_sha256: String,
+    /// The envelope's `digest` field.
+    pub digest: String,
     /// Envelope length.
     pub bytes: u64,
 }
@@ -108,17 +106,17 @@ pub(super) fn window_row(
     id: i64,
     partitions: usize,
 ) -> Result<Option<WindowRow>> {
-    type Row = (Option<Vec<u8>>, String, Option<String>, i64);
+    type Row = (Option<Vec<u8>>, Option<String>, i64);
     let row: Option<Row> = conn
         .query_row(
-            "SELECT live, sha256, state_sha256, bytes FROM checkpoints
+            "SELECT live, digest, bytes FROM checkpoints
              WHERE id = ?1 AND engine = 'window'",
             [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .optional()
         .op("SELECT checkpoints (window)")?;
-    let Some((Some(live), sha256, state_sha256, bytes)) = row else {
+    let Some((Some(live), digest, bytes)) = row else {
         return Ok(None);
     };
     let live = unpack(id, &live)?;
@@ -127,8 +125,7 @@ pub(super) fn window_row(
     let flushed = segments_of(conn, id, partitions.max(parts.partitions.len()))?;
     Ok(Some(WindowRow {
         state: StoredWindow { live, flushed },
-        sha256,
-        state_sha256: state_sha256.unwrap_or_default(),
+        digest: digest.unwrap_or_default(),
         bytes: bytes.max(0) as u64,
     }))
 }
@@ -139,6 +136,7 @@ fn insert_window(
     live: &[u8],
     flushed: &Flushed,
     bytes: u64,
+    digest: &str,
     sequence: u64,
     origin: Origin,
 ) -> Result<(i64, String)> {
@@ -146,14 +144,16 @@ fn insert_window(
     let seq = i64_of(sequence, "sequence")?;
     tx.execute(
         "INSERT INTO checkpoints
-           (sequence, sha256, bytes, created_at, envelope, pieces_from, origin, engine, live)
-         VALUES (?1, '', ?2, ?3, x'', NULL, ?4, 'window', ?5)",
+           (sequence, sha256, bytes, created_at, envelope, pieces_from, origin, engine, live,
+            digest)
+         VALUES (?1, '', ?2, ?3, x'', NULL, ?4, 'window', ?5, ?6)",
         params![
             seq,
             i64_of(bytes, "bytes")?,
             created_at,
             origin.as_str(),
-            pack(live)
+            pack(live),
+            digest
         ],
     )
     .op("INSERT checkpoints (window)")?;
@@ -191,16 +191,17 @@ fn insert_window(
 
 impl Writer {
     /// Stores a window checkpoint incrementally (its live parts and the
-    /// segments it names, which are stored) as the recovery base, removing
-    /// the logged commands up to `up_to`, in one transaction; unsealed
-    /// (`sha256 = ''`). Earlier hidden checkpoints and the segments nothing
-    /// names any more go in the same transaction.
+    /// segments it names, which are stored, with its envelope's length and
+    /// digest) as the recovery base, removing the logged commands up to
+    /// `up_to`, in one transaction. Earlier hidden checkpoints and the
+    /// segments nothing names any more go in the same transaction.
     #[allow(clippy::too_many_arguments)]
     pub fn link_window_checkpoint(
         &mut self,
         live: &[u8],
         flushed: &Flushed,
         bytes: u64,
+        digest: &str,
         sequence: u64,
         up_to: i64,
         origin: Origin,
@@ -210,7 +211,7 @@ impl Writer {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (window checkpoint)")?;
-        let (id, created_at) = insert_window(&tx, live, flushed, bytes, sequence, origin)?;
+        let (id, created_at) = insert_window(&tx, live, flushed, bytes, digest, sequence, origin)?;
         tx.execute(
             "INSERT OR REPLACE INTO recovery_bases (engine, checkpoint_id, envelope, sequence)
              VALUES ('window', ?1, NULL, ?2)",
@@ -227,7 +228,7 @@ impl Writer {
         Ok(CheckpointMeta {
             id,
             sequence,
-            sha256: String::new(),
+            digest: digest.to_string(),
             bytes,
             created_at,
         })
@@ -242,26 +243,16 @@ impl Writer {
         live: &[u8],
         flushed: &Flushed,
         bytes: u64,
+        digest: &str,
         sequence: u64,
     ) -> Result<i64> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (hidden window checkpoint)")?;
-        let (id, _) = insert_window(&tx, live, flushed, bytes, sequence, Origin::Hidden)?;
+        let (id, _) = insert_window(&tx, live, flushed, bytes, digest, sequence, Origin::Hidden)?;
         tx.commit().op("COMMIT (hidden window checkpoint)")?;
         Ok(id)
-    }
-
-    /// Records the checksums of window checkpoint `id` (sealing it).
-    pub fn seal_checkpoint(&mut self, id: i64, sha256: &str, state_sha256: &str) -> Result<()> {
-        self.conn
-            .execute(
-                "UPDATE checkpoints SET sha256 = ?2, state_sha256 = ?3 WHERE id = ?1",
-                params![id, sha256, state_sha256],
-            )
-            .op("UPDATE checkpoints (seal)")
-            .map(drop)
     }
 
     /// Window checkpoint `id` stored incrementally, through the writer.
@@ -300,8 +291,17 @@ impl Reader {
         window_row(&self.conn, id, partitions)
     }
 
-    /// Calls `f` with the text of each block of segment `seg`, in order.
+    /// Calls `f` with the text of each block of segment `seg`, in order
+    /// (each block checked against its checksum first).
     pub fn segment_blocks(&self, seg: u64, f: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
         super::segments::for_each_block(&self.conn, seg, f)
+    }
+
+    /// The chunk records stored with segment `seg`, by chunk number.
+    pub fn segment_chunks(
+        &self,
+        seg: u64,
+    ) -> Result<Vec<streamforge_engine::checkpoint::chain::ChunkRec>> {
+        super::segments::segment_chunks(&self.conn, seg)
     }
 }

@@ -166,14 +166,6 @@ pub fn line_reader(r: impl Read + Send + 'static) -> mpsc::Receiver<String> {
     rx
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// A URL where nothing listens (a port bound and released).
 pub fn closed_port_url() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -525,6 +525,13 @@ impl Model {
     // Checkpoint format (version 1), written by hand.
 
     pub fn checkpoint_state(&self) -> String {
+        self.state_text(false)
+    }
+
+    /// The state `S` (`chained == false`), or `S'` of the digest: each
+    /// partition's sources and the late records replaced by the hex of
+    /// their chains (`chained`).
+    fn state_text(&self, chained: bool) -> String {
         let mut s = String::new();
         // keys sorted: changelog, clock, late, pipeline, sources, windows
         s.push_str("{\"changelog\":{\"sequence\":");
@@ -547,18 +554,21 @@ impl Model {
         }
         s.push_str("},\"watermark\":");
         push_opt(&mut s, self.watermark);
-        s.push_str("},\"late\":[");
-        for (i, (e, w)) in self.late.iter().enumerate() {
-            if i > 0 {
-                s.push(',');
-            }
-            s.push('[');
-            push_event(&mut s, e);
-            s.push(',');
-            s.push_str(&w.to_string());
-            s.push(']');
-        }
-        s.push_str("],\"pipeline\":{\"lateness\":");
+        let late: Vec<String> = self
+            .late
+            .iter()
+            .map(|(e, w)| {
+                let mut item = String::from("[");
+                push_event(&mut item, e);
+                item.push(',');
+                item.push_str(&w.to_string());
+                item.push(']');
+                item
+            })
+            .collect();
+        s.push_str("},\"late\":");
+        push_list(&mut s, &late, chained);
+        s.push_str(",\"pipeline\":{\"lateness\":");
         s.push_str(&self.lateness.to_string());
         s.push_str(",\"partitions\":[");
         for (i, p) in self.partitions.iter().enumerate() {
@@ -595,14 +605,17 @@ impl Model {
                 s.push(',');
             }
             push_str(&mut s, n);
-            s.push_str(":[");
-            for (j, e) in p.sources.iter().enumerate() {
-                if j > 0 {
-                    s.push(',');
-                }
-                push_event(&mut s, e);
-            }
-            s.push(']');
+            s.push(':');
+            let items: Vec<String> = p
+                .sources
+                .iter()
+                .map(|e| {
+                    let mut item = String::new();
+                    push_event(&mut item, e);
+                    item
+                })
+                .collect();
+            push_list(&mut s, &items, chained);
         }
         s.push_str("},\"windows\":");
         push_results(&mut s, &self.live);
@@ -621,15 +634,46 @@ impl Model {
         let state = self.checkpoint_state();
         let hex: String = match hex {
             Some(h) => h.to_string(),
-            None => Sha256::digest(state.as_bytes())
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
+            None => to_hex(&Sha256::digest(self.state_text(true).as_bytes())),
         };
         format!(
-            "{{\"format\":\"streamforge-checkpoint\",\"sha256\":\"{hex}\",\"state\":{state},\"version\":1}}"
+            "{{\"digest\":\"{hex}\",\"format\":\"streamforge-checkpoint\",\"state\":{state},\"version\":2}}"
         )
         .into_bytes()
+    }
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Items of the state's append-only arrays per chunk of the digest chain.
+const CHUNK: usize = 4096;
+
+/// The digest chain of an array, as defined: each chunk of [`CHUNK`] items
+/// hashed as a JSON array, `c = SHA-256(c || leaf)` from 32 zero bytes.
+pub fn chain_hex(items: &[String]) -> String {
+    let mut c = [0u8; 32].to_vec();
+    for chunk in items.chunks(CHUNK) {
+        let leaf = Sha256::digest(format!("[{}]", chunk.join(",")).as_bytes());
+        let mut h = Sha256::new();
+        h.update(&c);
+        h.update(leaf);
+        c = h.finalize().to_vec();
+    }
+    to_hex(&c)
+}
+
+/// Appends an array of items, or (`chained`) the string of its chain.
+fn push_list(s: &mut String, items: &[String], chained: bool) {
+    if chained {
+        s.push('"');
+        s.push_str(&chain_hex(items));
+        s.push('"');
+    } else {
+        s.push('[');
+        s.push_str(&items.join(","));
+        s.push(']');
     }
 }
 

@@ -111,3 +111,48 @@ pub fn sha_hex(bytes: &[u8]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+/// The version 2 digest of a parsed state (docs/checkpoint.md, "The
+/// digest"), spelled out independently of the engine: each partition's
+/// sources and the late records replaced by the hex of their chains (4,096
+/// items per chunk, each hashed as a JSON array, `c = SHA-256(c || leaf)`
+/// from 32 zero bytes), then the SHA-256 of the canonical bytes
+/// (serde_json's map is sorted, its output compact).
+pub fn digest_of(state: &serde_json::Value) -> String {
+    use sha2::{Digest, Sha256};
+    fn chain(items: &[serde_json::Value]) -> String {
+        let mut c = vec![0u8; 32];
+        for chunk in items.chunks(4096) {
+            let leaf = Sha256::digest(serde_json::to_vec(chunk).unwrap());
+            let mut h = Sha256::new();
+            h.update(&c);
+            h.update(leaf);
+            c = h.finalize().to_vec();
+        }
+        c.iter().map(|b| format!("{b:02x}")).collect()
+    }
+    let mut s = state.clone();
+    let late = chain(state["late"].as_array().expect("late is an array"));
+    s["late"] = serde_json::Value::String(late);
+    if let Some(sources) = s["sources"].as_object_mut() {
+        for v in sources.values_mut() {
+            let c = chain(v.as_array().expect("sources[p] is an array"));
+            *v = serde_json::Value::String(c);
+        }
+    }
+    sha_hex(&serde_json::to_vec(&s).unwrap())
+}
+
+/// The envelope `bytes` with its state changed by `f` and its digest (or,
+/// for a version 1 envelope, its checksum) made right again.
+pub fn rewrap(bytes: &[u8], f: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+    let mut env: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    f(&mut env["state"]);
+    if env.get("sha256").is_some() {
+        let state = serde_json::to_vec(&env["state"]).unwrap();
+        env["sha256"] = serde_json::Value::String(sha_hex(&state));
+    } else {
+        env["digest"] = serde_json::Value::String(digest_of(&env["state"]));
+    }
+    serde_json::to_vec(&env).unwrap()
+}

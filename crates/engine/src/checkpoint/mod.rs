@@ -1,14 +1,18 @@
-//! Checkpoints: the canonical version-1 envelope and strict restore.
+//! Checkpoints: the canonical version-2 envelope and strict restore.
 //!
 //! docs/checkpoint.md: a checkpoint is the canonical JSON of
-//! `{"format": "streamforge-checkpoint", "version": 1, "sha256": H, "state": S}`
-//! with `H` the lowercase hex SHA-256 of the canonical bytes of `S`. It is
-//! deterministic (sorted keys and names, address order; no hash-map order
-//! leaks), independent of later mutation (it is a byte string), and restore
-//! verifies the checksum against the canonical bytes of the *parsed* state,
-//! so insignificant whitespace does not matter. Restore then validates every
-//! rule docs/checkpoint.md lists (see [`restore`]) and names what is wrong.
+//! `{"digest": D, "format": "streamforge-checkpoint", "state": S, "version": 2}`
+//! with `D` the digest of `S` ([`chain`]: the history enters it through a
+//! hash chain over fixed chunks, so a service produces it from stored
+//! chain values). It is deterministic (sorted keys and names, address
+//! order; no hash-map order leaks), independent of later mutation (it is a
+//! byte string), and restore verifies the digest against the *parsed*
+//! state, so insignificant whitespace does not matter; version 1
+//! envelopes (`"sha256": H`, the SHA-256 of the canonical bytes of `S`)
+//! are still restored. Restore then validates every rule
+//! docs/checkpoint.md lists (see [`restore`]) and names what is wrong.
 
+pub mod chain;
 mod restore;
 mod state;
 pub mod stream;
@@ -24,7 +28,7 @@ use streamforge_canonical::writer as canonical;
 use streamforge_canonical::UniqueMap;
 
 pub use restore::{check_clock_doc, restore, resume, Restorer};
-pub use state::{ChangelogDoc, ResultDoc};
+pub use state::{check_envelope, ChangelogDoc, ResultDoc, FORMAT};
 use streamforge_canonical::sha256_hex;
 
 /// Appends a pipeline document's canonical object, its partitions sorted
@@ -287,25 +291,55 @@ pub fn write_state(
     out.put(b"}")
 }
 
-/// The envelope's bytes before its checksum.
-pub const ENVELOPE_PREFIX: &[u8] = b"{\"format\":\"streamforge-checkpoint\",\"sha256\":\"";
-/// Between the checksum and the state.
-pub const ENVELOPE_MIDDLE: &[u8] = b"\",\"state\":";
+/// The envelope's bytes before its digest.
+pub const ENVELOPE_PREFIX: &[u8] = b"{\"digest\":\"";
+/// Between the digest and the state.
+pub const ENVELOPE_MIDDLE: &[u8] = b"\",\"format\":\"streamforge-checkpoint\",\"state\":";
 /// After the state.
-pub const ENVELOPE_SUFFIX: &[u8] = b",\"version\":1}";
+pub const ENVELOPE_SUFFIX: &[u8] = b",\"version\":2}";
 
-/// Writes the envelope of a state whose checksum is `sha256_hex`.
+/// Writes the envelope of a state whose digest is `digest` (lowercase
+/// hex).
 pub fn write_envelope(
     live: &LiveParts,
     history: &dyn HistoryParts,
-    sha256_hex: &str,
+    digest: &str,
     out: &mut dyn Out,
 ) -> Result<(), StoreFault> {
     out.put(ENVELOPE_PREFIX)?;
-    out.put(sha256_hex.as_bytes())?;
+    out.put(digest.as_bytes())?;
     out.put(ENVELOPE_MIDDLE)?;
     write_state(live, history, out)?;
     out.put(ENVELOPE_SUFFIX)
+}
+
+/// The version-2 envelope of a version-1 one (same state): checked as a
+/// restore parses and checks an envelope (not the state's rules), its
+/// state rewritten canonically and its digest computed.
+pub fn upgrade_v1(envelope: &[u8]) -> Result<Vec<u8>, String> {
+    let doc: state::EnvelopeDoc<'_> = serde_json::from_slice(envelope)
+        .map_err(|e| format!("malformed checkpoint envelope: {e}"))?;
+    let claimed = state::check_envelope(
+        &doc.format,
+        doc.version,
+        doc.digest.as_deref(),
+        doc.sha256.as_deref(),
+    )?;
+    let canonical = doc.state.canonical();
+    if doc.version == 1 && sha256_hex(&canonical) != claimed {
+        return Err("checksum mismatch".into());
+    }
+    let digest = doc.state.digest(true);
+    if doc.version == 2 && digest != claimed {
+        return Err("digest mismatch".into());
+    }
+    let mut out = Vec::with_capacity(canonical.len() + 160);
+    out.extend_from_slice(ENVELOPE_PREFIX);
+    out.extend_from_slice(digest.as_bytes());
+    out.extend_from_slice(ENVELOPE_MIDDLE);
+    out.extend_from_slice(&canonical);
+    out.extend_from_slice(ENVELOPE_SUFFIX);
+    Ok(out)
 }
 
 /// The length of the envelope of `live` with the history `flushed`
@@ -336,22 +370,6 @@ pub fn envelope_len(live: &LiveParts, flushed: &crate::sources::Flushed) -> u64 
     n
 }
 
-/// The checksums of an envelope without holding it: the state's (`H`,
-/// inside the envelope) and the whole envelope's (what `sha256sum` prints
-/// for it), with its length. Two passes over the history.
-pub fn seal(
-    live: &LiveParts,
-    history: &dyn HistoryParts,
-) -> Result<(String, String, u64), StoreFault> {
-    let mut h = HashOut::default();
-    write_state(live, history, &mut h)?;
-    let (state, _) = h.finish();
-    let mut e = HashOut::default();
-    write_envelope(live, history, &state, &mut e)?;
-    let (envelope, bytes) = e.finish();
-    Ok((state, envelope, bytes))
-}
-
 /// A processor's history as [`HistoryParts`] (flushed segments through its
 /// store, then its tail).
 struct Own<'a>(&'a Processor);
@@ -370,18 +388,22 @@ impl HistoryParts for Own<'_> {
     }
 }
 
+/// The digest (version 2) of the processor's current state: from the
+/// chains of its flushed history and its tail, without reading the
+/// flushed history.
+pub fn digest_of(p: &Processor, live: &LiveParts) -> String {
+    let sources: Vec<chain::Hash> = (0..p.pipeline.partitions().len())
+        .map(|i| p.sources.chain_value(i, &p.keys))
+        .collect();
+    chain::digest(live, &sources, &p.late.chain_value())
+}
+
 /// The canonical envelope of the processor's current state.
 pub fn take(p: &Processor) -> Result<Vec<u8>, StoreFault> {
     let live = LiveParts::of(p);
-    let mut state = Vec::with_capacity(4096);
-    write_state(&live, &Own(p), &mut state)?;
-    let sha = sha256_hex(&state);
-    let mut out = Vec::with_capacity(state.len() + 160);
-    out.extend_from_slice(ENVELOPE_PREFIX);
-    out.extend_from_slice(sha.as_bytes());
-    out.extend_from_slice(ENVELOPE_MIDDLE);
-    out.extend_from_slice(&state);
-    out.extend_from_slice(ENVELOPE_SUFFIX);
+    let digest = digest_of(p, &live);
+    let mut out = Vec::with_capacity(4096);
+    write_envelope(&live, &Own(p), &digest, &mut out)?;
     Ok(out)
 }
 

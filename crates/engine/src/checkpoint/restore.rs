@@ -1,9 +1,11 @@
 //! Strict restore: parse, verify, validate every rule, build.
 //!
 //! Rules (docs/checkpoint.md, "Restore"), each with its own message:
-//! - envelope: JSON with exactly `format`, `version`, `sha256`, `state`; the
-//!   format name; `version` the integer 1; the checksum over the canonical
-//!   bytes of the parsed state;
+//! - envelope: JSON with exactly `digest`, `format`, `state`, `version`
+//!   (version 2) or `format`, `sha256`, `state`, `version` (version 1); the
+//!   format name; `version` the integer 2 or 1; the digest (version 2,
+//!   `super::chain`) or the checksum (version 1) over the canonical bytes
+//!   of the parsed state;
 //! - shapes and record types (strict parsing, see `state`);
 //! - pipeline: valid, and equivalent to the target's (any declaration order);
 //! - partition names: `clock.partitions` and `sources` name exactly the
@@ -29,7 +31,7 @@ use std::sync::Arc;
 
 use super::sha256_hex;
 use super::state::{
-    ChangelogDoc, ClockDoc, EnvelopeDoc, EventDoc, PipelineDoc, ResultDoc, StateDoc,
+    check_envelope, ChangelogDoc, ClockDoc, EnvelopeDoc, EventDoc, PipelineDoc, ResultDoc, StateDoc,
 };
 use super::LiveParts;
 use crate::aggregate::Agg;
@@ -56,35 +58,42 @@ pub fn restore(
 ) -> Result<Processor, String> {
     let doc: EnvelopeDoc<'_> = serde_json::from_slice(envelope)
         .map_err(|e| format!("malformed checkpoint envelope: {e}"))?;
-    if doc.format != "streamforge-checkpoint" {
-        return Err(format!("unknown checkpoint format {:?}", doc.format));
-    }
-    if doc.version != 1 {
-        return Err(format!(
-            "unsupported checkpoint version {} (only 1 is known)",
-            doc.version
-        ));
-    }
+    let claimed = check_envelope(
+        &doc.format,
+        doc.version,
+        doc.digest.as_deref(),
+        doc.sha256.as_deref(),
+    )?;
     if let Some(at) = streamforge_canonical::escape::uppercase_escape(envelope) {
         return Err(streamforge_canonical::escape::uppercase_escape_error(at));
     }
-    // The pipeline's partition list may be in any order. The checksum
+    // The pipeline's partition list may be in any order. The digest (or checksum)
     // is accepted over the canonical bytes with that list sorted (as this
     // engine writes it) or in the document's own order.
-    let actual = sha256_hex(&doc.state.canonical());
     let unsorted = doc
         .state
         .pipeline
         .partitions
         .windows(2)
         .any(|w| w[0] > w[1]);
-    if actual != doc.sha256
-        && !(unsorted && sha256_hex(&doc.state.canonical_with(false)) == doc.sha256)
-    {
-        return Err(format!(
-            "checksum mismatch: envelope says {:?}, state hashes to {actual}",
-            doc.sha256
-        ));
+    if doc.version == 2 {
+        let (sources, late) = doc.state.chains();
+        let of = |sort: bool| super::chain::digest(&doc.state.live_parts(sort), &sources, &late);
+        let actual = of(true);
+        if actual != claimed && !(unsorted && of(false) == claimed) {
+            return Err(format!(
+                "digest mismatch: envelope says {claimed:?}, state hashes to {actual}"
+            ));
+        }
+    } else {
+        let actual = sha256_hex(&doc.state.canonical());
+        if actual != claimed
+            && !(unsorted && sha256_hex(&doc.state.canonical_with(false)) == claimed)
+        {
+            return Err(format!(
+                "checksum mismatch: envelope says {claimed:?}, state hashes to {actual}"
+            ));
+        }
     }
     build(doc.state, target, store)
 }
@@ -162,8 +171,10 @@ pub fn resume(
         &index,
         clock.global,
     )?;
+    let late_chain = crate::history::resume_chain(&*store, &flushed.late)
+        .map_err(|e| format!("the late output: {e}"))?;
     p.sources = Sources::from_segments(store, flushed.sources)?;
-    p.late = LateOutput::from_segments(flushed.late)?;
+    p.late = LateOutput::from_segments(flushed.late, late_chain)?;
     p.keys = keys;
     p.clock = clock;
     p.live = crate::shards::ShardedLive::from_index(index, &p.keys);

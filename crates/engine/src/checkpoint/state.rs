@@ -1,4 +1,4 @@
-//! The checkpoint document (docs/checkpoint.md, format version 1) as typed
+//! The checkpoint document (docs/checkpoint.md, format version 2 or 1) as typed
 //! structs, and its canonical writer.
 //!
 //! Parsing is strict: unknown or missing keys, duplicate keys, floats or
@@ -20,19 +20,80 @@ use streamforge_canonical::UniqueMap;
 /// `[id, key, timestamp, value]`.
 pub type EventDoc<'a> = (Cow<'a, str>, Cow<'a, str>, i64, i64);
 
-/// The envelope.
+/// The envelope, of either version: a version 2 envelope has exactly
+/// `digest`, `format`, `state` and `version`, a version 1 envelope
+/// `format`, `sha256`, `state` and `version` (checked once the version is
+/// known: [`EnvelopeDoc::check_keys`]).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvelopeDoc<'a> {
+    /// Version 2: the digest (docs/checkpoint.md, "The digest").
+    #[serde(default, deserialize_with = "present")]
+    pub digest: Option<String>,
     /// Must be `streamforge-checkpoint`.
     pub format: String,
-    /// Lowercase hex SHA-256 of the canonical state bytes.
-    pub sha256: String,
+    /// Version 1: lowercase hex SHA-256 of the canonical state bytes.
+    #[serde(default, deserialize_with = "present")]
+    pub sha256: Option<String>,
     /// The state.
     #[serde(borrow)]
     pub state: StateDoc<'a>,
-    /// Must be the integer 1.
+    /// The integer 2 or 1.
     pub version: u64,
+}
+
+/// A key that may be absent (`None`) but, when present, is a string (a
+/// `null` is not an absent key).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
+}
+
+/// The format name of an envelope.
+pub const FORMAT: &str = "streamforge-checkpoint";
+
+/// Checks an envelope's format, version and version-specific key
+/// (`digest` for version 2, `sha256` for version 1), and returns the
+/// checksum it carries.
+pub fn check_envelope<'a>(
+    format: &str,
+    version: u64,
+    digest: Option<&'a str>,
+    sha256: Option<&'a str>,
+) -> Result<&'a str, String> {
+    if format != FORMAT {
+        return Err(format!("unknown checkpoint format {format:?}"));
+    }
+    let (want, other) = match version {
+        2 => ("digest", "sha256"),
+        1 => ("sha256", "digest"),
+        v => {
+            return Err(format!(
+                "unsupported checkpoint version {v} (versions 2 and 1 are known)"
+            ))
+        }
+    };
+    let (mine, theirs) = if version == 2 {
+        (digest, sha256)
+    } else {
+        (sha256, digest)
+    };
+    let keys = if version == 2 {
+        "`digest`, `format`, `state` and `version`"
+    } else {
+        "`format`, `sha256`, `state` and `version`"
+    };
+    if theirs.is_some() {
+        return Err(format!(
+            "malformed checkpoint envelope: unknown field `{other}` (a version {version} \
+             envelope has exactly {keys})"
+        ));
+    }
+    mine.ok_or_else(|| {
+        format!(
+            "malformed checkpoint envelope: missing field `{want}` (a version {version} \
+             envelope has exactly {keys})"
+        )
+    })
 }
 
 /// The state `S`, as parsed. Taking a checkpoint never builds one: it
@@ -259,6 +320,63 @@ fn sorted<V>(map: &UniqueMap<V>) -> Vec<&(String, V)> {
 }
 
 impl StateDoc<'_> {
+    /// The state without its history, as the envelope writes it (the
+    /// pipeline's partition list sorted, or as parsed), with the names of
+    /// `sources` sorted.
+    pub fn live_parts(&self, sort_partitions: bool) -> super::LiveParts {
+        let mut changelog = Vec::with_capacity(64 + self.changelog.visible.len() * 130);
+        write_changelog(&mut changelog, self.changelog.sequence, |b| {
+            write_rows(b, &self.changelog.visible)
+        });
+        let mut clock = Vec::with_capacity(128);
+        write_clock(&mut clock, &self.clock);
+        let mut pipeline = Vec::with_capacity(256);
+        write_pipeline(&mut pipeline, &self.pipeline, sort_partitions);
+        let mut windows = Vec::with_capacity(2 + self.windows.len() * 130);
+        write_rows(&mut windows, &self.windows);
+        super::LiveParts {
+            changelog,
+            clock,
+            pipeline,
+            windows,
+            partitions: sorted(&self.sources)
+                .into_iter()
+                .map(|(name, _)| name.clone())
+                .collect(),
+        }
+    }
+
+    /// The chains of `sources` (by sorted name) and of `late`.
+    pub fn chains(&self) -> (Vec<super::chain::Hash>, super::chain::Hash) {
+        let mut buf = Vec::with_capacity(128);
+        let sources = sorted(&self.sources)
+            .into_iter()
+            .map(|(_, events)| {
+                let mut c = super::chain::Chain::new();
+                for (id, k, ts, v) in events {
+                    buf.clear();
+                    write_event(&mut buf, id, k, *ts, *v);
+                    c.push(&buf);
+                }
+                c.value()
+            })
+            .collect();
+        let mut late = super::chain::Chain::new();
+        for ((id, k, ts, v), w) in &self.late {
+            buf.clear();
+            crate::segment::write_late(&mut buf, id, k, *ts, *v, *w);
+            late.push(&buf);
+        }
+        (sources, late.value())
+    }
+
+    /// The digest of this state (version 2), the pipeline's partition list
+    /// sorted or as parsed.
+    pub fn digest(&self, sort_partitions: bool) -> String {
+        let (sources, late) = self.chains();
+        super::chain::digest(&self.live_parts(sort_partitions), &sources, &late)
+    }
+
     /// The canonical bytes of this state.
     pub fn canonical(&self) -> Vec<u8> {
         self.canonical_with(true)

@@ -29,8 +29,10 @@ pub struct Streamed {
     pub format: String,
     /// `version`.
     pub version: u64,
-    /// `sha256`.
-    pub sha256: String,
+    /// `digest` (version 2).
+    pub digest: Option<String>,
+    /// `sha256` (version 1).
+    pub sha256: Option<String>,
     /// `state.pipeline`.
     pub pipeline: PipelineDoc,
     /// `state.clock`.
@@ -101,7 +103,7 @@ impl DeserializeSeed<'static> for EnvelopeSeed<'_> {
     }
 }
 
-const ENVELOPE: &[&str] = &["format", "sha256", "state", "version"];
+const ENVELOPE: &[&str] = &["digest", "format", "sha256", "state", "version"];
 const STATE: &[&str] = &[
     "changelog",
     "clock",
@@ -129,11 +131,13 @@ impl Visitor<'static> for EnvelopeSeed<'_> {
 
     fn visit_map<A: MapAccess<'static>>(self, mut map: A) -> Result<Streamed, A::Error> {
         let (mut format, mut version, mut sha256, mut state) = (None, None, None, None);
+        let mut digest = None;
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "format" => take(&mut format, map.next_value::<String>()?, "format")?,
                 "version" => take(&mut version, map.next_value::<u64>()?, "version")?,
                 "sha256" => take(&mut sha256, map.next_value::<String>()?, "sha256")?,
+                "digest" => take(&mut digest, map.next_value::<String>()?, "digest")?,
                 "state" => {
                     if state.is_some() {
                         return Err(A::Error::duplicate_field("state"));
@@ -149,7 +153,8 @@ impl Visitor<'static> for EnvelopeSeed<'_> {
         Ok(Streamed {
             format: format.ok_or_else(|| A::Error::missing_field("format"))?,
             version: version.ok_or_else(|| A::Error::missing_field("version"))?,
-            sha256: sha256.ok_or_else(|| A::Error::missing_field("sha256"))?,
+            digest,
+            sha256,
             pipeline: state.pipeline,
             clock: state.clock,
             changelog: state.changelog,
@@ -417,8 +422,8 @@ mod tests {
         let mut c = Collect::default();
         let s = read(env.as_bytes(), &mut c).unwrap();
         assert_eq!(
-            (s.format.as_str(), s.version, s.sha256.as_str()),
-            ("f", 1, "x")
+            (s.format.as_str(), s.version, s.sha256.as_deref(), s.digest),
+            ("f", 1, Some("x"), None)
         );
         assert_eq!(s.source_names, ["b", "a"]);
         assert_eq!(c.sources.len(), 2);
@@ -431,6 +436,7 @@ mod tests {
         for bad in [
             format!(r#"{{"version":1,"state":{STATE},"sha256":"x","format":"f","x":1}}"#),
             format!(r#"{{"version":1,"state":{STATE},"sha256":"x"}}"#),
+            format!(r#"{{"version":2,"state":{STATE},"digest":"x","digest":"x","format":"f"}}"#),
             format!(r#"{{"version":1,"version":1,"state":{STATE},"sha256":"x","format":"f"}}"#),
             format!(r#"{{"version":1.0,"state":{STATE},"sha256":"x","format":"f"}}"#),
             format!(

@@ -189,6 +189,22 @@ pub(crate) fn take(e: &Engine) -> Vec<u8> {
     envelope(&s)
 }
 
+/// The `sha256` field of an envelope as [`envelope`] writes it (right
+/// after the format name), without reading the rest: the digest a stored
+/// pattern checkpoint is listed with. `None` for anything else.
+pub fn envelope_digest(envelope: &[u8]) -> Option<String> {
+    let mut prefix = b"{\"format\":".to_vec();
+    string(&mut prefix, FORMAT);
+    prefix.extend_from_slice(b",\"sha256\":\"");
+    let rest = envelope.strip_prefix(prefix.as_slice())?;
+    let hex = rest.get(..64)?;
+    (rest.get(64) == Some(&b'"')
+        && hex
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)))
+    .then(|| String::from_utf8_lossy(hex).into_owned())
+}
+
 /// Wraps canonical state bytes into the canonical envelope.
 pub(crate) fn envelope(state: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(state.len() + 160);
