@@ -31,7 +31,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
-use http_support::{binary, cpu_seconds, Conn, Server};
+use http_support::{binary, cpu_seconds, Server};
 use sha2::Sha256;
 
 const SECRET: &str = "whsec_bench_secret";
@@ -135,43 +135,29 @@ struct Figures {
 
 fn run(server: &Server, shape: &'static str, clients: usize, n: usize, base: u64) -> Figures {
     let per = n / clients;
-    // the requests (and their signatures) are made before the clock starts
-    let work: Vec<Vec<Req>> = (0..clients)
+    // the requests (and their signatures) are made, whole, before the
+    // clock starts
+    let work: Vec<Vec<Vec<u8>>> = (0..clients)
         .map(|c| {
             (0..per)
-                .map(|i| request(shape, base + (c * per + i) as u64))
+                .map(|i| {
+                    let (path, ct, headers, body) = request(shape, base + (c * per + i) as u64);
+                    let method = if path == "/healthz" { "GET" } else { "POST" };
+                    let mut r = format!(
+                        "{method} {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: {ct}\r\ncontent-length: {}\r\n{headers}\r\n",
+                        server.addr,
+                        body.len()
+                    )
+                    .into_bytes();
+                    r.extend_from_slice(&body);
+                    r
+                })
                 .collect()
         })
         .collect();
     let cpu0 = cpu_seconds(server.pid());
     let t = Instant::now();
-    let handles: Vec<_> = work
-        .into_iter()
-        .map(|reqs| {
-            let addr = server.addr.clone();
-            std::thread::spawn(move || {
-                let mut conn = Conn::new(&addr);
-                let mut lat = Vec::with_capacity(reqs.len());
-                for (path, ct, headers, body) in reqs {
-                    let t = Instant::now();
-                    let method = if path == "/healthz" { "GET" } else { "POST" };
-                    let status = conn.call_with(method, &path, ct, &headers, &body);
-                    lat.push(t.elapsed());
-                    assert_eq!(
-                        status,
-                        200,
-                        "{path}: {}",
-                        String::from_utf8_lossy(&conn.body)
-                    );
-                }
-                lat
-            })
-        })
-        .collect();
-    let mut lat: Vec<Duration> = handles
-        .into_iter()
-        .flat_map(|h| h.join().expect("client"))
-        .collect();
+    let mut lat = load(&server.addr, work);
     let wall = t.elapsed().as_secs_f64();
     let cpu = cpu_seconds(server.pid()) - cpu0;
     lat.sort();
@@ -182,6 +168,98 @@ fn run(server: &Server, shape: &'static str, clients: usize, n: usize, base: u64
         p99_ms: q(0.99),
         cpu_us: cpu / lat.len() as f64 * 1e6,
     }
+}
+
+/// The load generator: one keep-alive connection per element of `work`,
+/// each sending its requests one at a time (the next when the answer is
+/// in), all on one thread with non-blocking sockets, as wrk does (a
+/// thread per connection would spend more of the box's two cores on
+/// context switches than the server spends per request). The latency of
+/// every request.
+fn load(addr: &str, work: Vec<Vec<Vec<u8>>>) -> Vec<Duration> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .expect("client runtime");
+    rt.block_on(async {
+        let tasks: Vec<_> = work
+            .into_iter()
+            .map(|reqs| {
+                let addr = addr.to_string();
+                tokio::task::spawn(async move { connection(&addr, reqs).await })
+            })
+            .collect();
+        let mut lat = Vec::new();
+        for t in tasks {
+            lat.extend(t.await.expect("client connection"));
+        }
+        lat
+    })
+}
+
+/// One connection's requests, in order; asserts each answer is 200.
+async fn connection(addr: &str, reqs: Vec<Vec<u8>>) -> Vec<Duration> {
+    let s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.set_nodelay(true).ok();
+    let mut lat = Vec::with_capacity(reqs.len());
+    let mut buf = vec![0u8; 1 << 16];
+    for r in reqs {
+        let t = Instant::now();
+        let mut sent = 0;
+        while sent < r.len() {
+            s.writable().await.expect("writable");
+            match s.try_write(&r[sent..]) {
+                Ok(k) => sent += k,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+        // read the answer: the head, then content-length bytes of body
+        let mut have = 0;
+        let (status, want) = loop {
+            s.readable().await.expect("readable");
+            match s.try_read(&mut buf[have..]) {
+                Ok(0) => panic!("the server closed the connection"),
+                Ok(k) => have += k,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => panic!("read: {e}"),
+            }
+            if let Some(end) = buf[..have].windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = std::str::from_utf8(&buf[..end]).expect("head");
+                let status: u16 = head
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse().ok())
+                    .expect("status");
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse().ok())?
+                    })
+                    .unwrap_or(0);
+                break (status, end + 4 + len);
+            }
+        };
+        while have < want {
+            s.readable().await.expect("readable");
+            match s.try_read(&mut buf[have..]) {
+                Ok(0) => panic!("the server closed the connection"),
+                Ok(k) => have += k,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+        lat.push(t.elapsed());
+        assert_eq!(
+            status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&buf[..have.min(buf.len())])
+        );
+    }
+    lat
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
