@@ -7,49 +7,20 @@ use std::borrow::Cow;
 
 use super::event::Event;
 
-/// The byte range of item `index` in a segment's text (items are JSON
-/// arrays separated by commas at depth 0), or `None` past the end or in
-/// text that is not such a list.
-pub fn item(text: &[u8], index: u64) -> Option<&[u8]> {
-    let mut depth = 0u32;
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut n = 0u64;
-    let mut start = 0usize;
-    for (i, &b) in text.iter().enumerate() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' => depth += 1,
-            b']' => depth = depth.checked_sub(1)?,
-            b',' if depth == 0 => {
-                if n == index {
-                    return Some(&text[start..i]);
-                }
-                n += 1;
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    (n == index && start < text.len() && depth == 0).then(|| &text[start..])
+/// Where a walk over a list of items stopped.
+enum Walk {
+    /// At the wanted depth-0 comma, this byte offset.
+    Comma(usize),
+    /// At the end of the text, with every bracket closed and no string open
+    /// (`true`) or not.
+    End(bool),
+    /// At a `]` that closes nothing.
+    Broken,
 }
 
-/// The byte offset of the `n`-th comma (1-based) at depth 0 of a list of
-/// items: where item `n - 1` ends. `None` when there are fewer.
-pub fn comma(text: &[u8], n: u64) -> Option<usize> {
-    if n == 0 {
-        return None;
-    }
+/// Walks a list of items (JSON arrays separated by commas at depth 0) to
+/// its `n`-th depth-0 comma (1-based).
+fn walk(text: &[u8], n: u64) -> Walk {
     let mut depth = 0u32;
     let mut in_string = false;
     let mut escaped = false;
@@ -68,17 +39,45 @@ pub fn comma(text: &[u8], n: u64) -> Option<usize> {
         match b {
             b'"' => in_string = true,
             b'[' => depth += 1,
-            b']' => depth = depth.checked_sub(1)?,
+            b']' => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return Walk::Broken,
+            },
             b',' if depth == 0 => {
                 seen += 1;
                 if seen == n {
-                    return Some(i);
+                    return Walk::Comma(i);
                 }
             }
             _ => {}
         }
     }
-    None
+    Walk::End(depth == 0 && !in_string)
+}
+
+/// The byte range of item `index` in a segment's text (items are JSON
+/// arrays separated by commas at depth 0), or `None` past the end or in
+/// text that is not such a list.
+pub fn item(text: &[u8], index: u64) -> Option<&[u8]> {
+    let start = match index {
+        0 => 0,
+        _ => comma(text, index)? + 1,
+    };
+    let rest = &text[start..];
+    match walk(rest, 1) {
+        Walk::Comma(at) => Some(&rest[..at]),
+        Walk::End(true) if !rest.is_empty() => Some(rest),
+        _ => None,
+    }
+}
+
+/// The byte offset of the `n`-th comma (1-based) at depth 0 of a list of
+/// items: where item `n - 1` ends. `None` when there are fewer.
+pub fn comma(text: &[u8], n: u64) -> Option<usize> {
+    match walk(text, n) {
+        Walk::Comma(at) if n > 0 => Some(at),
+        _ => None,
+    }
 }
 
 /// The items of a list of items, in order.
