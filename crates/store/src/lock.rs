@@ -52,6 +52,26 @@ pub enum LockError {
     },
 }
 
+/// What a lock's holder wrote, read whole. The holder rewrites the file
+/// (empties it, then writes its record, which ends with a newline), so a
+/// read can overlap the write and see nothing or a record cut short (`pid
+/// 7889, listening on ` without the address): such a read is made again,
+/// for at most about 100 ms; then the last one is what is known.
+fn holder_text(mut read: impl FnMut() -> std::io::Result<String>) -> String {
+    let mut last = String::new();
+    for attempt in 0..100 {
+        match read() {
+            Ok(text) if text.ends_with('\n') => return text,
+            Ok(text) => last = text,
+            Err(_) => {}
+        }
+        if attempt < 99 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    last
+}
+
 /// `<database>.lock` for `db`, with symbolic links of the database (or,
 /// for a database not created yet, of its directory) resolved.
 pub fn lock_path(db: &Path) -> PathBuf {
@@ -94,12 +114,17 @@ impl DbLock {
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
-                let mut said = String::new();
                 // What the holder wrote; unreadable or empty (it has not
                 // written yet) still names the lock file.
-                let holder = match file.read_to_string(&mut said) {
-                    Ok(_) if !said.trim().is_empty() => said.trim().replace('\n', ", "),
-                    _ => "holder unknown".to_string(),
+                let said = holder_text(|| {
+                    let mut said = String::new();
+                    file.seek(SeekFrom::Start(0))?;
+                    file.read_to_string(&mut said)?;
+                    Ok(said)
+                });
+                let holder = match said.trim() {
+                    "" => "holder unknown".to_string(),
+                    said => said.replace('\n', ", "),
                 };
                 return Err(LockError::Held {
                     db: db.display().to_string(),
@@ -149,6 +174,23 @@ impl DbLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refusal read while the holder rewrites its record (issue 36,
+    /// point 10: "listening on " without the address) reads it again.
+    #[test]
+    fn a_record_read_while_it_is_written_is_read_again() {
+        let mut reads = [
+            "",
+            "pid 7889\nlistening on ",
+            "pid 7889\nlistening on 127.0.0.1:18611\n",
+        ]
+        .into_iter();
+        let text = holder_text(|| Ok(reads.next().unwrap_or_default().to_string()));
+        assert_eq!(text, "pid 7889\nlistening on 127.0.0.1:18611\n");
+        // a holder that never completes its record: what was read last
+        let text = holder_text(|| Ok("pid 7889\nlisten".to_string()));
+        assert_eq!(text, "pid 7889\nlisten");
+    }
 
     #[test]
     fn a_second_lock_on_the_same_database_is_refused_until_the_first_is_dropped() {
