@@ -252,7 +252,11 @@ impl Service {
         let (envelope, covers) = inner.envelope(engine)?;
         let (meta, version) = {
             let mut w = self.writer(at);
-            let version = self.commits.base_version.fetch_add(1, Ordering::SeqCst) + 1;
+            let version = self
+                .commits
+                .base_version(engine)
+                .fetch_add(1, Ordering::SeqCst)
+                + 1;
             (
                 w.checkpoint(
                     engine,
@@ -296,7 +300,8 @@ impl Service {
         {
             tracing::warn!(error = %e, "pruning old automatic checkpoints failed");
         }
-        if engine != EngineId::Window || self.commits.base_version.load(Ordering::SeqCst) != version
+        if engine != EngineId::Window
+            || self.commits.base_version(engine).load(Ordering::SeqCst) != version
         {
             return;
         }
@@ -333,7 +338,11 @@ impl Service {
                     )
                 }),
             EngineId::Patterns => {
-                let mut g = self.lock_settled(at)?;
+                // The slot keeps the store's collection of unnamed segments
+                // (when this checkpoint is stored) from running while a
+                // window checkpoint has written segments it has not linked.
+                let mut one = self.checkpointing(at);
+                let mut g = self.lock_settled(one.held())?;
                 let (inner, at) = g.parts();
                 self.checkpoint_locked(inner, at, engine, Origin::User)
             }
@@ -369,7 +378,9 @@ impl Service {
                 g.engines.window.snapshot(),
                 up_to,
                 logged,
-                self.commits.base_version.load(Ordering::SeqCst),
+                self.commits
+                    .base_version(EngineId::Window)
+                    .load(Ordering::SeqCst),
                 g.window_gen,
             )
         };
@@ -412,10 +423,19 @@ impl Service {
         let digest = snap.digest_with(&live, &stored);
         let (meta, version) = {
             let mut w = self.writer(at);
-            if self.commits.base_version.load(Ordering::SeqCst) != version {
+            if self
+                .commits
+                .base_version(EngineId::Window)
+                .load(Ordering::SeqCst)
+                != version
+            {
                 return Ok(None);
             }
-            let version = self.commits.base_version.fetch_add(1, Ordering::SeqCst) + 1;
+            let version = self
+                .commits
+                .base_version(EngineId::Window)
+                .fetch_add(1, Ordering::SeqCst)
+                + 1;
             let meta = w
                 .link_window_checkpoint(
                     &live.encode(),
@@ -553,11 +573,17 @@ impl Service {
         if let Err(e) = self.window_checkpoint(at, Origin::Auto, due) {
             tracing::warn!(error = %e, "automatic checkpoint failed (the command log still covers it)");
         }
-        self.automatic_checkpoint_of(at, EngineId::Patterns);
+        {
+            let mut one = self.checkpointing(at);
+            self.automatic_checkpoint_of(one.held(), EngineId::Patterns);
+        }
         self.flush_ids(at, self.setup.history.last_segment(), false);
     }
 
-    fn automatic_checkpoint_of(&self, at: &mut Held<Nothing>, engine: EngineId) {
+    /// An automatic checkpoint of `engine` (the pattern engine: the window
+    /// engine's is [`Service::window_checkpoint`]), taken in the checkpoint
+    /// slot (`at`) like every store of a checkpoint.
+    fn automatic_checkpoint_of(&self, at: &mut Held<order::Checkpointing>, engine: EngineId) {
         let (snapshot, covers, up_to, logged, version) = {
             let Ok(mut g) = self.lock_settled(at) else {
                 return;
@@ -574,7 +600,7 @@ impl Service {
                     return;
                 }
             };
-            let version = self.commits.base_version.load(Ordering::SeqCst);
+            let version = self.commits.base_version(engine).load(Ordering::SeqCst);
             let Some((snapshot, covers)) = g.snapshot(engine) else {
                 return;
             };
@@ -632,11 +658,15 @@ impl Service {
         self.env.faults.checkpoint_pieces_written();
         let digest = envelope_digest(engine, envelope);
         let mut w = self.writer(at);
-        if self.commits.base_version.load(Ordering::SeqCst) != version {
+        if self.commits.base_version(engine).load(Ordering::SeqCst) != version {
             w.drop_pieces(staging)?;
             return Ok(None);
         }
-        let version = self.commits.base_version.fetch_add(1, Ordering::SeqCst) + 1;
+        let version = self
+            .commits
+            .base_version(engine)
+            .fetch_add(1, Ordering::SeqCst)
+            + 1;
         w.link_checkpoint(engine, staging, &digest, envelope.len(), sequence, up_to)
             .map(|meta| Some((meta, version)))
     }
@@ -652,7 +682,8 @@ impl Service {
         }
         let last = self.setup.history.last_segment();
         self.flush_ids(at, last, true);
-        let mut g = self.lock_settled(at)?;
+        let mut one = self.checkpointing(at);
+        let mut g = self.lock_settled(one.held())?;
         let (inner, at) = g.parts();
         if self.queue(at).logged.get(EngineId::Patterns) > 0 {
             out.push(self.checkpoint_locked(inner, at, EngineId::Patterns, Origin::Auto)?);

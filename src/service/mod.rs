@@ -350,13 +350,25 @@ struct Commits {
     /// MB committed.
     wal: WalCopier,
     wal_bytes: std::sync::atomic::AtomicU64,
-    /// Bumped (under the writer lock) whenever the recovery base changes: a
-    /// checkpoint or a restore. The automatic checkpointer, which serializes
-    /// outside the processor lock, stores its checkpoint only if no other
-    /// base change happened since its snapshot.
-    base_version: std::sync::atomic::AtomicU64,
+    /// Per engine, bumped (under the writer lock) whenever that engine's
+    /// recovery base changes: a checkpoint or a restore of it. The
+    /// automatic checkpointer, which serializes outside the processor
+    /// lock, stores its checkpoint only if no other base change of the
+    /// same engine happened since its snapshot (the other engine's
+    /// checkpoints and restores do not concern it).
+    base_versions: [std::sync::atomic::AtomicU64; 2],
     /// Idempotency keys between their lookup and their commit.
     keys: idempotency::InFlight,
+}
+
+impl Commits {
+    /// The base version of `engine` (see `base_versions`).
+    fn base_version(&self, engine: EngineId) -> &std::sync::atomic::AtomicU64 {
+        match engine {
+            EngineId::Window => &self.base_versions[0],
+            EngineId::Patterns => &self.base_versions[1],
+        }
+    }
 }
 
 /// What readers wait on and read with.
@@ -596,7 +608,7 @@ impl Service {
                 wal: WalCopier::start(&opts.db)
                     .map_err(|e| fail("cannot start the WAL copier", &e))?,
                 wal_bytes: std::sync::atomic::AtomicU64::new(0),
-                base_version: std::sync::atomic::AtomicU64::new(0),
+                base_versions: Default::default(),
                 keys: idempotency::InFlight::default(),
             },
             output: OutputHeads {
@@ -1005,6 +1017,45 @@ mod tests {
             assert!(Instant::now() < deadline, "timed out waiting for {what}");
             std::thread::yield_now();
         }
+    }
+
+    /// Issue 36, point 7: a checkpoint or restore of one engine changed
+    /// one base version shared by both, so an automatic checkpoint of the
+    /// window engine in progress was dropped (a manual one answered 503)
+    /// whenever the pattern engine checkpointed meanwhile. Each engine now
+    /// has its own.
+    #[test]
+    fn one_engines_checkpoint_leaves_the_others_base_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let pipeline = crate::config::DEFAULT_PIPELINE.as_bytes();
+        let patterns = crate::config::DEFAULT_PATTERNS.as_bytes();
+        let svc = Service::open(Options {
+            db: dir.path().join("v.db"),
+            pipeline: crate::engine::Pipeline::from_json(pipeline).unwrap(),
+            pipeline_explicit: false,
+            patterns: crate::patterns::Document::from_json(patterns).unwrap(),
+            patterns_explicit: false,
+            prefer_patterns: None,
+            checkpoint_every: 0,
+            retention: Retention {
+                checkpoints: 3,
+                changes: 0,
+                late: 0,
+                keys: DEFAULT_KEYS_KEPT,
+            },
+            metrics: Arc::new(Metrics::default()),
+            shards: 1,
+            strategies: Default::default(),
+        })
+        .unwrap();
+        let version = |e| svc.commits.base_version(e).load(Ordering::SeqCst);
+        let window = version(EngineId::Window);
+        svc.create_checkpoint(EngineId::Patterns).unwrap();
+        assert_eq!(version(EngineId::Window), window, "a pattern checkpoint");
+        let patterns = version(EngineId::Patterns);
+        svc.create_checkpoint(EngineId::Window).unwrap();
+        assert_eq!(version(EngineId::Patterns), patterns, "a window checkpoint");
+        assert!(version(EngineId::Window) > window);
     }
 
     #[test]

@@ -287,8 +287,13 @@ impl Service {
             sequence: engine.sequence(),
             watermark: engine.watermark(),
         };
+        // The checkpoint slot, as a window restore: the store's collection
+        // of unnamed segments (inside the restore) must not run while a
+        // window checkpoint has written segments it has not linked yet.
+        let entry = &mut Held::entry();
+        let mut one = self.checkpointing(entry);
         self.restore_engine(
-            &mut Held::entry(),
+            one.held(),
             &Restored {
                 engine: EngineId::Patterns,
                 checkpoint_id: id,

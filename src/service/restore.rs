@@ -160,7 +160,9 @@ impl Service {
         check(&inner.engines)?;
         let epoch = {
             let mut w = self.writer(at);
-            self.commits.base_version.fetch_add(1, Ordering::SeqCst);
+            self.commits
+                .base_version(r.engine)
+                .fetch_add(1, Ordering::SeqCst);
             w.restore(r)
         }
         .inspect_err(|_| Metrics::inc(&self.env.metrics.storage_failures, 1))?;
