@@ -159,6 +159,12 @@ impl Writer {
             keep_keys: 0,
         };
         w.drop_orphan_pieces()?;
+        // No restore is in progress at open (one process per database): a
+        // staged segment is what a restore left when the process died
+        // before ending its staging (issue 36, point 8), before or after
+        // the restore committed; the ones the restored checkpoint names are
+        // ordinary segments from now on, the others go.
+        w.end_staging()?;
         w.drop_unreferenced_segments()?;
         Ok(w)
     }
