@@ -465,42 +465,14 @@ fn a_flipped_byte_in_a_stored_block_names_its_segment_and_is_never_used() {
     assert!(e.contains(&needle), "{e}");
 }
 
-/// The checker docs/checkpoint.md prints, as printed there.
-fn documented_checker() -> String {
-    let doc = std::fs::read_to_string(format!("{ROOT}/docs/checkpoint.md")).unwrap();
-    let start = doc
-        .find("```python\n#!/usr/bin/env python3")
-        .expect("the checker in docs/checkpoint.md")
-        + "```python\n".len();
-    let len = doc[start..].find("```").expect("its end");
-    doc[start..start + len].to_string()
-}
-
-/// Whether python3 runs; without it the checker is not run (SKIPPED),
-/// unless `CI` is set, where that fails.
-fn python3_available() -> bool {
-    let ok = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "python3 is missing under CI: the checker of docs/checkpoint.md must be run"
-        );
-        eprintln!("SKIPPED: python3 is not installed (the checker of docs/checkpoint.md)");
-    }
-    ok
-}
-
 #[test]
 fn the_documented_python_checker_accepts_served_envelopes_and_refuses_a_damaged_one() {
-    if !python3_available() {
+    if !python3_available("the checker of docs/checkpoint.md") {
         return;
     }
     let dir = tempdir();
     let script = dir.path().join("check_digest.py");
-    std::fs::write(&script, documented_checker()).unwrap();
+    std::fs::write(&script, documented_python("docs/checkpoint.md")).unwrap();
     let check = |envelope: &[u8]| {
         let file = dir.path().join("checkpoint.json");
         std::fs::write(&file, envelope).unwrap();

@@ -898,36 +898,6 @@ fn a_sink_that_recovers_no_longer_shows_its_old_error() {
     assert_eq!(listed["sinks"][0]["last_error"], Value::Null, "{listed}");
 }
 
-/// The receiver of docs/sinks.md, as printed there.
-fn documented_receiver() -> String {
-    let doc = include_str!("../../docs/sinks.md");
-    let start = doc
-        .find("```python\n#!/usr/bin/env python3")
-        .expect("the receiver example in docs/sinks.md")
-        + "```python\n".len();
-    let len = doc[start..].find("```").expect("its end");
-    doc[start..start + len].to_string()
-}
-
-/// Whether python3 runs. Without it the documented receiver is not
-/// checked: the test says SKIPPED, unless `CI` is set, where it fails.
-fn python3_available() -> bool {
-    let ok = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "python3 is missing under CI: the receiver of docs/sinks.md must be checked"
-        );
-        eprintln!(
-            "SKIPPED: python3 is not installed (the receiver example of docs/sinks.md is Python)"
-        );
-    }
-    ok
-}
-
 /// A child process killed when dropped (also when the test panics).
 struct KillOnDrop(std::process::Child);
 
@@ -948,7 +918,7 @@ fn python_receiver(
 ) -> (KillOnDrop, String, std::path::PathBuf) {
     use std::io::BufRead as _;
     let script = dir.join("receiver.py");
-    std::fs::write(&script, documented_receiver()).unwrap();
+    std::fs::write(&script, documented_python("docs/sinks.md")).unwrap();
     let db = dir.join(format!("{name}.db"));
     let mut child = KillOnDrop(
         std::process::Command::new("python3")
@@ -1021,7 +991,7 @@ fn stored(
 /// they were applied again).
 #[test]
 fn the_documented_python_receiver_ends_exact() {
-    if !python3_available() {
+    if !python3_available("the receiver example of docs/sinks.md") {
         return;
     }
     let dir = tempdir();

@@ -473,22 +473,6 @@ fn serve_env(
 // ---------------------------------------------------------------------------
 // Requests and readings.
 
-fn to_resp(r: reqwest::blocking::Response) -> Resp {
-    let status = r.status().as_u16();
-    let headers = r.headers().clone();
-    let content_type = headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    Resp {
-        status,
-        content_type,
-        body: r.text().expect("body"),
-        headers,
-    }
-}
-
 /// Sends a hook as its producer does: no bearer token.
 fn send(s: &Server, h: &Hook) -> Resp {
     send_bearer(s, h, None)

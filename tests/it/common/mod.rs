@@ -186,21 +186,7 @@ impl Server {
             Some(t) => rb.bearer_auth(t),
             None => rb,
         };
-        let r = rb.send().expect("request");
-        let status = r.status().as_u16();
-        let headers = r.headers().clone();
-        let content_type = headers
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let body = r.text().expect("body");
-        Resp {
-            status,
-            content_type,
-            body,
-            headers,
-        }
+        to_resp(rb.send().expect("request"))
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -535,4 +521,51 @@ pub fn read_events(
         }
     }
     out
+}
+
+/// A response read whole.
+pub fn to_resp(r: reqwest::blocking::Response) -> Resp {
+    let status = r.status().as_u16();
+    let headers = r.headers().clone();
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    Resp {
+        status,
+        content_type,
+        body: r.text().expect("body"),
+        headers,
+    }
+}
+
+/// The Python program a doc (path from the repository root) prints: its
+/// first ```python block that starts with `#!/usr/bin/env python3`.
+pub fn documented_python(doc: &str) -> String {
+    let text = std::fs::read_to_string(format!("{}/{doc}", env!("CARGO_MANIFEST_DIR")))
+        .unwrap_or_else(|e| panic!("{doc}: {e}"));
+    let start = text
+        .find("```python\n#!/usr/bin/env python3")
+        .unwrap_or_else(|| panic!("no Python program in {doc}"))
+        + "```python\n".len();
+    let len = text[start..].find("```").expect("its end");
+    text[start..start + len].to_string()
+}
+
+/// Whether python3 runs. Without it the test that needs it for `what`
+/// says SKIPPED and passes, unless `CI` is set, where it fails.
+pub fn python3_available(what: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "python3 is missing under CI: {what} must be run"
+        );
+        eprintln!("SKIPPED: python3 is not installed ({what})");
+    }
+    ok
 }
