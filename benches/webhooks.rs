@@ -31,7 +31,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
-use http_support::{binary, cpu_seconds, Server};
+use http_support::{binary, cpu_seconds, Conn, Server};
 use sha2::Sha256;
 
 const SECRET: &str = "whsec_bench_secret";
@@ -131,6 +131,25 @@ struct Figures {
     p50_ms: f64,
     p99_ms: f64,
     cpu_us: f64,
+    /// Calls per commit (the mean group size) during the run.
+    per_commit: f64,
+}
+
+/// `streamforge_commit_group_calls`' count and sum from `/metrics`: how
+/// many commits, and how many calls they stored.
+fn commit_groups(addr: &str) -> (f64, f64) {
+    let mut c = Conn::new(addr);
+    c.call("GET", "/metrics", "text/plain", b"");
+    let text = String::from_utf8_lossy(&c.body).into_owned();
+    let get = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (
+        get("streamforge_commit_group_calls_count"),
+        get("streamforge_commit_group_calls_sum"),
+    )
 }
 
 fn run(server: &Server, shape: &'static str, clients: usize, n: usize, base: u64) -> Figures {
@@ -155,11 +174,13 @@ fn run(server: &Server, shape: &'static str, clients: usize, n: usize, base: u64
                 .collect()
         })
         .collect();
+    let groups0 = commit_groups(&server.addr);
     let cpu0 = cpu_seconds(server.pid());
     let t = Instant::now();
     let mut lat = load(&server.addr, work);
     let wall = t.elapsed().as_secs_f64();
     let cpu = cpu_seconds(server.pid()) - cpu0;
+    let groups1 = commit_groups(&server.addr);
     lat.sort();
     let q = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)].as_secs_f64() * 1e3;
     Figures {
@@ -167,6 +188,7 @@ fn run(server: &Server, shape: &'static str, clients: usize, n: usize, base: u64
         p50_ms: q(0.50),
         p99_ms: q(0.99),
         cpu_us: cpu / lat.len() as f64 * 1e6,
+        per_commit: (groups1.1 - groups0.1) / (groups1.0 - groups0.0).max(1.0),
     }
 }
 
@@ -318,8 +340,8 @@ fn main() {
             let shape = &shapes[i];
             let f = run(&server, shape, clients, n, (round * n) as u64);
             println!(
-                "round {round} {shape:>10}: {:>8.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  server CPU {:>6.1} us/request",
-                f.rps, f.p50_ms, f.p99_ms, f.cpu_us
+                "round {round} {shape:>10}: {:>8.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  server CPU {:>6.1} us/request  {:>5.1} calls/commit",
+                f.rps, f.p50_ms, f.p99_ms, f.cpu_us, f.per_commit
             );
             all[i].push(f);
         }

@@ -76,7 +76,7 @@ pub struct ServeArgs {
     pub max_restore_bytes: u64,
     /// Logged commands between automatic checkpoints (0 disables them).
     /// For a window engine with 4,096 live buckets or more, also at least
-    /// half of them: a checkpoint writes the live state, and this
+    /// as many as it has live buckets: a checkpoint writes the live state, and this
     /// bounds what it costs per call when calls carry one event each.
     #[arg(long, env = "STREAMFORGE_CHECKPOINT_EVERY", default_value_t = 1000)]
     pub checkpoint_every: u64,

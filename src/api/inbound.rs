@@ -29,7 +29,7 @@ use crate::engine::{DeliveryRef, EventRef};
 use crate::inbound::mapping::{self, Events, MapError};
 use crate::inbound::signature::Failure;
 use crate::inbound::{Inbound, Source, Target};
-use crate::service::ingest_thread::{IngestError, IngestJob};
+use crate::service::ingest_thread::{Called, IngestError};
 use crate::service::parse::{self, Framing};
 use crate::service::{IngestAnswer, Keyed, KeyedRequest, Reply, Service, ServiceError};
 use crate::store::RejectedStore;
@@ -456,26 +456,20 @@ async fn fast(
         inbound.count(EVENTS, &source.name, "filtered", mapped.filtered as u64);
         return Some(to_json(&a).map(|b| json_response(StatusCode::OK, b)));
     }
-    let (done, answer) = tokio::sync::oneshot::channel();
-    let job = IngestJob {
-        body: Box::new(mapping::deliveries_body(partition, events)),
-        framing: Framing::Json,
-        reply: Reply::Minimal,
-        done,
-    };
-    queue.send(job).ok()?;
-    let out = match answer.await {
-        Ok(Ok(out)) => out,
+    let body = Box::new(mapping::deliveries_body(partition, events));
+    let out = match queue.call(svc, body, Framing::Json, Reply::Minimal).await {
+        Called::Answered(Ok(out)) => out,
         // An identity conflict: the full path keeps it on the rejected
         // page (nothing was applied).
-        Ok(Err(IngestError::Service {
+        Called::Answered(Err(IngestError::Service {
             error: ServiceError::BatchRejected(_),
             ..
         })) => return None,
-        Ok(Err(IngestError::Service { error, batch })) => {
+        Called::Answered(Err(IngestError::Service { error, batch })) => {
             return Some(Err(ApiError::from_service(error, batch)))
         }
-        Ok(Err(IngestError::Parse(_))) | Err(_) => {
+        Called::NotTaken => return None,
+        Called::Answered(Err(IngestError::Parse(_))) | Called::Lost => {
             return Some(Err(ApiError::new(
                 Code::Unavailable,
                 "internal failure; nothing was applied",

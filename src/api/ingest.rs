@@ -15,7 +15,7 @@ use super::error::{ApiError, Code};
 use super::extract::{self, PartitionName, Svc, WriteCall};
 use super::routes::{blocking, json_response};
 use super::AppState;
-use crate::service::ingest_thread::{IngestError, IngestJob};
+use crate::service::ingest_thread::{Called, IngestError};
 use crate::service::parse::Framing;
 use crate::service::{IngestAnswer, Reply, TickAnswer};
 use axum::extract::State;
@@ -178,25 +178,27 @@ pub async fn post_events(
     // with the others.
     if body.len() <= SMALL_BODY {
         if let Some(queue) = st.ingest_queue(&svc) {
-            let (done, answered) = tokio::sync::oneshot::channel();
-            let job = IngestJob {
-                body: Box::new(body.clone()),
-                framing,
-                reply,
-                done,
-            };
-            if queue.send(job).is_ok() {
-                let out = answered.await.map_err(|_| {
-                    ApiError::new(Code::Unavailable, "internal failure; nothing was applied")
-                })?;
-                return out
-                    .map(|a| answer(reply, ingest_body(&a, reply)))
-                    .map_err(|e| match e {
-                        IngestError::Parse(e) => extract::parse_error(e),
-                        IngestError::Service { error, batch } => {
-                            ApiError::from_service(error, batch)
-                        }
-                    });
+            match queue
+                .call(&svc, Box::new(body.clone()), framing, reply)
+                .await
+            {
+                Called::Answered(out) => {
+                    return out.map(|a| answer(reply, ingest_body(&a, reply))).map_err(
+                        |e| match e {
+                            IngestError::Parse(e) => extract::parse_error(e),
+                            IngestError::Service { error, batch } => {
+                                ApiError::from_service(error, batch)
+                            }
+                        },
+                    )
+                }
+                Called::Lost => {
+                    return Err(ApiError::new(
+                        Code::Unavailable,
+                        "internal failure; nothing was applied",
+                    ))
+                }
+                Called::NotTaken => {}
             }
         }
     }

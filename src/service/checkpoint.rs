@@ -24,11 +24,10 @@ use super::{Inner, Metrics, Service, ServiceError};
 pub(super) const SEGMENT_ITEMS: u64 = 1 << 16;
 
 /// See [`Service::auto_threshold`]: from this many live buckets on, the
-/// window engine's automatic checkpoints wait for half of them in
-/// logged calls (below it, a checkpoint is small and `--checkpoint-every`
-/// alone decides).
+/// window engine's automatic checkpoints wait for as many logged calls
+/// (below it, a checkpoint is small and `--checkpoint-every` alone
+/// decides).
 const AUTO_LIVE_FROM: u64 = 4_096;
-const AUTO_LIVE_RATIO: u64 = 2;
 
 /// Deliveries (and late records) in memory from which the window engine
 /// flushes its history with an automatic checkpoint, whatever
@@ -531,19 +530,20 @@ impl Service {
 
     /// The logged commands after which an engine's automatic checkpoint is
     /// due: `--checkpoint-every`, and for the window engine with 4,096 live
-    /// buckets or more at least half of them. A checkpoint writes the live state, so
-    /// with calls of one event each (webhooks) and a large state, a fixed
-    /// count would make checkpoints cost per call what the state costs;
-    /// this way a call pays at most about two live buckets' worth of
-    /// checkpoint, and the log since the last checkpoint (what a restart
-    /// replays) stays within half the state's size in calls.
+    /// buckets or more at least as many as there are live buckets. A
+    /// checkpoint writes the live state, so with calls of one event each
+    /// (webhooks) and a large state, a fixed count would make checkpoints
+    /// cost per call what the state costs; this way a call pays at most
+    /// about one live bucket's worth of checkpoint, and the log since the
+    /// last checkpoint (what a restart replays) stays within the state's
+    /// size in calls.
     pub(super) fn auto_threshold(&self, engine: EngineId) -> u64 {
         let every = self.checkpoints.checkpoint_every;
         match engine {
             EngineId::Window => {
                 let live = self.processor.live.load(Ordering::Relaxed);
                 if live >= AUTO_LIVE_FROM {
-                    every.max(live / AUTO_LIVE_RATIO)
+                    every.max(live)
                 } else {
                     every
                 }

@@ -11,9 +11,17 @@
 //! thread takes the calls queued while it committed, and they form the
 //! next group. Large bodies still go through the blocking pool, where
 //! their parsing runs on every core.
+//!
+//! A call that finds no other small call in flight and the thread idle
+//! (one connection, or a quiet moment) is not handed over at all: its HTTP
+//! task runs the same round at once, on its own thread ([`IngestQueue::call`]).
+//! There is nothing to group it with, and the hand-over would cost two
+//! thread wake-ups of the ~100 us such a call takes; the round blocks that
+//! tokio worker for one commit, only while nothing else is in flight.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 
 use super::order::Held;
 use super::parse::{self, Framing, ParseError};
@@ -49,16 +57,97 @@ pub struct IngestJob {
     pub done: tokio::sync::oneshot::Sender<Result<IngestAnswer, IngestError>>,
 }
 
-/// Hands calls to the ingest thread.
+/// Hands calls to the ingest thread (or runs them at once, see
+/// [`IngestQueue::call`]).
 #[derive(Clone)]
 pub struct IngestQueue {
     tx: Sender<IngestJob>,
+    rounds: Arc<Rounds>,
+}
+
+/// What the ingest thread and the calls run in place share.
+#[derive(Default)]
+struct Rounds {
+    /// Held for each round, by the thread or by a call run in place: one
+    /// round at a time, in the order they take it.
+    running: Mutex<()>,
+    /// Small calls between [`IngestQueue::call`]'s start and its answer.
+    in_flight: AtomicUsize,
+}
+
+impl Rounds {
+    fn lock(&self) -> MutexGuard<'_, ()> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn try_lock(&self) -> Option<MutexGuard<'_, ()>> {
+        match self.running.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+}
+
+/// One call counted in [`Rounds::in_flight`] until dropped.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What became of a call given to [`IngestQueue::call`].
+pub enum Called {
+    /// Applied and committed, or refused.
+    Answered(Result<IngestAnswer, IngestError>),
+    /// Not taken: the ingest thread has ended (nothing was applied; the
+    /// caller takes another path).
+    NotTaken,
+    /// Taken, but the answer was lost (a failure inside the round).
+    Lost,
 }
 
 impl IngestQueue {
-    /// Queues `job`; gives it back when the thread has ended.
-    pub fn send(&self, job: IngestJob) -> Result<(), IngestJob> {
-        self.tx.send(job).map_err(|e| e.0)
+    /// Applies and commits a small call. When it is the only small call in
+    /// flight and no round is running, it runs here and now, on the
+    /// caller's thread (for the one-connection shape: no hand-over, one
+    /// commit); otherwise the ingest thread takes it with the calls
+    /// queued beside it, and this waits for the answer.
+    pub async fn call(
+        &self,
+        svc: &Service,
+        body: Box<dyn AsRef<[u8]> + Send>,
+        framing: Framing,
+        reply: Reply,
+    ) -> Called {
+        let alone = self.rounds.in_flight.fetch_add(1, Ordering::AcqRel) == 0;
+        let _in_flight = InFlight(&self.rounds.in_flight);
+        let (done, answered) = tokio::sync::oneshot::channel();
+        let job = IngestJob {
+            body,
+            framing,
+            reply,
+            done,
+        };
+        let queued = {
+            match alone.then(|| self.rounds.try_lock()).flatten() {
+                Some(running) => {
+                    round(svc, vec![job]);
+                    drop(running);
+                    true
+                }
+                None => self.tx.send(job).is_ok(),
+            }
+        };
+        if !queued {
+            return Called::NotTaken;
+        }
+        match answered.await {
+            Ok(r) => Called::Answered(r),
+            Err(_) => Called::Lost,
+        }
     }
 }
 
@@ -68,15 +157,19 @@ impl Service {
     pub fn start_ingest_thread(self: &Arc<Self>) -> std::io::Result<IngestQueue> {
         let (tx, rx) = mpsc::channel();
         let svc = Arc::downgrade(self);
+        let rounds = Arc::new(Rounds::default());
+        let shared = rounds.clone();
         std::thread::Builder::new()
             .name("ingest".into())
-            .spawn(move || run(svc, rx))?;
-        Ok(IngestQueue { tx })
+            .spawn(move || run(svc, rx, &shared))?;
+        Ok(IngestQueue { tx, rounds })
     }
 }
 
-fn run(svc: Weak<Service>, rx: Receiver<IngestJob>) {
+fn run(svc: Weak<Service>, rx: Receiver<IngestJob>, rounds: &Rounds) {
     while let Ok(first) = rx.recv() {
+        // After a round run in place, the calls queued meanwhile.
+        let running = rounds.lock();
         let mut jobs = vec![first];
         while jobs.len() < MAX_ROUND {
             match rx.try_recv() {
@@ -88,15 +181,29 @@ fn run(svc: Weak<Service>, rx: Receiver<IngestJob>) {
             return;
         };
         round(&svc, jobs);
+        drop(running);
     }
 }
 
-/// Applies every job in one turn of the processor lock, hands them all to
-/// the commit queue, then commits them (one group when nothing else is
-/// committing) and answers each. Between handing a call over and leading
-/// its commit the thread takes no lock that a reader settling the engines
-/// could hold.
+/// A call applied and handed to the commit queue, waiting for its commit.
+type Ready = (
+    super::apply::PreparedIngest,
+    bool,
+    tokio::sync::oneshot::Sender<Result<IngestAnswer, IngestError>>,
+);
+
+/// A whole round on the caller's thread: applies the jobs, commits them and
+/// answers each.
 fn round(svc: &Service, jobs: Vec<IngestJob>) {
+    let ready = apply(svc, jobs);
+    answer(svc, ready);
+}
+
+/// Applies every job in one turn of the processor lock and hands them all
+/// to the commit queue (encoded): what [`answer`] then commits. Between
+/// handing a call over and leading its commit the caller takes no lock
+/// that a reader settling the engines could hold.
+fn apply(svc: &Service, jobs: Vec<IngestJob>) -> Vec<Ready> {
     use std::panic::{catch_unwind, AssertUnwindSafe};
     let at = &mut Held::entry();
     // The bodies stay here while the commands borrow from them.
@@ -126,26 +233,38 @@ fn round(svc: &Service, jobs: Vec<IngestJob>) {
         }
     }
     if cmds.is_empty() {
-        return;
+        return Vec::new();
     }
     let Ok(applied) = catch_unwind(AssertUnwindSafe(|| svc.apply_all(at, cmds))) else {
         for (_, _, done) in waiting {
             let _ = done.send(Err(internal()));
         }
-        return;
+        return Vec::new();
     };
-    let mut prepared = Vec::with_capacity(waiting.len());
+    let mut ready = Vec::with_capacity(waiting.len());
     for ((pending, batch, done), applied) in waiting.into_iter().zip(applied) {
         match applied.and_then(|a| svc.ingest_applied(at, pending, a)) {
-            Ok(p) => prepared.push((p, batch, done)),
+            Ok(p) => ready.push((p, batch, done)),
             Err(error) => drop(done.send(Err(IngestError::Service { error, batch }))),
         }
     }
+    ready
+}
+
+/// Commits the calls [`apply`] handed over (one group when nothing else is
+/// committing; with them whatever else is encoded at the head of the
+/// queue) and answers each.
+fn answer(svc: &Service, mut ready: Vec<Ready>) {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    if ready.is_empty() {
+        return;
+    }
+    let at = &mut Held::entry();
     svc.lead(at);
-    for (p, _, _) in &mut prepared {
+    for (p, _, _) in &mut ready {
         p.write_answer();
     }
-    for (p, batch, done) in prepared {
+    for (p, batch, done) in ready {
         let r = catch_unwind(AssertUnwindSafe(|| svc.ingest_finish(at, p)));
         // A caller that went away (its connection closed) is not waited for.
         let _ = done.send(match r {
