@@ -33,6 +33,12 @@
 //! - [`api`]: axum routes of docs/api.md, auth, CORS, body limit, problem+json.
 //! - [`sinks`]: webhook sinks (docs/sinks.md): one task per sink follows a
 //!   stored output stream and posts it to a receiver with reqwest.
+//! - [`inbound`]: webhook sources (`POST /ingest/{source}`: a producer's
+//!   payload checked and mapped to events) and the per-partition watermark
+//!   strategies (docs/webhooks.md).
+//! - [`kafka`]: `serve --kafka`, several instances consuming one
+//!   Kafka-protocol topic through the same write path (docs/cluster.md).
+//! - [`shard_pool`]: the threads the window engine's key-hash shards run on.
 //! - [`server`]: binds, recovers, serves, drains on shutdown, final
 //!   checkpoint. [`config`]: the `serve` flags and the embedded pipeline.
 //! - [`cli`]: the client subcommands (`send`, `changes`, `checkpoint`, ...):

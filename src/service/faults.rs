@@ -1,4 +1,4 @@
-//! Fault injection for the chaos suite (`tests/chaos`): crashes and storage
+//! Fault injection for the chaos suite (`tests/it/chaos.rs`): crashes and storage
 //! failures at logical positions of the write path, which a test cannot
 //! reach from outside the process at a reproducible point.
 //!

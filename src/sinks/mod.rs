@@ -15,7 +15,9 @@
 //! that cannot deliver holds a cursor in the database and nothing else, so
 //! it never blocks ingestion or another sink and never grows memory. Its
 //! bookkeeping is a few small transactions on the service's writing
-//! connection (`crate::store`, sinks), outside the processor lock.
+//! connection (`crate::store`, sinks), outside the processor lock (only
+//! reading the visible rows, [`port::SinkStore::results`], takes it, as
+//! `GET /results` does).
 //!
 //! This module sits between the api and the service: the api calls it; it
 //! calls the service only through [`port::SinkStore`], and reqwest.
