@@ -4,7 +4,7 @@
 #   docker build -t streamforge .
 #
 # With a binary built on the host instead (what tests/it/container.rs does,
-# and the README's Docker section shows): put it at bin/usr/local/bin/streamforge
+# and docs/deploy.md shows): put it at bin/usr/local/bin/streamforge
 # and give that folder as the build stage, which is then not built:
 #
 #   docker build --build-context build=bin -t streamforge .

@@ -195,7 +195,7 @@ impl Server {
                     "RUST_LOG",
                     std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
                 )
-                // the deployment setting of the Dockerfile (README "Docker"):
+                // the deployment setting of the Dockerfile (docs/deploy.md):
                 // two malloc arenas keep freed request buffers from piling up
                 // per thread; override with MALLOC_ARENA_MAX in the environment
                 .env(

@@ -3,9 +3,9 @@
 //! batch oracle (tests/it/chaos_support/mod.rs says what a run does and checks).
 //!
 //! A few seeds per query, each with several faults; the long soak is
-//! `cargo bench --bench chaos -- soak --seeds 1-200` (README). A failure
+//! `cargo bench --bench chaos -- --seeds 1-200` (docs/testing.md). A failure
 //! prints the query, the seed and the fault schedule: run that seed alone
-//! with `cargo bench --bench chaos -- soak --query Q --seeds N`.
+//! with `cargo bench --bench chaos -- --query Q --seeds N`.
 
 use crate::chaos_support as chaos;
 

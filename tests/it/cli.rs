@@ -466,12 +466,12 @@ fn token_and_health() {
 }
 
 #[test]
-fn readme_shows_the_cli_output() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+fn docs_show_the_cli_output() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md"))
+        .expect("docs/cli.md");
     assert!(
-        readme.contains(EXPECTED_CHANGES),
-        "README's CLI section shows `streamforge changes` after sending the examples:\n{EXPECTED_CHANGES}"
+        doc.contains(EXPECTED_CHANGES),
+        "docs/cli.md shows `streamforge changes` after sending the examples:\n{EXPECTED_CHANGES}"
     );
 }
 

@@ -798,13 +798,13 @@ fn token_required() {
 }
 
 #[test]
-fn readme_shows_the_pattern_output() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+fn docs_show_the_pattern_output() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/tutorial.md"))
+        .expect("docs/tutorial.md");
     assert!(
-        readme.contains(EXPECTED_OUTPUT),
-        "README's patterns walkthrough shows `streamforge patterns output` after sending the \
-         example:\n{EXPECTED_OUTPUT}"
+        doc.contains(EXPECTED_OUTPUT),
+        "the patterns walkthrough of docs/tutorial.md shows `streamforge patterns output` after \
+         sending the example:\n{EXPECTED_OUTPUT}"
     );
 }
 

@@ -1,6 +1,6 @@
 //! The container image: the Dockerfile built and run with podman (a drop-in
 //! for docker for these commands), checked as a user would, with the
-//! README's Docker commands.
+//! Docker commands of the README and docs/deploy.md.
 //!
 //! The image is the Dockerfile's runtime stage as users get it, with the
 //! build stage replaced by the binary under test (`--build-context
@@ -25,9 +25,11 @@
 //! its message in its log; a mounted pipeline used and `STREAMFORGE_TOKEN`
 //! enforced (also for the client in the image, which reads it).
 //!
-//! Every `docker` command of the README's Docker section is run here (the
-//! plain build aside: it builds the Rust stage), with `docker` read as
-//! `podman`, and names, ports and the image tag made unique to the run.
+//! Every `docker` command of the README's Docker section and of
+//! docs/deploy.md is run here (the plain build aside: it builds the Rust
+//! stage; and deploy.md's copy of the volume into a tarball), with `docker`
+//! read as `podman`, and names, ports and the image tag made unique to the
+//! run.
 //!
 //! The engine's settings come from `CONTAINERS_CONF` when set, else from a
 //! file written here with what sandboxes like CI's need (no systemd, no
@@ -56,9 +58,13 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// The base image the tests build on.
 const BASE: &str = "localhost/debian:bookworm-slim";
 
-/// The README's Docker commands, as it spells them. `BUILD` is not run
-/// (its build stage needs the Rust image); every other one is.
+/// The documented Docker commands, as the docs spell them ([`DOCKER_DOCS`]).
+/// `BUILD` and `BACKUP` are not run (the build stage needs the Rust image;
+/// the backup, a `debian:bookworm-slim` from a registry); every other one is.
 const BUILD: &str = "docker build -t streamforge .";
+const BACKUP: &str = "docker run --rm -v streamforge-data:/data:ro -v \"$PWD\":/backup debian:bookworm-slim tar -C /data -cf /backup/streamforge-data.tar .";
+/// The documented commands this file does not run.
+const NOT_RUN: &[&str] = &[BUILD, BACKUP];
 const BUILD_PREBUILT: &str = "docker build --build-context build=bin -t streamforge .";
 const RUN: &str = "docker run -d --name streamforge -p 8080:8080 -v streamforge-data:/data --stop-timeout 60 streamforge";
 const EXEC_STATUS: &str = "docker exec streamforge streamforge status";
@@ -95,16 +101,29 @@ const COMMAND_DEADLINE: Duration = Duration::from_secs(180);
 /// to report healthy, a refused container to exit.
 const WAIT_DEADLINE: Duration = Duration::from_secs(60);
 
-/// The `docker` lines of the README's Docker section (comments cut off).
-fn readme_docker_lines() -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).expect("README.md");
-    let section = readme
-        .split("\n## ")
-        .find(|s| s.starts_with("Docker\n"))
-        .expect("README has a ## Docker section");
+/// Where the Docker commands are documented: a file (from the repository's
+/// root) and its section (`## NAME`), or the whole file (`None`).
+const DOCKER_DOCS: &[(&str, Option<&str>)] =
+    &[("README.md", Some("Docker")), ("docs/deploy.md", None)];
+
+/// The `docker` lines of [`DOCKER_DOCS`]' ```sh blocks (comments cut off).
+fn documented_docker_lines() -> Vec<String> {
+    let mut text = String::new();
+    for (file, section) in DOCKER_DOCS {
+        let doc = std::fs::read_to_string(Path::new(ROOT).join(file)).expect(file);
+        match section {
+            Some(name) => text.push_str(
+                doc.split("\n## ")
+                    .find(|s| s.starts_with(&format!("{name}\n")))
+                    .unwrap_or_else(|| panic!("{file} has a ## {name} section")),
+            ),
+            None => text.push_str(&doc),
+        }
+        text.push('\n');
+    }
     let mut lines = Vec::new();
     let mut in_sh = false;
-    for line in section.lines() {
+    for line in text.lines() {
         if line.starts_with("```") {
             in_sh = !in_sh && line.trim() == "```sh";
             continue;
@@ -119,21 +138,26 @@ fn readme_docker_lines() -> Vec<String> {
 
 #[test]
 fn readme_docker_commands_are_the_tests() {
-    let lines = readme_docker_lines();
+    let lines = documented_docker_lines();
     let mut expected: Vec<&str> = RUN_HERE.to_vec();
-    expected.push(BUILD);
+    expected.extend(NOT_RUN);
     for want in &expected {
         assert!(
             lines.iter().any(|l| l == want),
-            "the README's Docker section shows `{want}` (tests/it/container.rs runs it); it has:\n{}",
+            "{DOCKER_DOCS:?} show `{want}` (tests/it/container.rs runs it); they have:\n{}",
             lines.join("\n")
         );
     }
     for line in &lines {
         assert!(
             expected.contains(&line.as_str()),
-            "the README's Docker section shows `{line}`, which tests/it/container.rs does not run"
+            "{DOCKER_DOCS:?} show `{line}`, which tests/it/container.rs does not run"
         );
+    }
+    // The README keeps the first steps: build, run, stop.
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).expect("README.md");
+    for want in [BUILD, RUN, STOP] {
+        assert!(readme.contains(want), "README.md shows `{want}`");
     }
 }
 
@@ -251,7 +275,7 @@ struct Podman {
     /// Unique to this run: added to every container and volume name and
     /// the image tag.
     suffix: String,
-    /// README host port -> this run's.
+    /// Documented host port -> this run's.
     ports: BTreeMap<String, u16>,
     /// The build context standing for the build stage.
     bin: PathBuf,
@@ -365,7 +389,7 @@ impl Podman {
         format!("localhost/streamforge-test:{}", self.suffix)
     }
 
-    /// This run's host port for a README port.
+    /// This run's host port for a documented port.
     fn port(&mut self, readme: &str) -> u16 {
         *self
             .ports
@@ -373,8 +397,8 @@ impl Podman {
             .or_insert_with(free_port)
     }
 
-    /// A README command as this run runs it: `podman`, its names, ports,
-    /// image and paths (every other word as the README spells it).
+    /// A documented command as this run runs it: `podman`, its names, ports,
+    /// image and paths (every other word as the docs spell it).
     fn render(&mut self, line: &str) -> Vec<String> {
         let w = words(line);
         assert_eq!(w[0], "docker", "{line}");
@@ -451,7 +475,7 @@ impl Podman {
         out
     }
 
-    /// Runs a README command (deadline).
+    /// Runs a documented command (deadline).
     fn readme(&mut self, line: &str) -> Out {
         self.readme_env(line, &[])
     }
@@ -479,7 +503,7 @@ impl Podman {
             .to_string()
     }
 
-    /// Waits until the container behind README port `port` answers
+    /// Waits until the container behind documented port `port` answers
     /// `/readyz` 200 from the host; fails early, with its log, if it exits.
     fn wait_ready(&mut self, name: &str, port: &str) -> String {
         let addr = format!("127.0.0.1:{}", self.port(port));
@@ -551,7 +575,7 @@ fn http() -> reqwest::blocking::Client {
         .expect("client")
 }
 
-/// The image as the README runs it: ready from the host, PID 1 as uid
+/// The image as the docs run it: ready from the host, PID 1 as uid
 /// 10001, healthy; state kept across a SIGTERM stop on the volume; a
 /// second container on the volume refused; a mounted pipeline and the
 /// token.

@@ -727,7 +727,7 @@ fn shop_events() -> Vec<(&'static str, i64, i64)> {
 /// windows, 1 s lateness) fed with realistic epoch-millisecond times: the
 /// page shows UTC dates, switches to raw numbers and back (remembered), keeps
 /// every exact number in a tooltip, and speaks plainly. Its screenshot is
-/// the README's.
+/// docs/dashboard.md's.
 #[test]
 fn dashboard_shows_dates_on_the_shipped_pipeline() {
     let Some(browser) = Browser::start() else {

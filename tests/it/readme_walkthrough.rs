@@ -1,7 +1,8 @@
-//! The README's walkthroughs, run as written.
-//!
-//! The sections `### Walkthrough: page views`, `### Walkthrough: patterns`
-//! and `### Walkthrough: webhooks` are each a sequence of fenced blocks:
+//! The documented walkthroughs, run as written: the section `## A first
+//! walkthrough` of `README.md`, and the sections `## Walkthrough: page
+//! views`, `## Walkthrough: patterns` and `## Walkthrough: webhooks` of
+//! `docs/tutorial.md` (see [`WALKTHROUGHS`]). Each is a sequence of fenced
+//! blocks:
 //! - a ```sh block with `cargo run ... -- serve ...` (re)starts the server
 //!   with those flags (after `kill %1`, the running one is stopped with
 //!   SIGTERM first); the test binds 127.0.0.1:0 instead of 8080. Its
@@ -18,7 +19,7 @@
 //!   timing of a `send` summary line, `; 0.01 s, 2000 events/s`, which is
 //!   only checked for its shape).
 //!
-//! Paths under `/tmp/` in the README are mapped into a fresh temporary
+//! Paths under `/tmp/` in the walkthroughs are mapped into a fresh temporary
 //! directory, so runs never share files. The test also checks that the
 //! example files parse, that the page-views walkthrough sends exactly the
 //! operations of `examples/pageviews.ndjson`, in its order, and that every
@@ -50,13 +51,21 @@ struct Block {
     text: String,
 }
 
-fn walkthrough(title: &str) -> Vec<Block> {
-    let readme = std::fs::read_to_string(format!("{ROOT}/README.md")).expect("README.md");
-    let heading = format!("\n### Walkthrough: {title}\n");
-    let from = readme
-        .find(&heading)
-        .unwrap_or_else(|| panic!("README has a '### Walkthrough: {title}' section"));
-    let section = &readme[from + 1..];
+/// The walkthroughs this file runs: the file (from the repository's root)
+/// and the heading of its section, which ends at the next heading.
+const README_FIRST: (&str, &str) = ("README.md", "## A first walkthrough");
+const PAGE_VIEWS: (&str, &str) = ("docs/tutorial.md", "## Walkthrough: page views");
+const PATTERNS: (&str, &str) = ("docs/tutorial.md", "## Walkthrough: patterns");
+const WEBHOOKS: (&str, &str) = ("docs/tutorial.md", "## Walkthrough: webhooks");
+/// Every walkthrough a test below runs.
+const WALKTHROUGHS: [(&str, &str); 4] = [README_FIRST, PAGE_VIEWS, PATTERNS, WEBHOOKS];
+
+fn walkthrough((file, heading): (&str, &str)) -> Vec<Block> {
+    let doc = std::fs::read_to_string(format!("{ROOT}/{file}")).expect(file);
+    let from = doc
+        .find(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("{file} has a '{heading}' section"));
+    let section = &doc[from + 1..];
     let section = match section[4..].find("\n#") {
         Some(end) => &section[..end + 4],
         None => section,
@@ -114,12 +123,12 @@ fn data_arg(cmd: &str) -> Option<&str> {
     Some(&cmd[at..at + len])
 }
 
-/// The operations a README command sends, in the format of the examples
+/// The operations a walkthrough command sends, in the format of the examples
 /// file (`{"op": ..., ...}`).
 fn operations(cmd: &str) -> Vec<Value> {
     let with_op = |op: &str, body: &str| {
         let mut v: Value = serde_json::from_str(body)
-            .unwrap_or_else(|e| panic!("README body is not JSON ({e}): {body}"));
+            .unwrap_or_else(|e| panic!("walkthrough body is not JSON ({e}): {body}"));
         v.as_object_mut()
             .expect("object")
             .insert("op".into(), Value::from(op));
@@ -159,7 +168,7 @@ fn assignments<'a>(words: impl Iterator<Item = &'a str>) -> Vec<(String, String)
         .collect()
 }
 
-/// The variables a README `serve` block exports (`export NAME=value`
+/// The variables a walkthrough `serve` block exports (`export NAME=value`
 /// lines): the server and every later command get them.
 fn exports(block: &str) -> Vec<(String, String)> {
     assignments(
@@ -170,7 +179,7 @@ fn exports(block: &str) -> Vec<(String, String)> {
     )
 }
 
-/// `serve` flags of a README `cargo run` line: the test's pipeline path and
+/// `serve` flags of a walkthrough `cargo run` line: the test's pipeline path and
 /// database, without the address; and the variables set for the server
 /// alone (`NAME=value cargo run ...`).
 fn serve_flags(
@@ -212,7 +221,7 @@ fn serve_flags(
     (db.expect("--db"), flags, env)
 }
 
-/// Runs a README command with bash, with the variables `env` set; its
+/// Runs a walkthrough command with bash, with the variables `env` set; its
 /// stdout.
 fn run(cmd: &str, s: &Server, tmp: &Path, env: &[(String, String)]) -> String {
     let script = format!(
@@ -235,7 +244,7 @@ fn run(cmd: &str, s: &Server, tmp: &Path, env: &[(String, String)]) -> String {
         .env_remove("STREAMFORGE_TOKEN")
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("PATH", path)
-        // relative paths (examples/...) are the repository's, as in the README
+        // relative paths (examples/...) are the repository's, as in the walkthroughs
         .current_dir(ROOT)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -246,11 +255,11 @@ fn run(cmd: &str, s: &Server, tmp: &Path, env: &[(String, String)]) -> String {
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    let out = wait_until("README command", DEADLINE, || rx.try_recv().ok())
-        .expect("README command output");
+    let out = wait_until("walkthrough command", DEADLINE, || rx.try_recv().ok())
+        .expect("walkthrough command output");
     assert!(
         out.status.success(),
-        "README command failed ({}): {cmd}\nstderr: {}",
+        "walkthrough command failed ({}): {cmd}\nstderr: {}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -336,15 +345,15 @@ fn needs(tool: &str, arg: &str, package: &str) {
             .stdout(Stdio::null())
             .status()
             .is_ok_and(|s| s.success()),
-        "the README walkthrough test needs {tool} (apt-get install {package})"
+        "the walkthrough test needs {tool} (apt-get install {package})"
     );
 }
 
-/// Runs the walkthrough `title`; returns the number of claims checked and
-/// each command with its claimed output.
-fn run_walkthrough(title: &str) -> (usize, Vec<(String, String)>) {
+/// Runs the walkthrough `which` (file, heading); returns the number of
+/// claims checked and each command with its claimed output.
+fn run_walkthrough(which: (&str, &str)) -> (usize, Vec<(String, String)>) {
     curl_available();
-    let blocks = walkthrough(title);
+    let blocks = walkthrough(which);
     let dir = tempdir();
     let tmp = dir.path();
     let mut server: Option<Server> = None;
@@ -403,9 +412,33 @@ fn run_walkthrough(title: &str) -> (usize, Vec<(String, String)>) {
     (checked, commands)
 }
 
+/// Every walkthrough is run by a test below (and has blocks to run).
+#[test]
+fn every_walkthrough_is_found() {
+    for which in WALKTHROUGHS {
+        let blocks = walkthrough(which);
+        assert!(
+            blocks.iter().filter(|b| b.lang == "sh").count() >= 2,
+            "{which:?}: {blocks:?}"
+        );
+    }
+}
+
+#[test]
+fn readme_walkthrough_outputs_are_what_the_server_returns() {
+    let (checked, commands) = run_walkthrough(README_FIRST);
+    assert!(checked >= 2, "only {checked} claims checked");
+    assert!(
+        commands
+            .iter()
+            .any(|(c, claim)| c.contains("$B/watermarks") && claim.contains("\"upsert\"")),
+        "the README's walkthrough shows a request and the changes it answers"
+    );
+}
+
 #[test]
 fn walkthrough_outputs_are_what_the_server_returns() {
-    let (checked, commands) = run_walkthrough("page views");
+    let (checked, commands) = run_walkthrough(PAGE_VIEWS);
     let sent: Vec<Value> = commands.iter().flat_map(|(c, _)| operations(c)).collect();
     assert!(checked >= 14, "only {checked} claims checked");
     assert_eq!(
@@ -415,7 +448,7 @@ fn walkthrough_outputs_are_what_the_server_returns() {
     );
 }
 
-/// The pattern events a README command pushes, as JSON values (none when
+/// The pattern events a walkthrough command pushes, as JSON values (none when
 /// its claimed output is an error).
 fn pattern_events(cmd: &str, claim: &str) -> Vec<Value> {
     if !cmd.contains("$B/patterns/events") || claim.contains("\"code\"") {
@@ -427,7 +460,7 @@ fn pattern_events(cmd: &str, claim: &str) -> Vec<Value> {
         .iter()
         .map(|b| {
             serde_json::from_str(b)
-                .unwrap_or_else(|e| panic!("README event is not JSON ({e}): {b}"))
+                .unwrap_or_else(|e| panic!("walkthrough event is not JSON ({e}): {b}"))
         })
         .collect()
 }
@@ -451,10 +484,10 @@ fn payment_events() -> Vec<Value> {
 
 #[test]
 fn patterns_walkthrough_outputs_are_what_the_server_returns() {
-    let (checked, commands) = run_walkthrough("patterns");
+    let (checked, commands) = run_walkthrough(PATTERNS);
     assert!(checked >= 12, "only {checked} claims checked");
     // The counts of `patterns send` (events, batches, records, matches,
-    // timeouts) are among the checked claims: the README's numbers are
+    // timeouts) are among the checked claims: the tutorial's numbers are
     // what the command prints against the server the walkthrough starts.
     assert!(
         commands.iter().any(|(c, claim)| {
@@ -483,7 +516,7 @@ fn patterns_walkthrough_outputs_are_what_the_server_returns() {
     }
 }
 
-/// The payloads a README command posts (its `body='...'` lines), as
+/// The payloads a walkthrough command posts (its `body='...'` lines), as
 /// written.
 fn posted_texts(cmd: &str) -> Vec<&str> {
     cmd.lines()
@@ -496,7 +529,8 @@ fn posted_bodies(cmd: &str) -> Vec<Value> {
     posted_texts(cmd)
         .into_iter()
         .map(|b| {
-            serde_json::from_str(b).unwrap_or_else(|e| panic!("README body is not JSON ({e}): {b}"))
+            serde_json::from_str(b)
+                .unwrap_or_else(|e| panic!("walkthrough body is not JSON ({e}): {b}"))
         })
         .collect()
 }
@@ -519,7 +553,7 @@ fn outcome(claim: &str) -> String {
 fn webhooks_walkthrough_outputs_are_what_the_server_returns() {
     needs("openssl", "version", "openssl");
     needs("jq", "--version", "jq");
-    let (checked, commands) = run_walkthrough("webhooks");
+    let (checked, commands) = run_walkthrough(WEBHOOKS);
     assert!(checked >= 12, "only {checked} claims checked");
 
     // The file is the one the section describes: a Stripe source, signed,
