@@ -433,14 +433,28 @@ fn batch(items: &[(&str, i64, &str, &str, i64, i64)]) -> String {
     format!("[{}]", parts.join(","))
 }
 
-#[test]
-fn dashboard_in_headless_chromium() {
-    let Some(browser) = Browser::start() else {
+/// The browser, or None when `chromium` and `chromedriver` are not on PATH:
+/// the test says SKIPPED and passes, unless `CI` is set (`.ci/run` installs
+/// them), where it fails.
+fn browser(test: &str) -> Option<Browser> {
+    let b = Browser::start();
+    if b.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: `chromium` and `chromedriver` are missing under CI (.ci/run installs them)"
+        );
         let _ = writeln!(
             std::io::stderr(),
-            "SKIPPED dashboard_in_headless_chromium: `chromium` and `chromedriver` must be on \
-             PATH (Debian: apt-get install -y chromium chromium-driver; .ci/run installs them)"
+            "SKIPPED {test}: `chromium` and `chromedriver` must be on PATH \
+             (Debian: apt-get install -y chromium chromium-driver; .ci/run installs them)"
         );
+    }
+    b
+}
+
+#[test]
+fn dashboard_in_headless_chromium() {
+    let Some(browser) = browser("dashboard_in_headless_chromium") else {
         return;
     };
     let dir = tempdir();
@@ -730,12 +744,7 @@ fn shop_events() -> Vec<(&'static str, i64, i64)> {
 /// docs/dashboard.md's.
 #[test]
 fn dashboard_shows_dates_on_the_shipped_pipeline() {
-    let Some(browser) = Browser::start() else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED dashboard_shows_dates_on_the_shipped_pipeline: `chromium` and `chromedriver` \
-             must be on PATH (Debian: apt-get install -y chromium chromium-driver)"
-        );
+    let Some(browser) = browser("dashboard_shows_dates_on_the_shipped_pipeline") else {
         return;
     };
     let dir = tempdir();
@@ -1000,12 +1009,7 @@ fn result_lines(v: &Value) -> Vec<String> {
 /// late list, says so plainly, and goes on with the changes after it.
 #[test]
 fn dashboard_follows_a_restore() {
-    let Some(browser) = Browser::start() else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED dashboard_follows_a_restore: `chromium` and `chromedriver` must be on PATH \
-             (Debian: apt-get install -y chromium chromium-driver)"
-        );
+    let Some(browser) = browser("dashboard_follows_a_restore") else {
         return;
     };
     let dir = tempdir();
@@ -1229,12 +1233,7 @@ fn pattern_status_shown(b: &Browser, s: &Server) -> bool {
 /// numbers; a reload shows the same, quietly.
 #[test]
 fn dashboard_shows_the_pattern_output() {
-    let Some(browser) = Browser::start() else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED dashboard_shows_the_pattern_output: `chromium` and `chromedriver` must be on \
-             PATH (Debian: apt-get install -y chromium chromium-driver)"
-        );
+    let Some(browser) = browser("dashboard_shows_the_pattern_output") else {
         return;
     };
     let dir = tempdir();
@@ -1607,12 +1606,7 @@ fn dashboard_shows_the_pattern_output() {
 /// plainly, and goes on with the output after it.
 #[test]
 fn dashboard_follows_a_pattern_restore() {
-    let Some(browser) = Browser::start() else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED dashboard_follows_a_pattern_restore: `chromium` and `chromedriver` must be \
-             on PATH (Debian: apt-get install -y chromium chromium-driver)"
-        );
+    let Some(browser) = browser("dashboard_follows_a_pattern_restore") else {
         return;
     };
     let dir = tempdir();
@@ -1794,12 +1788,7 @@ fn instance_rows_exact(b: &Browser, base: &str) -> Vec<String> {
 /// pill shows it.
 #[test]
 fn dashboard_merges_several_instances() {
-    let Some(browser) = Browser::start() else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED dashboard_merges_several_instances: `chromium` and `chromedriver` must be \
-             on PATH (Debian: apt-get install -y chromium chromium-driver)"
-        );
+    let Some(browser) = browser("dashboard_merges_several_instances") else {
         return;
     };
     const TOKEN_B: &str = "dash-secret-b";
