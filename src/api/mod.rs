@@ -127,7 +127,8 @@ pub struct ApiConfig {
 }
 
 /// Every route the router serves, as `(method, path template)`; the openapi
-/// test checks each is documented.
+/// test checks each is documented and served, and another that each
+/// `.route(..)` of [`router`] is here (tests/it/api_contract.rs).
 pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/events"),
     ("post", "/watermarks"),

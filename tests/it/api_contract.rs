@@ -915,6 +915,64 @@ fn openapi_documents_every_served_route() {
     }
 }
 
+/// The other direction: every `.route(PATH, METHOD(..).METHOD(..))` of the
+/// router (read from its source) is in `ROUTES`, so a route added to the
+/// router without its line there fails here (and the test above then asks
+/// for its openapi.yaml entry).
+#[test]
+fn every_route_of_the_router_is_in_routes() {
+    let src = include_str!("../../src/api/mod.rs");
+    let mut served = std::collections::BTreeSet::new();
+    for (at, _) in src.match_indices(".route(") {
+        // the call's text, to its closing parenthesis
+        let rest = &src[at + ".route(".len()..];
+        let mut depth = 1;
+        let end = rest
+            .char_indices()
+            .find(|&(_, c)| {
+                depth += match c {
+                    '(' => 1,
+                    ')' => -1,
+                    _ => 0,
+                };
+                depth == 0
+            })
+            .map(|(i, _)| i)
+            .expect("a closed .route( call");
+        let call = &rest[..end];
+        let path = call.split('"').nth(1).expect("a path literal");
+        let methods: Vec<&str> = ["get", "post", "put", "delete", "patch"]
+            .into_iter()
+            .filter(|m| {
+                call.match_indices(&format!("{m}(")).any(|(i, _)| {
+                    i == 0
+                        || !call.as_bytes()[i - 1].is_ascii_alphanumeric()
+                            && call.as_bytes()[i - 1] != b'_'
+                })
+            })
+            .collect();
+        assert!(!methods.is_empty(), ".route({call}): no method found");
+        for m in methods {
+            served.insert((m.to_string(), path.to_string()));
+        }
+    }
+    let listed: std::collections::BTreeSet<(String, String)> = streamforge::api::ROUTES
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    assert!(
+        served.len() >= 30,
+        "the router's routes were not found: {served:?}"
+    );
+    let missing: Vec<_> = served.difference(&listed).collect();
+    assert!(
+        missing.is_empty(),
+        "served but not in api::ROUTES: {missing:?}"
+    );
+    let extra: Vec<_> = listed.difference(&served).collect();
+    assert!(extra.is_empty(), "in api::ROUTES but not routed: {extra:?}");
+}
+
 /// The changelog pages carry exactly the bytes the mutating calls answered
 /// (the store keeps binary chunks and renders them back to JSON): every
 /// change of a multi-partition, multi-window workload, paged with a limit
