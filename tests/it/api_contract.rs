@@ -348,8 +348,8 @@ fn every_error_code_leaves_state_unchanged() {
         ("pipeline", other_pipeline),
     ] {
         let r = s.post("/restore", &body);
+        assert_eq!(r.status, 422, "{what}: {}", r.body);
         r.problem(422, "invalid_checkpoint");
-        let _ = what;
     }
     check("invalid checkpoints");
     // not_found.

@@ -565,8 +565,8 @@ fn every_problem_code_leaves_the_pattern_state_unchanged() {
         ("array then garbage", format!("[{good}] x")),
     ] {
         let r = s.push(&body);
+        assert_eq!(r.status, 400, "{what}: {}", r.body);
         r.refused(400, "bad_request", &s, &before);
-        let _ = what;
     }
     check(&before, "malformed events");
 
@@ -727,8 +727,8 @@ fn every_problem_code_leaves_the_pattern_state_unchanged() {
         ),
     ] {
         let r = s.post("/patterns/restore", &body);
+        assert_eq!(r.status, 422, "{what}: {}", r.body);
         r.refused(422, "invalid_checkpoint", &s, &before);
-        let _ = what;
     }
     assert_eq!(
         s.post("/patterns/restore", &env).body,
