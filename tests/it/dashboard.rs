@@ -90,13 +90,6 @@ fn find_program(name: &str, env: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
 /// `target/`, next to the binary under test.
 fn target_dir() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_streamforge"))
@@ -149,7 +142,7 @@ impl Browser {
         let chromium = find_program("chromium", "STREAMFORGE_CHROMIUM")?;
         let chromedriver = find_program("chromedriver", "STREAMFORGE_CHROMEDRIVER")?;
         let profile = tempdir();
-        let port = free_port();
+        let port = streamforge_testkit::free_port();
         let driver = Command::new(&chromedriver)
             .arg(format!("--port={port}"))
             .arg(format!(

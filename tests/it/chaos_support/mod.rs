@@ -59,9 +59,9 @@ pub mod oracle;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{BufRead, BufReader};
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -398,84 +398,47 @@ impl Drop for Proc {
     }
 }
 
+/// Starts a server (the test kit's fixture: `listening on` then `/readyz`
+/// 200) with the chaos suite's flags, its stderr appended to `log`.
 fn spawn(db: &Path, pipeline: &Path, faults: &str, log: &Path) -> Result<Proc, String> {
     let stderr = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .map_err(|e| e.to_string())?;
-    let mut cmd = Command::new(BIN);
-    cmd.arg("serve")
-        .arg("--addr")
-        .arg("127.0.0.1:0")
-        .arg("--db")
-        .arg(db)
-        .arg("--pipeline")
-        .arg(pipeline)
-        .arg("--checkpoint-every")
-        .arg(CHECKPOINT_EVERY)
-        .env_remove("STREAMFORGE_TOKEN")
-        .env_remove("STREAMFORGE_FAULTS")
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(stderr));
-    if !faults.is_empty() {
-        cmd.env("STREAMFORGE_FAULTS", faults);
-    }
-    let mut child = cmd.spawn().map_err(|e| format!("spawn {BIN}: {e}"))?;
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if let Some(addr) = line.strip_prefix("listening on ") {
-                let _ = tx.send(addr.trim().to_string());
+    let args: [&std::ffi::OsStr; 4] = [
+        "--pipeline".as_ref(),
+        pipeline.as_os_str(),
+        "--checkpoint-every".as_ref(),
+        CHECKPOINT_EVERY.as_ref(),
+    ];
+    let spawned = streamforge_testkit::spawn_serve(
+        Path::new(BIN),
+        db,
+        &args,
+        |cmd| {
+            cmd.env_remove("STREAMFORGE_TOKEN")
+                .env_remove("STREAMFORGE_FAULTS")
+                .env("RUST_LOG", "warn")
+                .stderr(Stdio::from(stderr));
+            if !faults.is_empty() {
+                cmd.env("STREAMFORGE_FAULTS", faults);
             }
+        },
+        DEADLINE,
+    );
+    match spawned {
+        Ok(s) => Ok(Proc {
+            child: s.child,
+            base: format!("http://{}", s.addr),
+        }),
+        Err(streamforge_testkit::NotReady::Exited) => Err(format!(
+            "the server exited before it was ready: {}",
+            tail(log)
+        )),
+        Err(streamforge_testkit::NotReady::Deadline) => {
+            Err("the server was not ready before the deadline".into())
         }
-    });
-    let end = Instant::now() + DEADLINE;
-    let addr = loop {
-        match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(a) => break a,
-            Err(_) => {
-                if let Ok(Some(st)) = child.try_wait() {
-                    return Err(format!(
-                        "the server exited ({st}) before listening: {}",
-                        tail(log)
-                    ));
-                }
-                if Instant::now() > end {
-                    let _ = child.kill();
-                    return Err("the server did not listen before the deadline".into());
-                }
-            }
-        }
-    };
-    let base = format!("http://{addr}");
-    let client = Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .map_err(|e| e.to_string())?;
-    let mut pause = Duration::from_millis(2);
-    loop {
-        if let Ok(Some(st)) = child.try_wait() {
-            return Err(format!(
-                "the server exited ({st}) during recovery: {}",
-                tail(log)
-            ));
-        }
-        if let Ok(r) = client.get(format!("{base}/readyz")).send() {
-            if r.status().as_u16() == 200 {
-                return Ok(Proc { child, base });
-            }
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            return Err("the server was not ready before the deadline".into());
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(50));
     }
 }
 
