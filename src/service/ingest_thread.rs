@@ -185,25 +185,12 @@ fn run(svc: Weak<Service>, rx: Receiver<IngestJob>, rounds: &Rounds) {
     }
 }
 
-/// A call applied and handed to the commit queue, waiting for its commit.
-type Ready = (
-    super::apply::PreparedIngest,
-    bool,
-    tokio::sync::oneshot::Sender<Result<IngestAnswer, IngestError>>,
-);
-
-/// A whole round on the caller's thread: applies the jobs, commits them and
-/// answers each.
+/// Applies every job in one turn of the processor lock, hands them all to
+/// the commit queue, then commits them (one group when nothing else is
+/// committing) and answers each. Between handing a call over and leading
+/// its commit the thread takes no lock that a reader settling the engines
+/// could hold.
 fn round(svc: &Service, jobs: Vec<IngestJob>) {
-    let ready = apply(svc, jobs);
-    answer(svc, ready);
-}
-
-/// Applies every job in one turn of the processor lock and hands them all
-/// to the commit queue (encoded): what [`answer`] then commits. Between
-/// handing a call over and leading its commit the caller takes no lock
-/// that a reader settling the engines could hold.
-fn apply(svc: &Service, jobs: Vec<IngestJob>) -> Vec<Ready> {
     use std::panic::{catch_unwind, AssertUnwindSafe};
     let at = &mut Held::entry();
     // The bodies stay here while the commands borrow from them.
@@ -233,38 +220,26 @@ fn apply(svc: &Service, jobs: Vec<IngestJob>) -> Vec<Ready> {
         }
     }
     if cmds.is_empty() {
-        return Vec::new();
+        return;
     }
     let Ok(applied) = catch_unwind(AssertUnwindSafe(|| svc.apply_all(at, cmds))) else {
         for (_, _, done) in waiting {
             let _ = done.send(Err(internal()));
         }
-        return Vec::new();
+        return;
     };
-    let mut ready = Vec::with_capacity(waiting.len());
+    let mut prepared = Vec::with_capacity(waiting.len());
     for ((pending, batch, done), applied) in waiting.into_iter().zip(applied) {
         match applied.and_then(|a| svc.ingest_applied(at, pending, a)) {
-            Ok(p) => ready.push((p, batch, done)),
+            Ok(p) => prepared.push((p, batch, done)),
             Err(error) => drop(done.send(Err(IngestError::Service { error, batch }))),
         }
     }
-    ready
-}
-
-/// Commits the calls [`apply`] handed over (one group when nothing else is
-/// committing; with them whatever else is encoded at the head of the
-/// queue) and answers each.
-fn answer(svc: &Service, mut ready: Vec<Ready>) {
-    use std::panic::{catch_unwind, AssertUnwindSafe};
-    if ready.is_empty() {
-        return;
-    }
-    let at = &mut Held::entry();
     svc.lead(at);
-    for (p, _, _) in &mut ready {
+    for (p, _, _) in &mut prepared {
         p.write_answer();
     }
-    for (p, batch, done) in ready {
+    for (p, batch, done) in prepared {
         let r = catch_unwind(AssertUnwindSafe(|| svc.ingest_finish(at, p)));
         // A caller that went away (its connection closed) is not waited for.
         let _ = done.send(match r {
