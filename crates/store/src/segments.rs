@@ -735,7 +735,8 @@ impl HistoryDb {
     /// Stores the id index's memtable with `mark` (every sources segment up
     /// to it is indexed), with the writer for one short transaction at a
     /// time: `with_writer(f)` locks the service's writer, runs `f`, unlocks
-    /// (see [`super::ids::IdFlusher::flush_with`]).
+    /// (see [`super::ids::IdFlusher::flush_sealed_with`]). No merge: see
+    /// [`HistoryDb::merge_ids`] (another thread may run one meanwhile).
     #[allow(clippy::type_complexity)]
     pub fn flush_ids(
         &self,
@@ -746,7 +747,36 @@ impl HistoryDb {
         let mut lend = |work: &mut dyn FnMut(&mut Connection) -> Result<()>| {
             with_writer(&mut |w: &mut Writer| w.lend(work))
         };
-        self.flusher.flush_with(&mut lend)
+        self.flusher.flush_sealed_with(&mut lend)
+    }
+
+    /// Whether the id index has runs to merge ([`HistoryDb::merge_ids`]).
+    pub fn ids_merge_due(&self) -> bool {
+        self.flusher.merge_due()
+    }
+
+    /// Merges the id index's runs (see [`super::ids::IdFlusher::merge_with`]),
+    /// lending the writer as [`HistoryDb::flush_ids`] does; flushes on
+    /// other threads go on between its transactions.
+    #[allow(clippy::type_complexity)]
+    pub fn merge_ids(
+        &self,
+        with_writer: &mut dyn FnMut(&mut dyn FnMut(&mut Writer) -> Result<()>) -> Result<()>,
+    ) -> Result<()> {
+        let mut lend = |work: &mut dyn FnMut(&mut Connection) -> Result<()>| {
+            with_writer(&mut |w: &mut Writer| w.lend(work))
+        };
+        self.flusher.merge_with(&mut lend)
+    }
+
+    /// Entries of the id index's runs being merged (0: no merge).
+    pub fn ids_merging(&self) -> u64 {
+        self.flusher.merging_entries()
+    }
+
+    /// Runs of the id index (each costs a filter probe per new id).
+    pub fn id_runs(&self) -> usize {
+        self.ids().runs()
     }
 
     /// The newest segment whose ids were added (the mark that covers
