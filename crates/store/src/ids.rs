@@ -60,7 +60,8 @@
 //!    the row completed (counts, fences) and `live = 1`, and either the
 //!    flush's mark or, for a merge, `live = 0` on the merged runs' rows.
 //!    Then the new run is installed under the write lock (a flush: in
-//!    place of its sealed memtable; a merge: in place of its inputs).
+//!    place of its sealed memtable, after every run; a merge: in place of
+//!    its inputs, which flushes meanwhile may have followed with new runs).
 //! 3. For a merge, **short deleting transactions** after that swap: the
 //!    merged runs' parts, then filter pieces, then their row (last, so an
 //!    id is never taken again while rows of it are left), each freeing at
@@ -138,9 +139,17 @@
 //!   each lookup reads the newest commit); a lookup that does not find a part
 //!   it needs is an error, never a miss.
 //! - The flush thread holds an [`IdFlusher`] ([`IdIndex::flusher`]; `Clone`,
-//!   `Send`, `Sync`) and calls [`IdFlusher::flush_with`] after each `seal`
-//!   (or later: it writes every sealed memtable in order) with a [`Lend`]
-//!   of the writer. Flushes are serialized by a mutex in the index.
+//!   `Send`, `Sync`) and calls [`IdFlusher::flush_sealed_with`] after each
+//!   `seal` (or later: it writes every sealed memtable in order) with a
+//!   [`Lend`] of the writer; a merge thread calls [`IdFlusher::merge_with`]
+//!   (when [`IdFlusher::merge_due`]). Flushes are serialized by one mutex,
+//!   merges by another: a flush never waits for a merge (their lent
+//!   transactions interleave), so the durable mark keeps up with the seals
+//!   during a long merge, and a crash then re-adds only what was sealed
+//!   since the last flush. The rows of runs that are not live are deleted
+//!   by the merge side ([`IdFlusher::merge_with`] first), listed while no
+//!   flush is writing a run. [`IdFlusher::flush_with`] does both on the
+//!   calling thread.
 //! - They share the read side (sealed memtables, runs, filters, fences) behind
 //!   an `RwLock`. A lookup holds its read lock while it reads parts; the
 //!   flusher takes the write lock only to install a run whose final
