@@ -788,6 +788,8 @@ fn main() {
         stop.store(true, Ordering::Relaxed);
         sampler.join().expect("sampler");
         let peak = rpeak.load(Ordering::Relaxed);
+        // (It was left running: its stdout kept the bench's pipe open.)
+        r.kill9();
         let ok = out.status.success();
         println!(
             "restore by body (streamed) on a fresh server: {} in {secs:.1} s; server RSS {:.1} MB before, peak {:.1} MB, +{:.1} MB ({})",
