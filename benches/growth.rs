@@ -128,10 +128,9 @@ fn parse_args() -> Args {
         }
         if let Some(rest) = arg.strip_prefix("--kill-during-merge") {
             a.kill_during_merge = Some(match rest.strip_prefix('=') {
-                Some(n) => n
-                    .replace('_', "")
-                    .parse()
-                    .unwrap_or_else(|_| panic!("--kill-during-merge: not a number: {n:?}\n{USAGE}")),
+                Some(n) => n.replace('_', "").parse().unwrap_or_else(|_| {
+                    panic!("--kill-during-merge: not a number: {n:?}\n{USAGE}")
+                }),
                 None if rest.is_empty() => 1_000_000,
                 None => panic!("unknown flag {arg}\n{USAGE}"),
             });

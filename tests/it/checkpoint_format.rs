@@ -352,7 +352,10 @@ fn checkpoints_name_their_lists_by_their_last_segment_and_old_databases_upgrade(
     let (checkpoints, rows, segments, free) = manifest(&db);
     assert!(segments > 3 * 4, "a long history: {segments} segments");
     // two partitions and the late output: at most three rows each
-    assert!(rows <= 3 * checkpoints, "{rows} rows for {checkpoints} checkpoints");
+    assert!(
+        rows <= 3 * checkpoints,
+        "{rows} rows for {checkpoints} checkpoints"
+    );
     assert_eq!(free, 0);
     // As schema 13 left it; the open upgrades it.
     with_db(&db, as_schema_13);
@@ -380,7 +383,10 @@ fn checkpoints_name_their_lists_by_their_last_segment_and_old_databases_upgrade(
     assert!(again == envelopes[at], "the other branch changed");
     // Deleting every checkpoint but the last frees what only they named.
     let (_, _, all, _) = manifest(&db);
-    for c in s.get("/checkpoints").json()["checkpoints"].as_array().unwrap() {
+    for c in s.get("/checkpoints").json()["checkpoints"]
+        .as_array()
+        .unwrap()
+    {
         if c["id"] != end["id"] {
             let st = s.delete(&format!("/checkpoints/{}", c["id"])).status;
             assert_eq!(st, 204, "{c}");
@@ -407,7 +413,10 @@ fn checkpoints_name_their_lists_by_their_last_segment_and_old_databases_upgrade(
             )
             .unwrap();
     });
-    assert_eq!(named, left, "every segment left is named, every named one is left");
+    assert_eq!(
+        named, left,
+        "every segment left is named, every named one is left"
+    );
     let s = start(&db, &args);
     assert_eq!(s.snapshot(), snapshot);
     let (again, _) = download(&s, &format!("/checkpoints/{}", end["id"]));

@@ -47,7 +47,7 @@ impl KeyTable {
         }
         let id = self.len as KeyId;
         let name: Arc<str> = Arc::from(key);
-        if self.len % CHUNK == 0 {
+        if self.len.is_multiple_of(CHUNK) {
             self.chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
         }
         if let Some(last) = self.chunks.last_mut() {
@@ -95,10 +95,7 @@ impl KeyTable {
     /// The id of `key` if interned.
     pub fn get(&self, key: &str) -> Option<KeyId> {
         if self.frozen {
-            return self
-                .names()
-                .position(|n| &**n == key)
-                .map(|i| i as KeyId);
+            return self.names().position(|n| &**n == key).map(|i| i as KeyId);
         }
         self.ids.get(key).copied()
     }

@@ -764,9 +764,10 @@ impl IdFlusher {
                 .first()
                 .and_then(|first| state.runs.iter().position(|r| Arc::ptr_eq(r, first)));
             let Some(at) = at.filter(|&at| {
-                state.runs.get(at..at + inputs.len()).is_some_and(|rs| {
-                    rs.iter().zip(inputs).all(|(a, b)| Arc::ptr_eq(a, b))
-                })
+                state
+                    .runs
+                    .get(at..at + inputs.len())
+                    .is_some_and(|rs| rs.iter().zip(inputs).all(|(a, b)| Arc::ptr_eq(a, b)))
             }) else {
                 return Err(corrupt(format!("run {id}: its inputs are no longer live")));
             };
@@ -2563,8 +2564,9 @@ mod tests {
         let mut rng = Rng(36);
         let mut all: Vec<(u64, u64)> = Vec::new();
         let mut batch = |index: &mut IdIndex, all: &mut Vec<(u64, u64)>, n: u64| {
-            let entries: Vec<(u64, u64)> =
-                (0..n).map(|_| (rng.next(), all.len() as u64 + rng.below(1 << 20))).collect();
+            let entries: Vec<(u64, u64)> = (0..n)
+                .map(|_| (rng.next(), all.len() as u64 + rng.below(1 << 20)))
+                .collect();
             all.extend(&entries);
             index.add(entries);
         };
@@ -2573,7 +2575,9 @@ mod tests {
         for (mark, n) in [(1, 40_000), (2, 20_000), (3, 20_000)] {
             batch(&mut index, &mut all, n);
             index.seal(mark);
-            flusher.flush_sealed_with(&mut |work| work(&mut conn)).unwrap();
+            flusher
+                .flush_sealed_with(&mut |work| work(&mut conn))
+                .unwrap();
         }
         assert_eq!(index.runs(), 3);
         assert!(flusher.merge_due());
@@ -2592,7 +2596,11 @@ mod tests {
                 batch(&mut index, &mut all, 3_000);
                 index.seal(mark);
                 flusher.flush_sealed_with(&mut |w| w(&mut conn))?;
-                assert_eq!(index.mark(), Some(mark), "the flush's mark is durable at once");
+                assert_eq!(
+                    index.mark(),
+                    Some(mark),
+                    "the flush's mark is durable at once"
+                );
             }
             if mark == 6 {
                 return Err(Error::Corrupt("the process is killed".into()));
@@ -2603,7 +2611,9 @@ mod tests {
         assert_eq!(seen_merging, 80_000);
         assert_eq!(flusher.merging_entries(), 0);
         let garbage: i64 = conn
-            .query_row("SELECT count(*) FROM id_runs WHERE live = 0", [], |r| r.get(0))
+            .query_row("SELECT count(*) FROM id_runs WHERE live = 0", [], |r| {
+                r.get(0)
+            })
             .unwrap();
         assert_eq!(garbage, 1, "the interrupted merge's run");
         drop(index);
@@ -2618,7 +2628,9 @@ mod tests {
         assert!(flusher.merge_due());
         flusher.merge_with(&mut |work| work(&mut conn)).unwrap();
         let garbage: i64 = conn
-            .query_row("SELECT count(*) FROM id_runs WHERE live = 0", [], |r| r.get(0))
+            .query_row("SELECT count(*) FROM id_runs WHERE live = 0", [], |r| {
+                r.get(0)
+            })
             .unwrap();
         assert_eq!(garbage, 0);
         assert!(!flusher.merge_due());

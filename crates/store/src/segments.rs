@@ -220,7 +220,9 @@ fn free_segments(conn: &Connection, which: Free) -> Result<u64> {
         Free::Unstaged => "DELETE FROM segments WHERE refs = 0 AND staged = 0",
         Free::Staged => "DELETE FROM segments WHERE refs = 0 AND staged = 1",
     };
-    let mut st = conn.prepare_cached(sql).op("prepare DELETE free segments")?;
+    let mut st = conn
+        .prepare_cached(sql)
+        .op("prepare DELETE free segments")?;
     let mut total = 0u64;
     loop {
         let n = st.execute([]).op("DELETE free segments")?;

@@ -238,7 +238,9 @@ fn insert_window(
     let id = tx.last_insert_rowid();
     {
         let mut st = tx
-            .prepare_cached("INSERT INTO checkpoint_lists (checkpoint, part, last) VALUES (?1, ?2, ?3)")
+            .prepare_cached(
+                "INSERT INTO checkpoint_lists (checkpoint, part, last) VALUES (?1, ?2, ?3)",
+            )
             .op("prepare INSERT checkpoint_lists")?;
         let lists = flushed
             .sources
