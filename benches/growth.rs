@@ -17,7 +17,9 @@
 //! /events`), `--out FILE` (the figures also as JSON lines, one object per
 //! tenth, restart, download and summary), `--bin PATH` (default:
 //! `STREAMFORGE_BIN` or target/release/streamforge, built with `cargo build
-//! --release --bin streamforge` when missing).
+//! --release --bin streamforge` when missing), `--kill-during-merge[=N]`
+//! (each `kill -9` lands while the id index merges runs of at least N
+//! entries, default 1,000,000: see below).
 //!
 //! The events are generated here, in the shape of `benches/gen_workload.py`
 //! (its defaults: disorder 500, an advance every 1,000 events, no duplicates,
@@ -52,7 +54,12 @@
 //!
 //! After the first and the last tenth: `kill -9` and a new server on the same
 //! database; spawn to `/readyz` 200 is the restart time, and the run goes
-//! on with the new process. At the end: `GET /checkpoints/{id}` of the last
+//! on with the new process. With `--kill-during-merge`, the bench first
+//! goes on sending batches (of the same stream, counted in the next tenth)
+//! until `/metrics` shows `streamforge_id_index_merging` of at least N
+//! entries (a merge of the id index's runs in progress on the server's
+//! merge thread), at most another tenth's worth, and kills it then.
+//! `GET /checkpoints` (the listing) is timed at every tenth too. At the end: `GET /checkpoints/{id}` of the last
 //! checkpoint into a file while the server's RSS is sampled (and its peak
 //! kept by the kernel: `VmHWM` after resetting it with
 //! `/proc/PID/clear_refs`), the file's SHA-256 against the one the `POST`
@@ -87,7 +94,7 @@ const SEED: u64 = 42;
 const SAMPLE_EVERY: Duration = Duration::from_millis(2);
 
 const USAGE: &str = "usage: cargo bench --bench growth -- [--events N] [--partitions P] \
-[--keys K] [--batch B] [--out FILE] [--bin PATH]";
+[--keys K] [--batch B] [--out FILE] [--bin PATH] [--kill-during-merge[=MIN_ENTRIES]]";
 
 // ---------------------------------------------------------------- arguments
 
@@ -98,6 +105,9 @@ struct Args {
     batch: usize,
     out: Option<PathBuf>,
     bin: Option<PathBuf>,
+    /// `--kill-during-merge[=N]`: each `kill -9` waits for an id-index
+    /// merge of at least N entries (default 1,000,000) to be running.
+    kill_during_merge: Option<u64>,
 }
 
 fn parse_args() -> Args {
@@ -108,11 +118,22 @@ fn parse_args() -> Args {
         batch: 1000,
         out: None,
         bin: None,
+        kill_during_merge: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         // `cargo bench` passes `--bench`.
         if arg == "--bench" {
+            continue;
+        }
+        if let Some(rest) = arg.strip_prefix("--kill-during-merge") {
+            a.kill_during_merge = Some(match rest.strip_prefix('=') {
+                Some(n) => n.replace('_', "").parse().unwrap_or_else(|_| {
+                    panic!("--kill-during-merge: not a number: {n:?}\n{USAGE}")
+                }),
+                None if rest.is_empty() => 1_000_000,
+                None => panic!("unknown flag {arg}\n{USAGE}"),
+            });
             continue;
         }
         if arg == "--help" || arg == "-h" {
@@ -370,6 +391,18 @@ struct Tenth {
     ck: Checkpoint,
     disk: u64,
     cpu: f64,
+    /// `GET /checkpoints` seconds.
+    list_secs: f64,
+}
+
+/// A sample of the server's `/metrics` (0 when absent).
+fn metric(c: &mut Conn, name: &str) -> f64 {
+    let st = c.call("GET", "/metrics", "", b"");
+    assert!(st == 200, "GET /metrics: {st}");
+    let text = String::from_utf8_lossy(&c.body);
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 struct Restart {
@@ -489,6 +522,12 @@ fn main() {
         let pid = server.get().pid();
         let rss = proc_kib(pid, "VmRSS");
         let ck = checkpoint(&mut conn, pid);
+        let list_secs = {
+            let t = Instant::now();
+            let st = conn.call("GET", "/checkpoints", "", b"");
+            assert!(st == 200, "GET /checkpoints: {st}");
+            t.elapsed().as_secs_f64()
+        };
         if let Some(id) = prev_ckpt.replace(ck.created.id) {
             let st = conn.call("DELETE", &format!("/checkpoints/{id}"), "", b"");
             if st != 204 && st != 200 {
@@ -521,6 +560,7 @@ fn main() {
             "checkpoint_secs": ck.secs, "envelope_bytes": ck.created.bytes,
             "disk_bytes": disk, "disk_bytes_per_event": disk as f64 / events as f64,
             "cpu_secs": cpu, "cpu_secs_tenth": cpu_tenth, "client_share": client,
+            "list_secs": list_secs,
         }));
         tenths.push(Tenth {
             events,
@@ -529,9 +569,51 @@ fn main() {
             ck,
             disk,
             cpu,
+            list_secs,
         });
+        println!("{:>11} GET /checkpoints in {list_secs:.4} s", "");
 
         if k == 1 || k == 10 {
+            let mut merging_seen = None;
+            if let Some(min) = a.kill_during_merge {
+                // More of the stream until a large enough merge runs.
+                let cap = w.next + a.events / 10;
+                loop {
+                    let m = metric(&mut conn, "streamforge_id_index_merging");
+                    if m >= min as f64 {
+                        merging_seen = Some(m as u64);
+                        break;
+                    }
+                    if w.next >= cap {
+                        break;
+                    }
+                    let mut n = 0;
+                    loop {
+                        let advance = w.deliver(&mut body);
+                        n += 1;
+                        if n == a.batch || advance {
+                            post_events(&mut conn, &body);
+                            body.clear();
+                            if advance {
+                                for p in 0..a.partitions {
+                                    post_watermark(&mut conn, p, w.watermark());
+                                }
+                            }
+                            break;
+                        }
+                    }
+                }
+                match merging_seen {
+                    Some(m) => println!(
+                        "{:>11} kill during a merge of {m} id-index entries, after {} events",
+                        "", w.next
+                    ),
+                    None => println!(
+                        "{:>11} no merge of >= {min} entries seen up to {} events: killed anyway",
+                        "", w.next
+                    ),
+                }
+            }
             let old = server.take();
             cpu_before += cpu_seconds(old.pid());
             old.kill9();
@@ -546,11 +628,11 @@ fn main() {
                 mb(rss_ready as f64)
             );
             report.json(serde_json::json!({
-                "kind": "restart", "after_events": events, "ready_secs": ready,
-                "rss_bytes_ready": rss_ready,
+                "kind": "restart", "after_events": w.next, "ready_secs": ready,
+                "rss_bytes_ready": rss_ready, "killed_during_merge_of": merging_seen,
             }));
             restarts.push(Restart {
-                after_events: events,
+                after_events: w.next,
                 ready,
                 rss_ready,
             });
@@ -705,6 +787,8 @@ fn main() {
         stop.store(true, Ordering::Relaxed);
         sampler.join().expect("sampler");
         let peak = rpeak.load(Ordering::Relaxed);
+        // (It was left running: its stdout kept the bench's pipe open.)
+        r.kill9();
         let ok = out.status.success();
         println!(
             "restore by body (streamed) on a fresh server: {} in {secs:.1} s; server RSS {:.1} MB before, peak {:.1} MB, +{:.1} MB ({})",
@@ -792,6 +876,16 @@ fn main() {
             "<= 1.5x",
         ),
         (
+            "GET /checkpoints time, last / first".into(),
+            format!(
+                "{} ({:.4} -> {:.4} s)",
+                ratio(l.list_secs, f.list_secs),
+                f.list_secs,
+                l.list_secs
+            ),
+            "flat",
+        ),
+        (
             "restart to ready, last / first".into(),
             format!(
                 "{} ({:.3} s after {} -> {:.3} s after {} events)",
@@ -871,6 +965,7 @@ fn main() {
         "checkpoint_write_ratio": l.ck.write_bytes as f64 / f.ck.write_bytes.max(1) as f64,
         "checkpoint_time_ratio": l.ck.secs / f.ck.secs,
         "restart_ratio": r1.ready / r0.ready,
+        "list_time_ratio": l.list_secs / f.list_secs,
         "ingest_rate_ratio": l.rate / f.rate,
         "disk_bytes_per_event": disk_per_event,
         "download_rss_delta_bytes": delta,

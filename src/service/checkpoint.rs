@@ -509,6 +509,46 @@ impl Service {
             Metrics::inc(&self.env.metrics.storage_failures, 1);
             tracing::warn!(error = %e, "storing the id index failed (kept in memory; rebuilt from the history at a restart)");
         }
+        if h.ids_merge_due() {
+            // The merge thread's channel holds one signal: a full one
+            // means a merge round is due already.
+            if let Err(std::sync::mpsc::TrySendError::Disconnected(())) =
+                self.checkpoints.merge_due.try_send(())
+            {
+                tracing::error!("the id index's merge thread has ended: its runs are not merged");
+            }
+        }
+    }
+
+    /// Called by the id index's merge thread: merges its runs until none
+    /// is due, lending the writer one short transaction at a time. The
+    /// checkpointer goes on meanwhile: automatic checkpoints keep their
+    /// cadence and flush the id index's new entries between the merge's
+    /// transactions, so a crash during a long merge re-adds at most the
+    /// entries since the last flush. A failure is logged (the runs stay
+    /// as they were; the next flush deletes what it left).
+    pub(super) fn merge_ids(&self) {
+        let at = &mut Held::entry();
+        let h = &self.setup.history;
+        let m = &self.env.metrics;
+        if !h.ids_merge_due() {
+            return;
+        }
+        let mut with_writer =
+            |f: &mut dyn FnMut(&mut crate::store::Writer) -> crate::store::Result<()>| {
+                f(&mut self.writer(at))
+            };
+        // Merges until none is due (or does nothing before the first
+        // flush after the open has deleted what a crash left: that flush
+        // signals again).
+        let done = h.merge_ids(&mut with_writer);
+        match done {
+            Ok(()) => Metrics::inc(&m.id_index_merges, 1),
+            Err(e) => {
+                Metrics::inc(&m.storage_failures, 1);
+                tracing::warn!(error = %e, "merging the id index's runs failed (they stay as they were)");
+            }
+        }
     }
 
     /// `DELETE /checkpoints/{id}`.

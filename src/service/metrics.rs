@@ -94,6 +94,8 @@ pub struct Metrics {
     /// Microseconds the last window checkpoint took to store (flush its
     /// new history with its chunk hashes, the digest, link).
     pub last_checkpoint_store_us: AtomicU64,
+    /// Merges of the id index's runs done (each on the merge thread).
+    pub id_index_merges: AtomicU64,
     checkpoint_sizes: Mutex<Histogram>,
     /// Calls stored per commit (one fsync each): how far group commit
     /// amortizes.
@@ -248,7 +250,7 @@ impl Metrics {
     /// The Prometheus text exposition, with the current state's `gauges`.
     pub fn render(&self, gauges: &[Gauge]) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 15] = [
+        let counters: [(&str, &str, &AtomicU64); 16] = [
             (
                 "streamforge_deliveries_total",
                 "Deliveries in acknowledged ingest calls (duplicates and redeliveries included).",
@@ -324,6 +326,11 @@ impl Metrics {
                 "streamforge_last_checkpoint_store_microseconds",
                 "Time the last window engine checkpoint took to store: its new history flushed (with its chunk hashes), the live state, the digest, the link.",
                 &self.last_checkpoint_store_us,
+            ),
+            (
+                "streamforge_id_index_merges_total",
+                "Rounds of merges of the id index's runs finished (on their own thread).",
+                &self.id_index_merges,
             ),
         ];
         for (name, help, c) in counters {

@@ -385,6 +385,8 @@ struct CheckpointPolicy {
     retention: Retention,
     /// Wakes the checkpoint thread.
     checkpoint_due: SyncSender<()>,
+    /// Wakes the id index's merge thread.
+    merge_due: SyncSender<()>,
     /// One window checkpoint (or restore, or deletion) at a time: each
     /// flushes or frees history the others must not see half done. Taken
     /// before the processor lock.
@@ -593,6 +595,7 @@ impl Service {
         let heads = inner.heads();
         let reader = Reader::open(&opts.db).map_err(|e| fail("cannot open a reader", &e))?;
         let (tx, rx) = sync_channel::<()>(1);
+        let (merge_tx, merge_rx) = sync_channel::<()>(1);
         let service = Arc::new(Service {
             processor: ProcessorLock {
                 inner: Mutex::new(inner),
@@ -619,6 +622,7 @@ impl Service {
                 checkpoint_every: opts.checkpoint_every,
                 retention: opts.retention,
                 checkpoint_due: tx,
+                merge_due: merge_tx,
                 checkpointing: Mutex::new(()),
             },
             setup,
@@ -641,6 +645,18 @@ impl Service {
                 }
             })
             .map_err(|e| fail("cannot start the checkpoint thread", &e))?;
+        let weak: Weak<Service> = Arc::downgrade(&service);
+        std::thread::Builder::new()
+            .name("id-merger".into())
+            .spawn(move || {
+                while merge_rx.recv().is_ok() {
+                    match weak.upgrade() {
+                        Some(s) => s.merge_ids(),
+                        None => return,
+                    }
+                }
+            })
+            .map_err(|e| fail("cannot start the id index's merge thread", &e))?;
         if let Some(doc) = change {
             // --prefer-patterns file: the file goes in force as a logged
             // change, in order before any call
@@ -927,6 +943,16 @@ impl Service {
                 "streamforge_id_index_memory_bytes",
                 "Memory of the id index: its Bloom filters, fences and the ids not yet stored.",
                 self.setup.history.ids_memory() as f64,
+            ),
+            Gauge::one(
+                "streamforge_id_index_runs",
+                "Runs of the id index (each a filter probe per new event id).",
+                self.setup.history.id_runs() as f64,
+            ),
+            Gauge::one(
+                "streamforge_id_index_merging",
+                "Entries of the id index's runs being merged (0: no merge; merges run on a thread of their own, checkpoints and flushes go on).",
+                self.setup.history.ids_merging() as f64,
             ),
             Gauge::one(
                 "streamforge_shards",

@@ -255,6 +255,174 @@ fn with_db(db: &std::path::Path, f: impl FnOnce(&rusqlite::Connection)) {
     f(&c);
 }
 
+/// Rewrites a database of schema 14 as schema 13 left it (migration 0014
+/// undone): each checkpoint's lists as one `checkpoint_segments` row per
+/// segment, no chains.
+fn as_schema_13(c: &rusqlite::Connection) {
+    c.execute_batch(
+        "CREATE TABLE checkpoint_segments (
+             checkpoint INTEGER NOT NULL REFERENCES checkpoints (id) ON DELETE CASCADE,
+             part       INTEGER NOT NULL,
+             ord        INTEGER NOT NULL,
+             segment    INTEGER NOT NULL REFERENCES segments (id),
+             first      INTEGER NOT NULL,
+             count      INTEGER NOT NULL,
+             bytes      INTEGER NOT NULL,
+             PRIMARY KEY (checkpoint, part, ord)
+         ) WITHOUT ROWID;
+         CREATE INDEX checkpoint_segments_segment ON checkpoint_segments (segment);
+         WITH RECURSIVE chain (checkpoint, part, seg, depth) AS (
+             SELECT checkpoint, part, last, 0 FROM checkpoint_lists
+             UNION ALL
+             SELECT chain.checkpoint, chain.part, s.prev, chain.depth + 1
+               FROM chain JOIN segments s ON s.id = chain.seg WHERE s.prev IS NOT NULL
+         )
+         INSERT INTO checkpoint_segments (checkpoint, part, ord, segment, first, count, bytes)
+         SELECT chain.checkpoint, chain.part,
+                row_number() OVER (PARTITION BY chain.checkpoint, chain.part
+                                   ORDER BY chain.depth DESC) - 1,
+                s.id, s.first, s.count, s.bytes
+           FROM chain JOIN segments s ON s.id = chain.seg;
+         DROP TRIGGER checkpoint_lists_added;
+         DROP TRIGGER checkpoint_lists_removed;
+         DROP TRIGGER segments_linked;
+         DROP TRIGGER segments_removed;
+         DROP TABLE checkpoint_lists;
+         DROP INDEX segments_free;
+         ALTER TABLE segments DROP COLUMN refs;
+         ALTER TABLE segments DROP COLUMN prev;
+         ALTER TABLE segments DROP COLUMN first;
+         ALTER TABLE segments DROP COLUMN part;
+         PRAGMA user_version = 13;",
+    )
+    .unwrap();
+}
+
+/// `(checkpoints, rows naming their lists, segments, free segments)`.
+fn manifest(db: &std::path::Path) -> (i64, i64, i64, i64) {
+    let mut n = (0, 0, 0, 0);
+    with_db(db, |c| {
+        n = c
+            .query_row(
+                "SELECT (SELECT count(*) FROM checkpoints WHERE engine = 'window'),
+                        (SELECT count(*) FROM checkpoint_lists),
+                        (SELECT count(*) FROM segments),
+                        (SELECT count(*) FROM segments WHERE refs = 0)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap();
+    });
+    n
+}
+
+/// Issue 36 point 3: a checkpoint names each list by its last segment
+/// (the others through the chain each segment keeps), so the rows that
+/// name checkpoints' histories do not grow with the segments (they grew
+/// by one per segment per checkpoint); a database of the previous schema
+/// (13: one row per segment per checkpoint) is upgraded at open and serves
+/// the same checkpoints; deleting checkpoints frees exactly the segments
+/// no remaining one names.
+#[test]
+fn checkpoints_name_their_lists_by_their_last_segment_and_old_databases_upgrade() {
+    let dir = tempdir();
+    let db = dir.path().join("db");
+    let pipeline = fixture("pipeline.json");
+    let args = ["--pipeline", pipeline.as_str(), "--checkpoint-every", "2"];
+    let mut s = start(&db, &args);
+    let ops = long_workload();
+    let half = ops.len() / 2;
+    for op in &ops[..half] {
+        assert_eq!(op.send(&s).status, 200);
+    }
+    let older = s.post_empty("/checkpoints").json();
+    for op in &ops[half..half + half / 2] {
+        assert_eq!(op.send(&s).status, 200);
+    }
+    let newer = s.post_empty("/checkpoints").json();
+    let before = s.get("/checkpoints").json();
+    let listed = before["checkpoints"].as_array().unwrap().clone();
+    assert!(listed.len() >= 3, "{before}");
+    let mut envelopes = Vec::new();
+    for c in &listed {
+        envelopes.push(download(&s, &format!("/checkpoints/{}", c["id"])).0);
+    }
+    let snapshot = s.snapshot();
+    s.kill();
+    let (checkpoints, rows, segments, free) = manifest(&db);
+    assert!(segments > 3 * 4, "a long history: {segments} segments");
+    // two partitions and the late output: at most three rows each
+    assert!(
+        rows <= 3 * checkpoints,
+        "{rows} rows for {checkpoints} checkpoints"
+    );
+    assert_eq!(free, 0);
+    // As schema 13 left it; the open upgrades it.
+    with_db(&db, as_schema_13);
+    let mut s = start(&db, &args);
+    assert_eq!(s.get("/checkpoints").json(), before);
+    for (c, env) in listed.iter().zip(&envelopes) {
+        let (again, _) = download(&s, &format!("/checkpoints/{}", c["id"]));
+        assert!(&again == env, "checkpoint {} changed", c["id"]);
+    }
+    assert_eq!(s.snapshot(), snapshot);
+    assert_eq!(manifest(&db).1, rows, "the same lists");
+    // A branch: back to the older checkpoint, then on (new segments after
+    // its lists, beside the newer checkpoint's).
+    let r = s.post_empty(&format!("/checkpoints/{}/restore", older["id"]));
+    assert_eq!(r.status, 200, "{}", r.body);
+    for op in &ops[half..] {
+        assert_eq!(op.send(&s).status, 200);
+    }
+    let end = s.post_empty("/checkpoints").json();
+    let (env, _) = download(&s, &format!("/checkpoints/{}", end["id"]));
+    assert_eq!(end["digest"], json!(checked_digest(&env)));
+    // The newer checkpoint (the other branch) is still served whole.
+    let (again, _) = download(&s, &format!("/checkpoints/{}", newer["id"]));
+    let at = listed.iter().position(|c| c["id"] == newer["id"]).unwrap();
+    assert!(again == envelopes[at], "the other branch changed");
+    // Deleting every checkpoint but the last frees what only they named.
+    let (_, _, all, _) = manifest(&db);
+    for c in s.get("/checkpoints").json()["checkpoints"]
+        .as_array()
+        .unwrap()
+    {
+        if c["id"] != end["id"] {
+            let st = s.delete(&format!("/checkpoints/{}", c["id"])).status;
+            assert_eq!(st, 204, "{c}");
+        }
+    }
+    let snapshot = s.snapshot();
+    s.kill();
+    let (_, _, left, free) = manifest(&db);
+    assert_eq!(free, 0);
+    assert!(left < all, "{left} segments left of {all}");
+    let mut named = 0i64;
+    with_db(&db, |c| {
+        named = c
+            .query_row(
+                "WITH RECURSIVE chain (seg) AS (
+                     SELECT last FROM checkpoint_lists
+                     UNION
+                     SELECT s.prev FROM chain JOIN segments s ON s.id = chain.seg
+                      WHERE s.prev IS NOT NULL
+                 )
+                 SELECT count(*) FROM chain",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+    });
+    assert_eq!(
+        named, left,
+        "every segment left is named, every named one is left"
+    );
+    let s = start(&db, &args);
+    assert_eq!(s.snapshot(), snapshot);
+    let (again, _) = download(&s, &format!("/checkpoints/{}", end["id"]));
+    assert!(again == env);
+}
+
 #[test]
 fn a_database_of_the_previous_schema_gets_its_digests_at_open() {
     let dir = tempdir();
@@ -278,6 +446,7 @@ fn a_database_of_the_previous_schema_gets_its_digests_at_open() {
     // As version 12 of the schema left it: no digests, no block checksums,
     // no chunk records.
     with_db(&db, |c| {
+        as_schema_13(c);
         c.execute_batch(
             "DROP TABLE pending_upgrades;
              DROP TABLE segment_chunks;
@@ -363,7 +532,7 @@ fn flip_a_block(db: &std::path::Path, part: i64, block: i64) -> i64 {
     with_db(db, |c| {
         seg = c
             .query_row(
-                "SELECT segment FROM checkpoint_segments WHERE part = ?1 AND first = 0 LIMIT 1",
+                "SELECT id FROM segments WHERE part = ?1 AND first = 0 LIMIT 1",
                 [part],
                 |r| r.get(0),
             )

@@ -183,7 +183,7 @@ fn a_version_2_database_is_upgraded_and_keeps_serving_its_changes() {
          DROP TABLE ingest_rejected_heads;
          DROP TABLE idempotency_keys;
          DROP TABLE source_positions;
-         DROP TABLE checkpoint_segments;
+         DROP TABLE checkpoint_lists;
          DROP TABLE segment_blocks;
          DROP TABLE segments;
          DROP TABLE id_index;

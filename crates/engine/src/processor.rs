@@ -516,7 +516,7 @@ impl Processor {
                 pipeline: self.pipeline.clone(),
                 names: self.names.clone(),
                 defs: self.defs.clone(),
-                keys: self.keys.clone(),
+                keys: self.keys.frozen(),
                 sources: self.sources.history_copy(),
                 clock: self.clock.clone(),
                 live: self.live.clone(),

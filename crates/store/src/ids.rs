@@ -60,7 +60,8 @@
 //!    the row completed (counts, fences) and `live = 1`, and either the
 //!    flush's mark or, for a merge, `live = 0` on the merged runs' rows.
 //!    Then the new run is installed under the write lock (a flush: in
-//!    place of its sealed memtable; a merge: in place of its inputs).
+//!    place of its sealed memtable, after every run; a merge: in place of
+//!    its inputs, which flushes meanwhile may have followed with new runs).
 //! 3. For a merge, **short deleting transactions** after that swap: the
 //!    merged runs' parts, then filter pieces, then their row (last, so an
 //!    id is never taken again while rows of it are left), each freeing at
@@ -138,9 +139,17 @@
 //!   each lookup reads the newest commit); a lookup that does not find a part
 //!   it needs is an error, never a miss.
 //! - The flush thread holds an [`IdFlusher`] ([`IdIndex::flusher`]; `Clone`,
-//!   `Send`, `Sync`) and calls [`IdFlusher::flush_with`] after each `seal`
-//!   (or later: it writes every sealed memtable in order) with a [`Lend`]
-//!   of the writer. Flushes are serialized by a mutex in the index.
+//!   `Send`, `Sync`) and calls [`IdFlusher::flush_sealed_with`] after each
+//!   `seal` (or later: it writes every sealed memtable in order) with a
+//!   [`Lend`] of the writer; a merge thread calls [`IdFlusher::merge_with`]
+//!   (when [`IdFlusher::merge_due`]). Flushes are serialized by one mutex,
+//!   merges by another: a flush never waits for a merge (their lent
+//!   transactions interleave), so the durable mark keeps up with the seals
+//!   during a long merge, and a crash then re-adds only what was sealed
+//!   since the last flush. The rows of runs that are not live are deleted
+//!   by the merge side ([`IdFlusher::merge_with`] first), listed while no
+//!   flush is writing a run. [`IdFlusher::flush_with`] does both on the
+//!   calling thread.
 //! - They share the read side (sealed memtables, runs, filters, fences) behind
 //!   an `RwLock`. A lookup holds its read lock while it reads parts; the
 //!   flusher takes the write lock only to install a run whose final
@@ -165,7 +174,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use rusqlite::types::ValueRef;
@@ -334,10 +343,11 @@ impl IdIndex {
                     runs: loaded,
                     mark,
                 }),
-                flushing: Mutex::new(Flushing {
-                    clean: false,
-                    page: None,
-                }),
+                flushing: Mutex::new(()),
+                merging: Mutex::new(()),
+                clean: AtomicBool::new(false),
+                page: AtomicUsize::new(0),
+                merging_entries: AtomicU64::new(0),
                 tx_bytes: AtomicUsize::new(TRANSACTION_BYTES),
             }),
         })
@@ -505,7 +515,9 @@ impl IdFlusher {
     /// Writes every sealed memtable, oldest first, as a new run with its
     /// mark, then merges runs until each is at least twice the size of the
     /// next newer one, then deletes the rows of the runs merged; first, the
-    /// rows of runs that are not live (left by a crash or a failed flush).
+    /// rows of runs that are not live (left by a crash or a failed flush):
+    /// [`IdFlusher::flush_sealed_with`] then [`IdFlusher::merge_with`] on
+    /// this thread.
     ///
     /// Every database access is one transaction run through `lend` (see
     /// [`Lend`]), so the caller's own commits go between them: short ones
@@ -524,14 +536,77 @@ impl IdFlusher {
     /// whose final transaction committed is installed even if `lend` then
     /// returns `Err`.
     pub fn flush_with(&self, lend: &mut Lend<'_>) -> Result<()> {
-        let mut flushing = self
-            .shared
-            .flushing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let done = self.flush_locked(&mut flushing, lend);
-        flushing.clean = done.is_ok();
-        done
+        self.flush_sealed_with(lend)?;
+        self.merge_with(lend)
+    }
+
+    /// Writes every sealed memtable, oldest first, as a new run with its
+    /// mark (no merge: [`IdFlusher::merge_with`], on this thread or
+    /// another, does them). Flushes are serialized with each other, not
+    /// with a merge: while a merge runs on another thread, its lent
+    /// transactions and a flush's interleave, so the mark keeps up with the
+    /// seals (a crash during a long merge re-adds at most what was sealed
+    /// since the last flush).
+    pub fn flush_sealed_with(&self, lend: &mut Lend<'_>) -> Result<()> {
+        let _flushing = lock(&self.shared.flushing);
+        let limits = self.limits(lend)?;
+        loop {
+            let Some(sealed) = self.shared.read().sealed.first().cloned() else {
+                break;
+            };
+            if let Err(e) = self.write_sealed(lend, &sealed, &limits) {
+                // it may leave rows of a run not live
+                self.shared.clean.store(false, Ordering::SeqCst);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether [`IdFlusher::merge_with`] has work: runs to merge, or rows
+    /// of runs that are not live to delete.
+    pub fn merge_due(&self) -> bool {
+        if !self.shared.clean.load(Ordering::SeqCst) {
+            return true;
+        }
+        let state = self.shared.read();
+        state.runs.len() - merge_from(&state.runs) >= 2
+    }
+
+    /// Deletes the rows of runs that are not live (left by a crash, a
+    /// failed flush or merge) unless none can be there, then merges runs
+    /// until each is at least twice the size of the next newer one, each
+    /// merge's inputs' rows deleted after it. Serialized with other merges
+    /// only: flushes ([`IdFlusher::flush_sealed_with`], on another thread)
+    /// go on meanwhile, each of their lent transactions between two of the
+    /// merge's, and the runs they add are merged by the next round.
+    pub fn merge_with(&self, lend: &mut Lend<'_>) -> Result<()> {
+        let _merging = lock(&self.shared.merging);
+        let limits = self.limits(lend)?;
+        if !self.shared.clean.load(Ordering::SeqCst) {
+            self.clean_locked(lend, &limits)?;
+        }
+        loop {
+            let runs = self.shared.read().runs.clone();
+            let from = merge_from(&runs);
+            let Some(inputs) = runs.get(from..).filter(|s| s.len() >= 2) else {
+                break;
+            };
+            let entries = inputs.iter().map(|r| r.entries).sum::<u64>();
+            self.shared.merging_entries.store(entries, Ordering::SeqCst);
+            let done = self.merge(lend, inputs, &limits);
+            self.shared.merging_entries.store(0, Ordering::SeqCst);
+            if let Err(e) = done {
+                self.shared.clean.store(false, Ordering::SeqCst);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Entries of the runs a merge in progress merges (0: none).
+    pub fn merging_entries(&self) -> u64 {
+        self.shared.merging_entries.load(Ordering::SeqCst)
     }
 
     /// [`IdFlusher::flush_with`] with `conn` lent for every transaction
@@ -542,18 +617,12 @@ impl IdFlusher {
 
     /// Deletes the rows of runs that are not live (a crash or a failed
     /// flush leaves them; `open` ignores them) in short lent transactions.
-    /// Optional: the next flush does it first anyway; this frees the space
+    /// Optional: the next merge does it first anyway; this frees the space
     /// earlier (e.g. right after [`IdIndex::open`], with the writer).
     pub fn cleanup_with(&self, lend: &mut Lend<'_>) -> Result<()> {
-        let mut flushing = self
-            .shared
-            .flushing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        flushing.clean = false;
-        let done = self.prepare(&mut flushing, lend).map(|_| ());
-        flushing.clean = done.is_ok();
-        done
+        let _merging = lock(&self.shared.merging);
+        let limits = self.limits(lend)?;
+        self.clean_locked(lend, &limits)
     }
 
     /// [`IdFlusher::cleanup_with`] with `conn` lent for every transaction.
@@ -561,47 +630,43 @@ impl IdFlusher {
         self.cleanup_with(&mut |work| work(conn))
     }
 
-    /// The limits of this flush's transactions; deletes the rows of runs
-    /// that are not live unless none can be there.
-    fn prepare(&self, flushing: &mut Flushing, lend: &mut Lend<'_>) -> Result<Limits> {
+    /// The limits of this flush's transactions (the page size read once).
+    fn limits(&self, lend: &mut Lend<'_>) -> Result<Limits> {
         let tx_bytes = self.shared.tx_bytes.load(Ordering::Relaxed);
-        if let (true, Some(page)) = (flushing.clean, flushing.page) {
-            return Ok(Limits::new(page, tx_bytes));
+        let mut page = self.shared.page.load(Ordering::SeqCst);
+        if page == 0 {
+            lend_one(lend, &mut |conn| {
+                page = page_size(conn)?;
+                Ok(())
+            })?;
+            if page == 0 {
+                return Err(corrupt("the page size was not read".to_string()));
+            }
+            self.shared.page.store(page, Ordering::SeqCst);
         }
-        let mut found = None;
-        lend_one(lend, &mut |conn| {
-            found = Some((page_size(conn)?, dead_runs(conn)?));
-            Ok(())
-        })?;
-        let Some((page, dead)) = found else {
-            return Err(corrupt("the page size was not read".to_string()));
-        };
-        flushing.page = Some(page);
-        let limits = Limits::new(page, tx_bytes);
-        delete_runs(lend, &dead, &limits)?;
-        flushing.clean = true;
-        Ok(limits)
+        Ok(Limits::new(page, tx_bytes))
     }
 
-    fn flush_locked(&self, flushing: &mut Flushing, lend: &mut Lend<'_>) -> Result<()> {
-        let limits = self.prepare(flushing, lend)?;
-        // from here a failure may leave rows of a run not live
-        flushing.clean = false;
-        loop {
-            let Some(sealed) = self.shared.read().sealed.first().cloned() else {
-                break;
-            };
-            self.write_sealed(lend, &sealed, &limits)?;
+    /// Deletes the rows of runs that are not live; the caller holds the
+    /// merging lock (no merge is writing a run). They are listed while no
+    /// flush is writing one either (under the flushing lock, for one
+    /// transaction) and deleted after, flushes going on between the
+    /// deleting transactions (a new run's id is above every listed one).
+    fn clean_locked(&self, lend: &mut Lend<'_>, limits: &Limits) -> Result<()> {
+        self.shared.clean.store(true, Ordering::SeqCst);
+        let mut dead = Vec::new();
+        let listed = {
+            let _flushing = lock(&self.shared.flushing);
+            lend_one(lend, &mut |conn| {
+                dead = dead_runs(conn)?;
+                Ok(())
+            })
+        };
+        let done = listed.and_then(|()| delete_runs(lend, &dead, limits));
+        if done.is_err() {
+            self.shared.clean.store(false, Ordering::SeqCst);
         }
-        loop {
-            let runs = self.shared.read().runs.clone();
-            let from = merge_from(&runs);
-            let Some(inputs) = runs.get(from..).filter(|s| s.len() >= 2) else {
-                break;
-            };
-            self.merge(lend, from, inputs, &limits)?;
-        }
-        Ok(())
+        done
     }
 
     /// Writes one sealed memtable as a new run: its parts and filter in
@@ -659,13 +724,7 @@ impl IdFlusher {
     /// parts ahead), then a final one that makes it live and the inputs not
     /// live; then swaps it in for them (so no lookup uses them any more)
     /// and deletes their rows in short transactions.
-    fn merge(
-        &self,
-        lend: &mut Lend<'_>,
-        from: usize,
-        inputs: &[Arc<Run>],
-        lim: &Limits,
-    ) -> Result<()> {
+    fn merge(&self, lend: &mut Lend<'_>, inputs: &[Arc<Run>], lim: &Limits) -> Result<()> {
         let expected: u64 = inputs.iter().map(|r| r.entries).sum();
         let mut out = RunWriter::new(lim.part_budget, expected);
         let mut src = Source::Merge(Merge::new(inputs, lim.parts_per_tx));
@@ -698,10 +757,21 @@ impl IdFlusher {
         if let Some(id) = committed {
             let merged = Arc::new(out.into_run(id));
             let mut state = self.shared.write();
-            // Only this (serialized) flusher changes the run list. Taking
-            // the write lock waits for every lookup that may use the inputs.
-            state.runs.truncate(from);
-            state.runs.push(merged);
+            // Only merges (serialized) replace runs; flushes append new
+            // ones meanwhile, after the inputs. Taking the write lock waits
+            // for every lookup that may use the inputs.
+            let at = inputs
+                .first()
+                .and_then(|first| state.runs.iter().position(|r| Arc::ptr_eq(r, first)));
+            let Some(at) = at.filter(|&at| {
+                state
+                    .runs
+                    .get(at..at + inputs.len())
+                    .is_some_and(|rs| rs.iter().zip(inputs).all(|(a, b)| Arc::ptr_eq(a, b)))
+            }) else {
+                return Err(corrupt(format!("run {id}: its inputs are no longer live")));
+            };
+            state.runs.splice(at..at + inputs.len(), [merged]);
         }
         done?;
         let ids: Vec<u64> = inputs.iter().map(|r| r.id).collect();
@@ -715,19 +785,26 @@ impl IdFlusher {
 
 struct Shared {
     state: RwLock<State>,
-    /// Held for a whole flush (or cleanup).
-    flushing: Mutex<Flushing>,
+    /// Held for a whole flush of sealed memtables (and a cleanup).
+    flushing: Mutex<()>,
+    /// Held for a whole merge (and a cleanup): taken after `flushing`
+    /// when both are.
+    merging: Mutex<()>,
+    /// No rows of runs that are not live can be there (but those of a run
+    /// being written): false at open and after a failed flush or merge
+    /// (the next flush deletes them first; merges wait for that).
+    clean: AtomicBool,
+    /// The database's page size, once read (0: not yet).
+    page: AtomicUsize,
     /// See [`IdIndex::set_transaction_bytes`].
     tx_bytes: AtomicUsize,
+    /// See [`IdFlusher::merging_entries`].
+    merging_entries: AtomicU64,
 }
 
-/// What the flusher knows of the database between flushes.
-struct Flushing {
-    /// No rows of runs that are not live can be there: false at open and
-    /// after a failed flush (the next one deletes them first).
-    clean: bool,
-    /// The database's page size, once read.
-    page: Option<usize>,
+/// Locks a mutex that guards no data (a panic cannot leave it half done).
+fn lock(m: &Mutex<()>) -> std::sync::MutexGuard<'_, ()> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Shared {
@@ -2468,6 +2545,103 @@ mod tests {
         assert!(found(&index, &conn, 3).is_empty());
         assert!(found(&index, &conn, 4).is_empty());
         assert_eq!(index.len(), 2);
+    }
+
+    /// Issue 36 point 3: a merge no longer holds back flushes. Flushes
+    /// run between the merge's lent transactions (as the checkpointer's do
+    /// while the merge thread runs), their marks are durable at once, and
+    /// a crash in the middle of the merge (the lender fails) loses none of
+    /// them: the reopened index has the last flushed mark and every entry,
+    /// and the next merge deletes what the interrupted one left. (With the
+    /// merge inside the flush, as before, the mark stayed at the one before
+    /// the merge until it ended.)
+    #[test]
+    fn flushes_go_on_between_a_merges_transactions_and_survive_a_crash_in_it() {
+        let (_dir, mut conn) = db();
+        let mut index = IdIndex::open(&conn).unwrap();
+        index.set_transaction_bytes(16 << 10); // many short transactions
+        let flusher = index.flusher();
+        let mut rng = Rng(36);
+        let mut all: Vec<(u64, u64)> = Vec::new();
+        let mut batch = |index: &mut IdIndex, all: &mut Vec<(u64, u64)>, n: u64| {
+            let entries: Vec<(u64, u64)> = (0..n)
+                .map(|_| (rng.next(), all.len() as u64 + rng.below(1 << 20)))
+                .collect();
+            all.extend(&entries);
+            index.add(entries);
+        };
+        // Runs of 40K, 20K, 20K entries: the last two are due to merge
+        // with the first.
+        for (mark, n) in [(1, 40_000), (2, 20_000), (3, 20_000)] {
+            batch(&mut index, &mut all, n);
+            index.seal(mark);
+            flusher
+                .flush_sealed_with(&mut |work| work(&mut conn))
+                .unwrap();
+        }
+        assert_eq!(index.runs(), 3);
+        assert!(flusher.merge_due());
+        assert_eq!(flusher.merging_entries(), 0);
+        // The merge, with a flush of a new memtable after every few of its
+        // transactions; the lender fails (a crash) after the third flush.
+        let mut lent = 0;
+        let mut mark = 3;
+        let mut seen_merging = 0;
+        let crashed = flusher.merge_with(&mut |work| {
+            lent += 1;
+            work(&mut conn)?;
+            seen_merging = seen_merging.max(flusher.merging_entries());
+            if lent % 4 == 0 && mark < 6 {
+                mark += 1;
+                batch(&mut index, &mut all, 3_000);
+                index.seal(mark);
+                flusher.flush_sealed_with(&mut |w| w(&mut conn))?;
+                assert_eq!(
+                    index.mark(),
+                    Some(mark),
+                    "the flush's mark is durable at once"
+                );
+            }
+            if mark == 6 {
+                return Err(Error::Corrupt("the process is killed".into()));
+            }
+            Ok(())
+        });
+        assert!(crashed.is_err());
+        assert_eq!(seen_merging, 80_000);
+        assert_eq!(flusher.merging_entries(), 0);
+        let garbage: i64 = conn
+            .query_row("SELECT count(*) FROM id_runs WHERE live = 0", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(garbage, 1, "the interrupted merge's run");
+        drop(index);
+        let mut index = IdIndex::open(&conn).unwrap();
+        assert_eq!(index.mark(), Some(6));
+        assert_eq!(index.runs(), 6);
+        for &(h, p) in all.iter().step_by(97) {
+            assert!(found(&index, &conn, h).contains(&p), "({h}, {p}) lost");
+        }
+        // The next merge deletes the garbage, then merges everything.
+        let flusher = index.flusher();
+        assert!(flusher.merge_due());
+        flusher.merge_with(&mut |work| work(&mut conn)).unwrap();
+        let garbage: i64 = conn
+            .query_row("SELECT count(*) FROM id_runs WHERE live = 0", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(garbage, 0);
+        assert!(!flusher.merge_due());
+        assert!(index.runs() < 6);
+        assert_eq!(index.len(), all.len() as u64);
+        for &(h, p) in all.iter().step_by(89) {
+            assert!(found(&index, &conn, h).contains(&p), "({h}, {p}) lost");
+        }
+        index.add([(1, 1)]);
+        index.flush(&mut conn, 7).unwrap();
+        assert_eq!(IdIndex::open(&conn).unwrap().mark(), Some(7));
     }
 
     #[test]

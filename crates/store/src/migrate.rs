@@ -65,6 +65,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0013_checkpoint_format_2",
         include_str!("../../../migrations/0013_checkpoint_format_2.sql"),
     ),
+    (
+        "0014_segment_chains",
+        include_str!("../../../migrations/0014_segment_chains.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

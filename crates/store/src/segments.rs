@@ -5,10 +5,12 @@
 //! decompressing one block and an envelope is assembled block by block.
 //!
 //! A segment is written by a short transaction of its own before the
-//! checkpoint that names it (`checkpoint_segments`); a segment that no
-//! checkpoint names (a crash between the two) is deleted at the next open.
-//! A referenced segment cannot be deleted (foreign key), so freeing is
-//! "delete what no checkpoint names" ([`Writer::drop_unreferenced_segments`]).
+//! checkpoint that names it (`checkpoint_lists`, with the chain of
+//! `segments.prev`: `super::window`); a segment that no checkpoint names (a
+//! crash between the two) is deleted at the next open. Freeing is "delete
+//! what nothing points at" (`refs = 0`, kept by triggers; each deletion
+//! frees the segment before it in turn:
+//! [`Writer::drop_unreferenced_segments`]), without a scan of what is kept.
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
@@ -180,14 +182,7 @@ impl Writer {
     /// Deletes the segments no checkpoint names (at open: crash leftovers,
     /// a restore's included). Returns how many.
     pub fn drop_unreferenced_segments(&mut self) -> Result<u64> {
-        let n = self
-            .conn
-            .execute(
-                "DELETE FROM segments WHERE id NOT IN (SELECT segment FROM checkpoint_segments)",
-                [],
-            )
-            .op("DELETE unreferenced segments")?;
-        Ok(n as u64)
+        free_segments(&self.conn, Free::All)
     }
 
     /// A restore is over: its staged segments no checkpoint names go, the
@@ -197,29 +192,51 @@ impl Writer {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .op("BEGIN IMMEDIATE (end staging)")?;
-        tx.execute(
-            "DELETE FROM segments WHERE staged = 1
-               AND id NOT IN (SELECT segment FROM checkpoint_segments)",
-            [],
-        )
-        .op("DELETE staged segments")?;
+        free_segments(&tx, Free::Staged)?;
         tx.execute("UPDATE segments SET staged = 0 WHERE staged = 1", [])
             .op("UPDATE segments (staged)")?;
         tx.commit().op("COMMIT (end staging)")
     }
 }
 
+/// Which free segments [`free_segments`] deletes.
+#[derive(Clone, Copy)]
+enum Free {
+    /// Every one (at open: no restore is in progress).
+    All,
+    /// All but a restore's staged ones.
+    Unstaged,
+    /// Only a restore's staged ones.
+    Staged,
+}
+
+/// Deletes the segments nothing points at (`refs = 0`: no checkpoint's
+/// list ends with one, no segment follows it; migration 0014) of the
+/// `which` kind, and then those that frees, until none is left. Returns
+/// how many.
+fn free_segments(conn: &Connection, which: Free) -> Result<u64> {
+    let sql = match which {
+        Free::All => "DELETE FROM segments WHERE refs = 0",
+        Free::Unstaged => "DELETE FROM segments WHERE refs = 0 AND staged = 0",
+        Free::Staged => "DELETE FROM segments WHERE refs = 0 AND staged = 1",
+    };
+    let mut st = conn
+        .prepare_cached(sql)
+        .op("prepare DELETE free segments")?;
+    let mut total = 0u64;
+    loop {
+        let n = st.execute([]).op("DELETE free segments")?;
+        if n == 0 {
+            return Ok(total);
+        }
+        total += n as u64;
+    }
+}
+
 /// Deletes the segments no checkpoint names, except a restore's in
 /// progress (inside a caller's transaction).
 pub(super) fn drop_unreferenced(conn: &Connection) -> Result<u64> {
-    let n = conn
-        .execute(
-            "DELETE FROM segments WHERE staged = 0
-               AND id NOT IN (SELECT segment FROM checkpoint_segments)",
-            [],
-        )
-        .op("DELETE unreferenced segments")?;
-    Ok(n as u64)
+    free_segments(conn, Free::Unstaged)
 }
 
 /// The checksum a block is stored with: the 64-bit checksum of its bytes
@@ -735,7 +752,8 @@ impl HistoryDb {
     /// Stores the id index's memtable with `mark` (every sources segment up
     /// to it is indexed), with the writer for one short transaction at a
     /// time: `with_writer(f)` locks the service's writer, runs `f`, unlocks
-    /// (see [`super::ids::IdFlusher::flush_with`]).
+    /// (see [`super::ids::IdFlusher::flush_sealed_with`]). No merge: see
+    /// [`HistoryDb::merge_ids`] (another thread may run one meanwhile).
     #[allow(clippy::type_complexity)]
     pub fn flush_ids(
         &self,
@@ -746,7 +764,36 @@ impl HistoryDb {
         let mut lend = |work: &mut dyn FnMut(&mut Connection) -> Result<()>| {
             with_writer(&mut |w: &mut Writer| w.lend(work))
         };
-        self.flusher.flush_with(&mut lend)
+        self.flusher.flush_sealed_with(&mut lend)
+    }
+
+    /// Whether the id index has runs to merge ([`HistoryDb::merge_ids`]).
+    pub fn ids_merge_due(&self) -> bool {
+        self.flusher.merge_due()
+    }
+
+    /// Merges the id index's runs (see [`super::ids::IdFlusher::merge_with`]),
+    /// lending the writer as [`HistoryDb::flush_ids`] does; flushes on
+    /// other threads go on between its transactions.
+    #[allow(clippy::type_complexity)]
+    pub fn merge_ids(
+        &self,
+        with_writer: &mut dyn FnMut(&mut dyn FnMut(&mut Writer) -> Result<()>) -> Result<()>,
+    ) -> Result<()> {
+        let mut lend = |work: &mut dyn FnMut(&mut Connection) -> Result<()>| {
+            with_writer(&mut |w: &mut Writer| w.lend(work))
+        };
+        self.flusher.merge_with(&mut lend)
+    }
+
+    /// Entries of the id index's runs being merged (0: no merge).
+    pub fn ids_merging(&self) -> u64 {
+        self.flusher.merging_entries()
+    }
+
+    /// Runs of the id index (each costs a filter probe per new id).
+    pub fn id_runs(&self) -> usize {
+        self.ids().runs()
     }
 
     /// The newest segment whose ids were added (the mark that covers

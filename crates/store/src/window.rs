@@ -1,11 +1,15 @@
 //! The window engine's checkpoints stored incrementally (migration 0008):
 //! a checkpoint row holds the state without its history (`live`: the
 //! changelog, clock, pipeline and live buckets as the envelope writes them,
-//! LZ4) and names, in `checkpoint_segments`, the history segments
-//! (`super::segments`) its envelope takes its deliveries and late records
-//! from. Segments are shared by every checkpoint that names them, so a
-//! checkpoint writes only the history that arrived since the previous one
-//! (flushed just before, by the service) and its live state.
+//! LZ4) and names the history segments (`super::segments`) its envelope
+//! takes its deliveries and late records from: in `checkpoint_lists`, the
+//! last segment of each list (a partition's, the late output's), the others
+//! reached through the chain each segment keeps (`segments.prev`, set when
+//! a checkpoint first names it; migration 0014). Segments are shared by
+//! every checkpoint that names them, so a checkpoint writes only the
+//! history that arrived since the previous one (flushed just before, by
+//! the service), its live state and one row per list: nothing per segment
+//! it shares.
 //!
 //! The envelope is assembled when it is served; its digest is computed
 //! when the checkpoint is taken, from the chain values stored with the
@@ -14,7 +18,9 @@
 //! A checkpoint that is its engine's recovery base cannot disappear while
 //! it is: deleting it hides it instead (`origin = 'hidden'`: no listing
 //! shows it), and hidden rows go once the base moves on. Freeing is
-//! "delete the segments no checkpoint names".
+//! "delete the segments nothing points at" (`segments.refs = 0`: no
+//! checkpoint's list ends with it, no segment follows it), which frees the
+//! segment before each in turn.
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
@@ -66,38 +72,110 @@ fn unpack(id: i64, z: &[u8]) -> Result<Vec<u8>> {
     lz4_flex::block::decompress(body, len).map_err(|e| corrupt(e.to_string()))
 }
 
-/// The segments checkpoint `id` names.
+/// The segments checkpoint `id` names: each list from its last segment
+/// back through the chain (migration 0014).
 fn segments_of(conn: &Connection, id: i64, partitions: usize) -> Result<Flushed> {
     let mut f = Flushed {
         sources: vec![Vec::new(); partitions],
         late: Vec::new(),
     };
+    let lists: Vec<(i64, i64)> = {
+        let mut st = conn
+            .prepare_cached("SELECT part, last FROM checkpoint_lists WHERE checkpoint = ?1")
+            .op("prepare SELECT checkpoint_lists")?;
+        let rows = st
+            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .op("SELECT checkpoint_lists")?;
+        rows.collect::<std::result::Result<_, _>>()
+            .op("SELECT checkpoint_lists (row)")?
+    };
     let mut st = conn
         .prepare_cached(
-            "SELECT part, segment, first, count, bytes FROM checkpoint_segments
-             WHERE checkpoint = ?1 ORDER BY part, ord",
+            "WITH RECURSIVE chain (seg, depth) AS (
+                 SELECT ?1, 0
+                 UNION ALL
+                 SELECT s.prev, chain.depth + 1 FROM segments s JOIN chain ON s.id = chain.seg
+                  WHERE s.prev IS NOT NULL
+             )
+             SELECT s.id, s.part, s.first, s.count, s.bytes
+               FROM chain JOIN segments s ON s.id = chain.seg
+              ORDER BY chain.depth DESC",
         )
-        .op("prepare SELECT checkpoint_segments")?;
-    let mut rows = st.query([id]).op("SELECT checkpoint_segments")?;
-    while let Some(r) = rows.next().op("SELECT checkpoint_segments (row)")? {
-        let part: i64 = r.get(0).op("checkpoint_segments.part")?;
-        let seg = SegRef {
-            id: r.get::<_, i64>(1).op("checkpoint_segments.segment")?.max(0) as u64,
-            first: r.get::<_, i64>(2).op("checkpoint_segments.first")?.max(0) as u64,
-            count: r.get::<_, i64>(3).op("checkpoint_segments.count")?.max(0) as u64,
-            bytes: r.get::<_, i64>(4).op("checkpoint_segments.bytes")?.max(0) as u64,
-        };
-        if part < 0 {
-            f.late.push(seg);
+        .op("prepare SELECT segments (chain)")?;
+    for (part, last) in lists {
+        let list = if part < 0 {
+            &mut f.late
         } else {
-            let list = usize::try_from(part)
+            usize::try_from(part)
                 .ok()
                 .and_then(|p| f.sources.get_mut(p))
-                .ok_or_else(|| Error::Corrupt(format!("checkpoint {id} names partition {part}")))?;
-            list.push(seg);
+                .ok_or_else(|| Error::Corrupt(format!("checkpoint {id} names partition {part}")))?
+        };
+        let mut rows = st.query([last]).op("SELECT segments (chain)")?;
+        while let Some(r) = rows.next().op("SELECT segments (chain, row)")? {
+            let seg: i64 = r.get(0).op("segments.id")?;
+            let in_part: Option<i64> = r.get(1).op("segments.part")?;
+            let first: Option<i64> = r.get(2).op("segments.first")?;
+            let (Some(first), true) = (first, in_part == Some(part)) else {
+                return Err(Error::Corrupt(format!(
+                    "checkpoint {id}: segment {seg} of list {part} is not linked to it"
+                )));
+            };
+            list.push(SegRef {
+                id: seg.max(0) as u64,
+                first: first.max(0) as u64,
+                count: r.get::<_, i64>(3).op("segments.count")?.max(0) as u64,
+                bytes: r.get::<_, i64>(4).op("segments.bytes")?.max(0) as u64,
+            });
+        }
+        if list.last().map(|s| s.id as i64) != Some(last) {
+            return Err(Error::Corrupt(format!(
+                "checkpoint {id}: the last segment {last} of list {part} is missing"
+            )));
         }
     }
     Ok(f)
+}
+
+/// Links the segments of `list` (list `part` of a checkpoint) into their
+/// chain, from its end back to the first one already linked (whose place
+/// must be the one the list gives it: the lists only grow at their end),
+/// and returns its last segment (`None`: empty).
+fn link_list(tx: &Connection, part: i64, list: &[SegRef]) -> Result<Option<i64>> {
+    let mut read = tx
+        .prepare_cached("SELECT part, first, prev FROM segments WHERE id = ?1")
+        .op("prepare SELECT segments (link)")?;
+    let mut link = tx
+        .prepare_cached("UPDATE segments SET part = ?2, first = ?3, prev = ?4 WHERE id = ?1")
+        .op("prepare UPDATE segments (link)")?;
+    for (i, s) in list.iter().enumerate().rev() {
+        let id = i64_of(s.id, "segment")?;
+        let prev = match i.checked_sub(1).and_then(|p| list.get(p)) {
+            Some(p) => Some(i64_of(p.id, "segment")?),
+            None => None,
+        };
+        type Place = (Option<i64>, Option<i64>, Option<i64>);
+        let found: Option<Place> = read
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()
+            .op("SELECT segments (link)")?;
+        match found {
+            None => return Err(Error::Corrupt(format!("segment {id} is not stored"))),
+            Some((None, _, _)) => {
+                link.execute(params![id, part, i64_of(s.first, "first")?, prev])
+                    .op("UPDATE segments (link)")?;
+            }
+            Some((Some(p), first, was)) => {
+                if p != part || first != Some(i64_of(s.first, "first")?) || was != prev {
+                    return Err(Error::Corrupt(format!(
+                        "segment {id} is in list {p} after {was:?}, not in list {part} after {prev:?}"
+                    )));
+                }
+                break;
+            }
+        }
+    }
+    list.last().map(|s| i64_of(s.id, "segment")).transpose()
 }
 
 /// Window checkpoint `id`, if it is stored incrementally.
@@ -160,11 +238,10 @@ fn insert_window(
     let id = tx.last_insert_rowid();
     {
         let mut st = tx
-        .prepare_cached(
-            "INSERT INTO checkpoint_segments (checkpoint, part, ord, segment, first, count, bytes)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )
-        .op("prepare INSERT checkpoint_segments")?;
+            .prepare_cached(
+                "INSERT INTO checkpoint_lists (checkpoint, part, last) VALUES (?1, ?2, ?3)",
+            )
+            .op("prepare INSERT checkpoint_lists")?;
         let lists = flushed
             .sources
             .iter()
@@ -172,17 +249,9 @@ fn insert_window(
             .map(|(p, l)| (p as i64, l))
             .chain(std::iter::once((-1i64, &flushed.late)));
         for (part, list) in lists {
-            for (ord, s) in list.iter().enumerate() {
-                st.execute(params![
-                    id,
-                    part,
-                    ord as i64,
-                    i64_of(s.id, "segment")?,
-                    i64_of(s.first, "first")?,
-                    i64_of(s.count, "count")?,
-                    i64_of(s.bytes, "bytes")?
-                ])
-                .op("INSERT checkpoint_segments")?;
+            if let Some(last) = link_list(tx, part, list)? {
+                st.execute(params![id, part, last])
+                    .op("INSERT checkpoint_lists")?;
             }
         }
     }
