@@ -633,29 +633,9 @@ impl Service {
                 metrics: opts.metrics.clone(),
             },
         });
-        let weak: Weak<Service> = Arc::downgrade(&service);
-        std::thread::Builder::new()
-            .name("checkpointer".into())
-            .spawn(move || {
-                while rx.recv().is_ok() {
-                    match weak.upgrade() {
-                        Some(s) => s.automatic_checkpoint(),
-                        None => return,
-                    }
-                }
-            })
+        on_signal(&service, "checkpointer", rx, Service::automatic_checkpoint)
             .map_err(|e| fail("cannot start the checkpoint thread", &e))?;
-        let weak: Weak<Service> = Arc::downgrade(&service);
-        std::thread::Builder::new()
-            .name("id-merger".into())
-            .spawn(move || {
-                while merge_rx.recv().is_ok() {
-                    match weak.upgrade() {
-                        Some(s) => s.merge_ids(),
-                        None => return,
-                    }
-                }
-            })
+        on_signal(&service, "id-merger", merge_rx, Service::merge_ids)
             .map_err(|e| fail("cannot start the id index's merge thread", &e))?;
         if let Some(doc) = change {
             // --prefer-patterns file: the file goes in force as a logged
@@ -1029,6 +1009,28 @@ impl Drop for Turn<'_> {
         *self.0.serving.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         self.0.turn.notify_all();
     }
+}
+
+/// Starts thread `name`, which runs `work` on the service for every signal
+/// on `rx`; it ends with the service or when the senders are gone.
+fn on_signal(
+    service: &Arc<Service>,
+    name: &str,
+    rx: std::sync::mpsc::Receiver<()>,
+    work: fn(&Service),
+) -> std::io::Result<()> {
+    let weak: Weak<Service> = Arc::downgrade(service);
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            while rx.recv().is_ok() {
+                match weak.upgrade() {
+                    Some(s) => work(&s),
+                    None => return,
+                }
+            }
+        })
+        .map(drop)
 }
 
 #[cfg(test)]
