@@ -11,13 +11,13 @@
 //! lists: `1-200`, `3,9`), `--faults N` (faulty server processes per run,
 //! default 6), `--scale N` (workload size, default 2: twice the CI runs),
 //! `--jobs N` (runs at once, default 2). Each run is the test suite's run
-//! (tests/it/chaos_support/mod.rs): its plan, faults and checks are a function
+//! (tests/it/support/chaos/mod.rs): its plan, faults and checks are a function
 //! of (query, seed, faults, scale) alone. A failure prints the query, the
 //! seed, the fault schedule and what failed. At the end, one line per query
 //! `qN: N passed, M failed`, then the total `N passed, M failed`; the exit
 //! status is 1 when a run failed.
 
-#[path = "../tests/it/chaos_support/mod.rs"]
+#[path = "../tests/it/support/chaos/mod.rs"]
 mod chaos;
 
 use std::collections::BTreeMap;

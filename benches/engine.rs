@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use std::borrow::Cow;
 
-#[path = "../tests/it/reference/mod.rs"]
+#[path = "../tests/it/support/reference.rs"]
 mod reference;
 
 use serde::Deserialize;

@@ -1,9 +1,9 @@
 //! 8 concurrent producers on 4 partitions end in the same state as one
 //! client sending the same deliveries.
 
-use crate::common;
+use crate::support::server;
 
-use common::*;
+use server::*;
 
 /// Producer `i`'s batches (append mode on partition `i % 4`), each retried
 /// once every third batch, as a webhook would.

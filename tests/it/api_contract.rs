@@ -1,11 +1,11 @@
 //! docs/api.md against the real binary: every route, every error code of the
 //! table, problem+json shape, and state unchanged after each rejection.
 
-use crate::common;
+use crate::support::server;
 
 use std::time::{Duration, Instant};
 
-use common::*;
+use server::*;
 
 fn ev(p: &str, off: i64, id: &str, key: &str, ts: i64, v: i64) -> String {
     delivery(p, Some(off), id, key, ts, v)
@@ -148,7 +148,7 @@ fn every_route_answers_in_api_shapes() {
     assert!(bytes.body.ends_with(r#","version":2}"#));
     let env: serde_json::Value = serde_json::from_str(&bytes.body).unwrap();
     assert_eq!(
-        crate::support::digest_of(&env["state"]),
+        crate::support::engine::digest_of(&env["state"]),
         digest,
         "the digest of the served state"
     );
@@ -531,7 +531,7 @@ fn long_poll_returns_as_soon_as_a_change_exists() {
 
 /// Reads SSE events (id, data) until `stop` says so or the stream ends.
 /// Ids are `<epoch>:<seq>`; the events are changes of epoch 0 (a rewind
-/// or another epoch fails the test: `common::read_events` reads those).
+/// or another epoch fails the test: `server::read_events` reads those).
 fn read_sse(
     resp: reqwest::blocking::Response,
     mut stop: impl FnMut(u64) -> bool,

@@ -2,9 +2,9 @@
 //! each rejection says what is wrong in the user's terms (never a Rust type
 //! name), names the field, the limit or the flag, and changes nothing.
 
-use crate::common;
+use crate::support::server;
 
-use common::*;
+use server::*;
 
 fn delivery_json(offset: &str, ts: &str) -> String {
     format!(

@@ -4,9 +4,9 @@
 //! must come back with exactly the same state (every acknowledged call was
 //! stored and replays).
 
-use crate::common;
+use crate::support::server;
 
-use common::*;
+use server::*;
 
 const CODES: &[(u16, &str)] = &[
     (400, "bad_request"),

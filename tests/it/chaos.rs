@@ -1,20 +1,20 @@
 //! The chaos suite in CI: each Nexmark query (pipelines/q*.json) through
 //! the real binary under a seeded schedule of faults, checked against the
-//! batch oracle (tests/it/chaos_support/mod.rs says what a run does and checks).
+//! batch oracle (tests/it/support/chaos/mod.rs says what a run does and checks).
 //!
 //! A few seeds per query, each with several faults; the long soak is
 //! `cargo bench --bench chaos -- --seeds 1-200` (docs/testing.md). A failure
 //! prints the query, the seed and the fault schedule: run that seed alone
 //! with `cargo bench --bench chaos -- --query Q --seeds N`.
 
-use crate::chaos_support as chaos;
+use crate::support::chaos;
 
 use std::collections::BTreeMap;
 
 use streamforge::nexmark::Query;
 
 /// Faults (server processes that end by one) per run: each kind once
-/// (tests/it/chaos_support/mod.rs, `Plan::new`).
+/// (tests/it/support/chaos/mod.rs, `Plan::new`).
 const FAULTS: usize = 6;
 
 /// Runs the seeds, then checks that every fault kind and every retry the

@@ -16,10 +16,10 @@
 //!   only) accepts the envelopes the service serves and refuses a damaged
 //!   one.
 
-use crate::common;
+use crate::support::server;
 
-use common::*;
 use serde_json::{json, Value};
+use server::*;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -43,7 +43,7 @@ fn state_of(envelope: &[u8]) -> &[u8] {
 /// state (computed independently of the service) and its shape.
 fn checked_digest(envelope: &[u8]) -> String {
     let v: Value = serde_json::from_slice(envelope).expect("JSON");
-    let digest = crate::support::digest_of(&v["state"]);
+    let digest = crate::support::engine::digest_of(&v["state"]);
     assert_eq!(v["digest"], json!(digest), "the envelope's own digest");
     assert_eq!(v["version"], json!(2));
     let head = format!(r#"{{"digest":"{digest}","format":"streamforge-checkpoint","state":"#);

@@ -1,12 +1,12 @@
 //! The client subcommands end to end: the real binary as server and as
 //! client, on the example pipeline and events of `examples/`.
 
-use crate::common;
+use crate::support::server;
 
 use std::path::Path;
 
-use common::client::{client, closed_port_url, run, sf, Follower};
-use common::{start, tempdir, Server};
+use server::client::{client, closed_port_url, run, sf, Follower};
+use server::{start, tempdir, Server};
 
 const PIPELINE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

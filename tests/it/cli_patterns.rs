@@ -1,12 +1,12 @@
 //! `streamforge patterns ...` end to end: the real binary as server and as
 //! client, on `examples/payments.patterns.json` and `examples/payments.ndjson`.
 
-use crate::common;
+use crate::support::server;
 
 use std::path::Path;
 
-use common::client::{client, closed_port_url, run, sf, Follower, Run};
-use common::{start, tempdir, try_start, Server};
+use server::client::{client, closed_port_url, run, sf, Follower, Run};
+use server::{start, tempdir, try_start, Server};
 
 const DOC: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -50,8 +50,8 @@ use std::time::{Duration, Instant};
 
 use streamforge_testkit::{free_port, get_status};
 
-use crate::common::client::{client, closed_port_url, run};
-use crate::common::{start, tempdir};
+use crate::support::server::client::{client, closed_port_url, run};
+use crate::support::server::{start, tempdir};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 

@@ -22,7 +22,7 @@
 //! `target/dashboard-patterns-paged.png`), one of a page reading two
 //! instances to `target/dashboard-instances.png`.
 
-use crate::common;
+use crate::support::server;
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -30,8 +30,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
 use serde_json::{json, Value};
+use server::*;
 
 /// Windows, sessions and a lateness that keeps recent windows correctable.
 const PIPELINE: &str = r#"{

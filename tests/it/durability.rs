@@ -2,14 +2,14 @@
 //! during automatic checkpoints), graceful shutdown, storage failure, and
 //! refusing to start on an inconsistent or foreign database.
 
-use crate::common;
+use crate::support::server;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 use streamforge::engine::ChangeOp;
 use streamforge::store::chunk;
 
-use common::*;
+use server::*;
 
 /// What an acknowledged op guarantees: per-partition consumed offset and
 /// reported progress at least these.
@@ -610,7 +610,7 @@ fn try_op(s: &Server, op: &Op) -> Option<u16> {
 /// carries.
 fn envelope_digest(envelope: &str) -> String {
     let env: serde_json::Value = serde_json::from_str(envelope).expect("an envelope");
-    let digest = crate::support::digest_of(&env["state"]);
+    let digest = crate::support::engine::digest_of(&env["state"]);
     assert_eq!(
         env["digest"],
         serde_json::json!(digest),

@@ -1,10 +1,10 @@
 //! Checkpoint format and restore validation (docs/checkpoint.md).
 
-use crate::support;
+use crate::support::engine;
 
+use engine::*;
 use serde_json::{json, Value};
 use streamforge::engine::{Pipeline, Processor};
-use support::*;
 
 /// Applies `f` to the parsed state, then re-wraps it with a correct digest.
 fn mutate(cp: &[u8], f: impl FnOnce(&mut Value)) -> Vec<u8> {

@@ -1,5 +1,5 @@
 //! Differential test: the engine against the naive reference model of
-//! docs/semantics.md (`tests/it/reference/mod.rs`), over seeded random operation sequences.
+//! docs/semantics.md (`tests/it/support/reference.rs`), over seeded random operation sequences.
 //!
 //! `MODEL_SEQUENCES=N` (default 20000) and `MODEL_SEED=S` (default 1) choose
 //! how many sequences run and the first seed; sequence `i` uses seed `S + i`.
@@ -9,7 +9,7 @@
 //! On a mismatch the test prints the seed, the pipeline, the op index, the op,
 //! both outputs, and a greedily shrunk op list that still fails.
 
-use crate::reference;
+use crate::support::reference;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

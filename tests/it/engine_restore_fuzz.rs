@@ -4,10 +4,10 @@
 //! crafted state that restore accepts must keep working (ingest, advance,
 //! idle, reads, checkpoint round trip).
 
-use crate::support;
+use crate::support::engine;
 
+use engine::*;
 use streamforge::engine::Processor;
-use support::*;
 
 /// Exercises a restored processor; nothing may panic.
 fn exercise(mut p: Processor) {

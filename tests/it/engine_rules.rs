@@ -1,10 +1,10 @@
 //! Readable examples of each processing rule and tricky case, in the text form of
-//! `support::line`.
+//! `engine::line`.
 
-use crate::support;
+use crate::support::engine;
 
+use engine::*;
 use streamforge::engine::{Processor, TickOutcome};
-use support::*;
 
 fn one(windows: &str, lateness: i64) -> Processor {
     Processor::new(pipeline(&format!(

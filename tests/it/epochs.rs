@@ -4,13 +4,13 @@
 //! service's history; retention prunes old checkpoints and pages, and a
 //! consumer behind it resyncs from `/results`.
 
-use crate::common;
+use crate::support::server;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::*;
 use serde_json::Value;
+use server::*;
 
 /// A consumer of `/changes` (or `/late`) that keeps the history it read and
 /// follows the page rules: pages carry the epoch of their `next`; a page

@@ -24,8 +24,8 @@ use streamforge::kafka::partition_of;
 use streamforge::nexmark::{self, Query};
 use streamforge_testkit::{tansu_bin, Broker};
 
-use crate::chaos_support::oracle::{apply_changelog, diff, Ev, Oracle, Row, Spec};
-use crate::common::{self, wait_until, Server};
+use crate::support::chaos::oracle::{apply_changelog, diff, Ev, Oracle, Row, Spec};
+use crate::support::server::{self, wait_until, Server};
 
 const PARTITIONS: u32 = 4;
 const DISORDER: i64 = 500;
@@ -171,7 +171,7 @@ fn finish(broker: &str, topic: &str, servers: &[&Server]) {
 }
 
 fn instance(dir: &Path, name: &str, broker: &str, topic: &str, share: &str) -> Server {
-    common::start(
+    server::start(
         &dir.join(format!("{name}.db")),
         &[
             "--kafka",
@@ -276,7 +276,7 @@ fn late(server: &Server) -> Vec<(String, i64)> {
 
 #[test]
 fn one_and_three_instances_end_with_the_oracles_rows_the_same_late_records_and_watermark() {
-    let dir = common::tempdir();
+    let dir = server::tempdir();
     let Some(b) = broker(dir.path()) else { return };
     let all = events(0, 3_000);
     let half = all.len() / 2;
@@ -388,7 +388,7 @@ fn one_and_three_instances_end_with_the_oracles_rows_the_same_late_records_and_w
 
 #[test]
 fn a_killed_instance_a_restored_one_and_a_restarted_broker_lose_nothing_and_count_nothing_twice() {
-    let dir = common::tempdir();
+    let dir = server::tempdir();
     let Some(mut b) = broker(dir.path()) else {
         return;
     };

@@ -2,22 +2,18 @@
 //! its dependencies instead of one per file), one module per subject.
 //!
 //! Most modules drive the real `streamforge` binary over HTTP on a free port
-//! and wait on conditions with deadlines (`common`: the server fixture, a
-//! client, a webhook receiver); the engine and pattern modules drive the pure
-//! engines in-process against reference models (`reference`,
-//! `patterns_reference`) with shared helpers (`support`,
-//! `patterns_support`); `chaos` runs Nexmark workloads under faults against
-//! a batch oracle (`chaos_support`).
+//! and wait on conditions with deadlines (`support::server`: the server
+//! fixture, a client, a webhook receiver); the engine and pattern modules
+//! drive the pure engines in-process against reference models
+//! (`support::reference`, `support::patterns_reference`) with shared helpers
+//! (`support::engine`, `support::patterns`); `chaos` runs Nexmark workloads
+//! under faults against a batch oracle (`support::chaos`). Every shared
+//! helper is under `support/`.
 //!
 //! Run one subject with a filter: `cargo test --test it sinks::` (or any part
 //! of a test's path).
 
-// Shared support.
-mod chaos_support;
-mod common;
-mod patterns_reference;
-mod patterns_support;
-mod reference;
+// Shared helpers (support/mod.rs lists them).
 mod support;
 
 // The window engine, in-process.

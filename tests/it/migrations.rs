@@ -2,9 +2,9 @@
 //! transaction (user_version = their count) in WAL mode; reopening changes
 //! nothing; a database from a newer version is refused and left untouched.
 
-use crate::common;
+use crate::support::server;
 
-use common::*;
+use server::*;
 use streamforge::store::{migrate, Writer};
 
 fn user_version(path: &std::path::Path) -> i64 {

@@ -7,7 +7,7 @@
 //! stops unless `--prefer-patterns` says which wins, and a bad document
 //! changes nothing.
 
-use crate::common::*;
+use crate::support::server::*;
 
 use std::path::{Path, PathBuf};
 

@@ -3,9 +3,9 @@
 //! run, tolerant parsing of the envelope, and every rejection rule, each
 //! with a crafted state under a valid checksum and a message naming it.
 
-use crate::patterns_support;
+use crate::support::patterns;
 
-use patterns_support::*;
+use patterns::*;
 use serde_json::{json, Value};
 use streamforge::patterns::{Document, Engine, Limits};
 

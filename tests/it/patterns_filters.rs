@@ -9,7 +9,7 @@
 //! per-pattern metrics of `/metrics` equal the output's counts and `GET
 //! /patterns/status`.
 
-use crate::common;
+use crate::support::server;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use common::*;
+use server::*;
 
 /// `pair` (an `a`, then a `b` whose `n` is at least the `a`'s; timeouts),
 /// `echo` (every `v` is a match) and `quiet` (a `login` with no `logout`

@@ -6,7 +6,7 @@
 //! restores, the two engines leaving each other alone, SIGKILL mid-push and
 //! mid-advance, restarts, and concurrent producers.
 
-use crate::common;
+use crate::support::server;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use common::*;
+use server::*;
 
 /// The test document: `pair` (an `a`, then a `b` whose `n` is at least the
 /// `a`'s: repetition-free, with a capture comparison and timeouts), `echo`
@@ -1422,7 +1422,7 @@ fn the_window_engine_and_the_pattern_engine_leave_each_other_alone() {
     let dir = tempdir();
     let args = ["--checkpoint-every", "0"];
     let mut s = serve(dir.path(), "db", &roomy(), &args);
-    let window_ops = common::workload(5, 100);
+    let window_ops = server::workload(5, 100);
     let steps = workload(7, 100);
     // Interleaved calls of both engines...
     for i in 0..window_ops.len().max(steps.len()) {

@@ -6,8 +6,8 @@
 //! concurrent retries of one key apply it once. And the hint a refusal
 //! gets once the engine is finished.
 
-use crate::common::client::sf;
-use crate::common::*;
+use crate::support::server::client::sf;
+use crate::support::server::*;
 
 use std::path::Path;
 

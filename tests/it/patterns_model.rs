@@ -25,7 +25,7 @@
 //! a smaller failing case when possible;
 //! `PATTERNS_MODEL_SEED=<seed> PATTERNS_MODEL_CASES=1` reruns that case.
 
-use crate::patterns_reference;
+use crate::support::patterns_reference;
 
 use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};

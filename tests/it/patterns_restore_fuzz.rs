@@ -5,9 +5,9 @@
 //! restore accepts keeps working (push, advance, finish, status, checkpoint
 //! round trip).
 
-use crate::patterns_support;
+use crate::support::patterns;
 
-use patterns_support::*;
+use patterns::*;
 use streamforge::patterns::{Engine, FINAL_WATERMARK};
 
 /// Exercises a restored engine; nothing may panic, and its own checkpoint

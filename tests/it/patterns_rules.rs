@@ -9,7 +9,7 @@
 //! as literal numbers and error codes. Neither implementation computes an
 //! expectation.
 
-use crate::patterns_reference;
+use crate::support::patterns_reference;
 
 use patterns_reference as reference;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};

@@ -31,13 +31,13 @@
 //! needs `bash` and `curl`, and for the webhooks walkthrough `openssl` and
 //! `jq`.
 
-use crate::common;
+use crate::support::server;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{start_env, tempdir, wait_until, Server, DEADLINE};
 use serde_json::Value;
+use server::{start_env, tempdir, wait_until, Server, DEADLINE};
 use streamforge::engine::{Delivery, Pipeline};
 use streamforge::inbound::config::{pipeline_file, Secrets};
 use streamforge::inbound::signature::Scheme;

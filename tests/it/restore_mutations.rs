@@ -43,13 +43,13 @@
 //! prints its time and what was accepted and rejected, by mutation and by
 //! rule.
 
-use crate::common;
+use crate::support::server;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use common::*;
 use serde_json::Value;
+use server::*;
 use streamforge::engine::sha256_hex;
 
 const PIPELINE: &str = r#"{"partitions":["p0","p1","p2"],"windows":{"fixed":{"kind":"fixed","size":10},"slide":{"kind":"sliding","size":10,"step":4},"sess":{"kind":"session","gap":3},"stream":{"kind":"stream_time","size":8}},"lateness":2}"#;
@@ -74,7 +74,7 @@ fn envelope(state: &str) -> Vec<u8> {
                     .as_object()
                     .is_some_and(|m| m.values().all(Value::is_array));
             if chained && serde_json::to_string(&tree).ok().as_deref() == Some(state) {
-                return envelope_2(state, &crate::support::digest_of(&tree));
+                return envelope_2(state, &crate::support::engine::digest_of(&tree));
             }
         }
     }
@@ -170,7 +170,7 @@ impl Ck {
         let state = text[start..text.len() - SUFFIX_2.len()].to_string();
         let tree: Value = serde_json::from_str(&state).expect("state JSON");
         assert_eq!(
-            envelope_2(&state, &crate::support::digest_of(&tree)),
+            envelope_2(&state, &crate::support::engine::digest_of(&tree)),
             bytes,
             "the envelope is canonical"
         );

@@ -17,12 +17,12 @@
 //! `STREAMFORGE_SCHEMATHESIS_SECONDS=240 cargo test --test schemathesis -- --nocapture`
 //! (seed 22 unless `STREAMFORGE_SCHEMATHESIS_SEED=N` says another).
 
-use crate::common;
+use crate::support::server;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use server::*;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const TOKEN: &str = "schemathesis-token";

@@ -4,9 +4,9 @@
 //! database written with one shard count restores, recovers and continues
 //! with any other.
 
-use crate::common;
+use crate::support::server;
 
-use common::*;
+use server::*;
 
 /// Four windows of every kind, three partitions, lateness 5 ms.
 const PIPELINE: &str = r#"{"partitions":["a","b","c"],"windows":{

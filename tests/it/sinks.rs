@@ -1,5 +1,5 @@
 //! Webhook sinks (docs/sinks.md) against the real binary and a real
-//! receiver on loopback (tests/it/common/receiver.rs, which follows the
+//! receiver on loopback (tests/it/support/server/receiver.rs, which follows the
 //! receiver protocol of docs/sinks.md): the routes and their errors, then
 //! delivery through receiver failures (500s, 429 with Retry-After, answers
 //! slower than the timeout, connections reset mid-body, lost answers),
@@ -13,14 +13,14 @@
 //! Waits are conditions with deadlines; the sinks' backoff is shortened
 //! with `--sink-backoff-ms` (and the timeout with `--sink-timeout-ms`).
 
-use crate::common;
+use crate::support::server;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::receiver::{Action, Receiver, Request};
-use common::*;
 use serde_json::{json, Value};
+use server::receiver::{Action, Receiver, Request};
+use server::*;
 
 /// Fast retries for tests.
 const FAST: &[&str] = &[
@@ -1061,9 +1061,9 @@ fn the_documented_python_receiver_ends_exact() {
         last_batch,
         "the position: the last batch"
     );
-    let mut held = common::receiver::SinkState::default();
+    let mut held = server::receiver::SinkState::default();
     for r in &sent {
-        common::receiver::apply(&mut held, &serde_json::from_slice(&r.body).unwrap());
+        server::receiver::apply(&mut held, &serde_json::from_slice(&r.body).unwrap());
     }
     assert_eq!(held.rows, before.1, "the protocol's state");
     let stale = sent
@@ -1071,7 +1071,7 @@ fn the_documented_python_receiver_ends_exact() {
         .filter(|r| {
             let mut again = held.clone();
             again.batch = 0;
-            common::receiver::apply(&mut again, &serde_json::from_slice(&r.body).unwrap());
+            server::receiver::apply(&mut again, &serde_json::from_slice(&r.body).unwrap());
             again.rows != held.rows
         })
         .count();

@@ -9,10 +9,10 @@
 //! changes nothing. `streamforge send` coalesces a file's consecutive
 //! advances into such calls and ends in the same state as one by one.
 
-use crate::common;
-use common::client::sf;
-use common::*;
+use crate::support::server;
 use serde_json::Value;
+use server::client::sf;
+use server::*;
 
 /// The seeded workload with its runs of consecutive advances grouped, and
 /// after every fifth call a group advancing all four partitions twice (the

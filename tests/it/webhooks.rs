@@ -10,8 +10,8 @@
 //! mistakes in the pipeline are refused with their JSON path; secrets never
 //! show.
 
-use crate::common::client::{client, run};
-use crate::common::*;
+use crate::support::server::client::{client, run};
+use crate::support::server::*;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! What the integration tests (`tests/it/common`) and the benches
+//! What the integration tests (`tests/it/support/server`) and the benches
 //! (`benches/http_support.rs`) share, so neither keeps its own copy:
 //!
 //! - [`spawn_serve`]: starts `streamforge serve` on a free port (`--addr
