@@ -289,13 +289,12 @@ struct Podman {
 /// cannot outside CI; under CI a missing piece fails the test.
 fn podman() -> Option<Podman> {
     let missing = |what: &str| -> Option<Podman> {
-        if std::env::var_os("CI").is_some() {
-            panic!(
-                "{what}: .ci/run installs podman, runc and debootstrap and makes the base image"
-            );
-        }
-        eprintln!("skipped: {what} (see tests/it/container.rs)");
-        None
+        crate::support::server::require_tool(
+            "container",
+            Err(format!(
+                "{what} (.ci/run installs podman, runc and debootstrap and makes the base image)"
+            )),
+        )
     };
     let dir = tempdir();
     let conf = if std::env::var_os("CONTAINERS_CONF").is_some() {

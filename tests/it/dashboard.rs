@@ -430,19 +430,14 @@ fn batch(items: &[(&str, i64, &str, &str, i64, i64)]) -> String {
 /// the test says SKIPPED and passes, unless `CI` is set (`.ci/run` installs
 /// them), where it fails.
 fn browser(test: &str) -> Option<Browser> {
-    let b = Browser::start();
-    if b.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: `chromium` and `chromedriver` are missing under CI (.ci/run installs them)"
-        );
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED {test}: `chromium` and `chromedriver` must be on PATH \
-             (Debian: apt-get install -y chromium chromium-driver; .ci/run installs them)"
-        );
-    }
-    b
+    server::require_tool(
+        test,
+        Browser::start().ok_or_else(|| {
+            "`chromium` and `chromedriver` must be on PATH \
+             (Debian: apt-get install -y chromium chromium-driver)"
+                .to_string()
+        }),
+    )
 }
 
 #[test]

@@ -33,16 +33,10 @@ const DISORDER: i64 = 500;
 /// A broker, or `None` (with a line saying so) when tansu is missing
 /// outside CI.
 fn broker(dir: &Path) -> Option<Broker> {
-    match tansu_bin() {
-        Some(bin) => Some(Broker::start(&bin, dir)),
-        None if std::env::var_os("CI").is_some() => {
-            panic!("tansu is missing: .ci/run installs it (cargo install tansu)")
-        }
-        None => {
-            eprintln!("skipped: no tansu binary (cargo install tansu --locked --features dynostore,libsql)");
-            None
-        }
-    }
+    let bin = tansu_bin().ok_or_else(|| {
+        "no tansu binary (cargo install tansu --locked --features dynostore,libsql)".to_string()
+    });
+    server::require_tool("kafka", bin).map(|bin| Broker::start(&bin, dir))
 }
 
 /// Q5 events `from..to` of seed 7, with their partitions.

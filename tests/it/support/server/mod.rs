@@ -553,19 +553,38 @@ pub fn documented_python(doc: &str) -> String {
     text[start..start + len].to_string()
 }
 
-/// Whether python3 runs. Without it the test that needs it for `what`
-/// says SKIPPED and passes, unless `CI` is set, where it fails.
+/// The one rule for a test that needs a tool from outside the repository
+/// (Chromium, podman, tansu, Schemathesis, python3): `tool` is the tool,
+/// or why it cannot be used and how to install it. Without it the test
+/// says SKIPPED and passes (`None`), unless `CI` is set (`.ci/run`
+/// installs every one of them), where it fails.
+pub fn require_tool<T>(test: &str, tool: Result<T, String>) -> Option<T> {
+    match tool {
+        Ok(t) => Some(t),
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{test}: {why} (under CI, where .ci/run installs it)"
+            );
+            eprintln!("SKIPPED {test}: {why}");
+            None
+        }
+    }
+}
+
+/// Whether python3 runs ([`require_tool`]) for the test `what`.
 pub fn python3_available(what: &str) -> bool {
     let ok = std::process::Command::new("python3")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "python3 is missing under CI: {what} must be run"
-        );
-        eprintln!("SKIPPED: python3 is not installed ({what})");
-    }
-    ok
+    require_tool(
+        what,
+        if ok {
+            Ok(())
+        } else {
+            Err("python3 is not installed".into())
+        },
+    )
+    .is_some()
 }
