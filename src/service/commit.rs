@@ -59,6 +59,10 @@ pub(super) struct CommitQueue {
     pub poisoned: bool,
     /// Commands logged since each engine's recovery base.
     pub logged: Logged,
+    /// Readers waiting in [`Service::drain`]: a commit wakes them only
+    /// when there are some (`notify_all` is a system call even with no
+    /// one waiting, on every commit).
+    draining: usize,
 }
 
 impl CommitQueue {
@@ -211,7 +215,7 @@ impl Service {
                 let mut q = self.queue(at);
                 self.fail_all(&mut q, "internal failure; nothing was applied", &[]);
                 wake_all(&q);
-                self.commits.committed.notify_all();
+                self.wake_drainers(&q);
                 return Err(e);
             }
         };
@@ -380,8 +384,7 @@ impl Service {
                 }
             }
         }
-        // Readers settling the engines (`drain`) wait on this one.
-        self.commits.committed.notify_all();
+        self.wake_drainers(&q);
         if failed {
             drop(q);
             // Rebuild now (the next caller would otherwise do it).
@@ -432,9 +435,19 @@ impl Service {
     pub(super) fn drain(&self, at: &mut Held<order::Processor>) -> bool {
         let mut q = self.queue(at);
         while !q.poisoned && (q.leader || !q.queue.is_empty()) {
+            q.draining += 1;
             q = q.wait(&self.commits.committed);
+            q.draining -= 1;
         }
         q.poisoned
+    }
+
+    /// Wakes the readers settling the engines ([`Service::drain`]), if any;
+    /// the caller holds the queue's lock (`q`).
+    fn wake_drainers(&self, q: &CommitQueue) {
+        if q.draining > 0 {
+            self.commits.committed.notify_all();
+        }
     }
 
     /// Waits (holding the processor lock) until every applied call is

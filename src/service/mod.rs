@@ -979,8 +979,17 @@ impl Service {
 #[derive(Default)]
 struct Turnstile {
     next: std::sync::atomic::AtomicU64,
-    serving: Mutex<u64>,
+    serving: Mutex<Serving>,
     turn: std::sync::Condvar,
+}
+
+/// The ticket being served, and how many wait for theirs (a turn's end
+/// wakes them only when there are some: `notify_all` is a system call even
+/// with no one waiting, on every call).
+#[derive(Default)]
+struct Serving {
+    ticket: u64,
+    waiting: usize,
 }
 
 /// A turn being served; the next ticket's turn comes when it is dropped.
@@ -997,8 +1006,10 @@ impl Turnstile {
     fn wait<'a, L: Before<order::Turn>>(&'a self, at: &'a mut Held<L>) -> Turn<'a> {
         let t = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut serving = self.serving.lock().unwrap_or_else(|e| e.into_inner());
-        while *serving != t {
+        while serving.ticket != t {
+            serving.waiting += 1;
             serving = self.turn.wait(serving).unwrap_or_else(|e| e.into_inner());
+            serving.waiting -= 1;
         }
         Turn(self, Held::inside(at))
     }
@@ -1006,8 +1017,11 @@ impl Turnstile {
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        *self.0.serving.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        self.0.turn.notify_all();
+        let mut serving = self.0.serving.lock().unwrap_or_else(|e| e.into_inner());
+        serving.ticket += 1;
+        if serving.waiting > 0 {
+            self.0.turn.notify_all();
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! transaction as the call, so that a retry with the same key gets it back
 //! instead of applying the call again.
 
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use crate::error::Op as _;
 use crate::{Reader, Result};
@@ -53,9 +53,9 @@ pub struct StoredKey {
     pub response: Vec<u8>,
 }
 
-/// Stores `row` in the append transaction `tx` and keeps only the newest
+/// Stores `row` in the append transaction open on `tx` and keeps only the newest
 /// `keep` keys (0: keep every key).
-pub(crate) fn insert(tx: &Transaction<'_>, row: &KeyRow<'_>, keep: u64) -> Result<()> {
+pub(crate) fn insert(tx: &Connection, row: &KeyRow<'_>, keep: u64) -> Result<()> {
     let seq = |s: Option<u64>| s.map(crate::pages::seq_i64).transpose();
     let (last_ordinal, watermark, output) = match row.at {
         KeyAt::Push { last_ordinal } => (seq(Some(last_ordinal))?, None, None),

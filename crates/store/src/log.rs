@@ -9,7 +9,7 @@
 //! output). A restore is one transaction too ([`Writer::restore`]).
 
 use rusqlite::types::{Value, ValueRef};
-use rusqlite::{params, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::chunk::{self, chunk_rows_in, text_rows};
 use super::error::{Error, Op, Result};
@@ -101,17 +101,18 @@ impl Writer {
     /// failure at COMMIT would (the chaos suite's injected failure, see
     /// `service::faults`).
     pub fn append_or_fail(&mut self, rows: &[CommandRow<'_>], fail: bool) -> Result<()> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .op("BEGIN IMMEDIATE (append)")?;
+        // BEGIN and COMMIT as cached statements: a single-event call commits
+        // alone, and `Connection::transaction` compiles both anew each time.
+        let tx = Immediate::begin(&self.conn)?;
         {
             let mut cmd = tx
+                .0
                 .prepare_cached(
                     "INSERT INTO commands (engine, kind, body, encoding) VALUES (?1, ?2, ?3, ?4)",
                 )
                 .op("prepare INSERT commands")?;
             let mut chg = tx
+                .0
                 .prepare_cached("INSERT INTO changes (seq, body, last_seq) VALUES (?1, ?2, ?3)")
                 .op("prepare INSERT changes")?;
             for r in rows {
@@ -122,10 +123,10 @@ impl Writer {
                         .op("INSERT changes")?;
                 }
                 if let Some(key) = &r.key {
-                    super::keys::insert(&tx, key, self.keep_keys)?;
+                    super::keys::insert(tx.0, key, self.keep_keys)?;
                 }
                 if let Some(doc) = r.document {
-                    tx.prepare_cached("UPDATE patterns SET current = ?1 WHERE id = 1")
+                    tx.0.prepare_cached("UPDATE patterns SET current = ?1 WHERE id = 1")
                         .op("prepare UPDATE patterns")?
                         .execute([doc])
                         .op("UPDATE patterns (a change)")?;
@@ -135,6 +136,7 @@ impl Writer {
                     continue;
                 }
                 let mut rec = tx
+                    .0
                     .prepare_cached(stream.insert_sql())
                     .op("prepare INSERT records")?;
                 for (seq, body) in records {
@@ -147,7 +149,7 @@ impl Writer {
             drop(tx);
             return Err(Error::Injected("the commit of a group of calls"));
         }
-        tx.commit().op("COMMIT (append)")?;
+        tx.commit()?;
         self.appends
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
@@ -587,6 +589,41 @@ pub struct Restored<'a> {
     /// Pattern engine: the checkpoint's next ordinal and watermark (the
     /// idempotency keys of calls past them are forgotten).
     pub keys_through: Option<(u64, i64)>,
+}
+
+
+/// The append's transaction (`BEGIN IMMEDIATE`), rolled back when dropped
+/// uncommitted, like `rusqlite::Transaction`, with both statements cached.
+struct Immediate<'c>(&'c Connection);
+
+impl<'c> Immediate<'c> {
+    fn begin(conn: &'c Connection) -> Result<Immediate<'c>> {
+        conn.prepare_cached("BEGIN IMMEDIATE")
+            .and_then(|mut s| s.execute([]))
+            .op("BEGIN IMMEDIATE (append)")?;
+        Ok(Immediate(conn))
+    }
+
+    fn commit(self) -> Result<()> {
+        let done = self
+            .0
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]))
+            .op("COMMIT (append)");
+        // A failed COMMIT leaves the transaction open: `drop` rolls it back.
+        if done.is_ok() {
+            std::mem::forget(self);
+        }
+        done.map(drop)
+    }
+}
+
+impl Drop for Immediate<'_> {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit() {
+            let _ = self.0.execute_batch("ROLLBACK");
+        }
+    }
 }
 
 #[cfg(test)]
