@@ -1,4 +1,5 @@
-//! SQLite storage: the only module that imports `rusqlite`.
+//! SQLite storage: with the id index (`streamforge-ids`, [`ids`]), the only
+//! crate that imports `rusqlite`.
 //!
 //! One database file holds the pipeline, the command log since the recovery
 //! base, the changelog and late pages, the stored checkpoints and the recovery
@@ -25,7 +26,6 @@ mod body;
 mod checkpoints;
 pub mod chunk;
 mod error;
-pub mod ids;
 mod keys;
 mod lock;
 mod log;
@@ -56,6 +56,8 @@ pub use pages::{Page, PageRefusal, Stream};
 pub use rejected::{RejectedPage, RejectedStore};
 pub use segments::HistoryDb;
 pub use sinks::{BatchRow, SinkRow};
+/// The id index (its own crate, `streamforge-ids`), which [`HistoryDb`] holds.
+pub use streamforge_ids as ids;
 pub use window::{StoredWindow, WindowRow};
 
 use error::Op;

@@ -242,7 +242,7 @@ pub(super) fn drop_unreferenced(conn: &Connection) -> Result<u64> {
 /// The checksum a block is stored with: the 64-bit checksum of its bytes
 /// as stored (as SQLite's integer: the same bits).
 pub(super) fn block_sum(z: &[u8]) -> i64 {
-    super::ids::checksum64(z) as i64
+    streamforge_ids::checksum64(z) as i64
 }
 
 /// Stores the chunk records of segment `id` (inside the caller's
@@ -586,8 +586,8 @@ mod tests {
 /// few decoded blocks.
 pub struct HistoryDb {
     reader: std::sync::Mutex<Connection>,
-    ids: std::sync::Mutex<super::ids::IdIndex>,
-    flusher: super::ids::IdFlusher,
+    ids: std::sync::Mutex<streamforge_ids::IdIndex>,
+    flusher: streamforge_ids::IdFlusher,
     cache: std::sync::Mutex<BlockCache>,
     /// The newest segment whose ids were added.
     last: std::sync::atomic::AtomicU64,
@@ -628,6 +628,23 @@ impl BlockCache {
     }
 }
 
+/// The id index's [`streamforge_ids::Lend`] over the service's writer:
+/// `with_writer(f)` locks it, runs `f`, unlocks. The index's errors become
+/// the store's inside, the store's come back out unchanged (the
+/// `Error::from_ids` of `error.rs`).
+#[allow(clippy::type_complexity)]
+fn lend_writer<'a>(
+    with_writer: &'a mut dyn FnMut(&mut dyn FnMut(&mut Writer) -> Result<()>) -> Result<()>,
+) -> impl FnMut(
+    &mut dyn FnMut(&mut Connection) -> streamforge_ids::Result<()>,
+) -> streamforge_ids::Result<()>
+       + 'a {
+    move |work| {
+        with_writer(&mut |w: &mut Writer| w.lend(&mut |conn| work(conn).map_err(Error::from_ids)))
+            .map_err(|e| streamforge_ids::Error::Lender(Box::new(e)))
+    }
+}
+
 fn fault(e: Error) -> streamforge_engine::history::StoreFault {
     streamforge_engine::history::StoreFault(e.to_string())
 }
@@ -649,7 +666,7 @@ impl HistoryDb {
         // Durations for the log only.
         #[allow(clippy::disallowed_methods)]
         let started = std::time::Instant::now();
-        let mut ids = super::ids::IdIndex::open(&conn)?;
+        let mut ids = streamforge_ids::IdIndex::open(&conn).map_err(Error::from_ids)?;
         let loaded = started.elapsed();
         let mark = ids.mark().unwrap_or(0);
         let mut added_back = 0usize;
@@ -713,7 +730,7 @@ impl HistoryDb {
         self.reader.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn ids(&self) -> std::sync::MutexGuard<'_, super::ids::IdIndex> {
+    fn ids(&self) -> std::sync::MutexGuard<'_, streamforge_ids::IdIndex> {
         self.ids.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -752,7 +769,7 @@ impl HistoryDb {
     /// Stores the id index's memtable with `mark` (every sources segment up
     /// to it is indexed), with the writer for one short transaction at a
     /// time: `with_writer(f)` locks the service's writer, runs `f`, unlocks
-    /// (see [`super::ids::IdFlusher::flush_sealed_with`]). No merge: see
+    /// (see [`streamforge_ids::IdFlusher::flush_sealed_with`]). No merge: see
     /// [`HistoryDb::merge_ids`] (another thread may run one meanwhile).
     #[allow(clippy::type_complexity)]
     pub fn flush_ids(
@@ -761,10 +778,10 @@ impl HistoryDb {
         with_writer: &mut dyn FnMut(&mut dyn FnMut(&mut Writer) -> Result<()>) -> Result<()>,
     ) -> Result<()> {
         self.ids().seal(mark);
-        let mut lend = |work: &mut dyn FnMut(&mut Connection) -> Result<()>| {
-            with_writer(&mut |w: &mut Writer| w.lend(work))
-        };
-        self.flusher.flush_sealed_with(&mut lend)
+        let mut lend = lend_writer(with_writer);
+        self.flusher
+            .flush_sealed_with(&mut lend)
+            .map_err(Error::from_ids)
     }
 
     /// Whether the id index has runs to merge ([`HistoryDb::merge_ids`]).
@@ -772,7 +789,7 @@ impl HistoryDb {
         self.flusher.merge_due()
     }
 
-    /// Merges the id index's runs (see [`super::ids::IdFlusher::merge_with`]),
+    /// Merges the id index's runs (see [`streamforge_ids::IdFlusher::merge_with`]),
     /// lending the writer as [`HistoryDb::flush_ids`] does; flushes on
     /// other threads go on between its transactions.
     #[allow(clippy::type_complexity)]
@@ -780,10 +797,8 @@ impl HistoryDb {
         &self,
         with_writer: &mut dyn FnMut(&mut dyn FnMut(&mut Writer) -> Result<()>) -> Result<()>,
     ) -> Result<()> {
-        let mut lend = |work: &mut dyn FnMut(&mut Connection) -> Result<()>| {
-            with_writer(&mut |w: &mut Writer| w.lend(work))
-        };
-        self.flusher.merge_with(&mut lend)
+        let mut lend = lend_writer(with_writer);
+        self.flusher.merge_with(&mut lend).map_err(Error::from_ids)
     }
 
     /// Entries of the id index's runs being merged (0: no merge).
@@ -842,7 +857,9 @@ impl streamforge_engine::history::HistoryStore for HistoryDb {
         let mut raw = Vec::new();
         {
             let conn = self.reader();
-            self.ids().lookup(&conn, hash, &mut raw).map_err(fault)?;
+            self.ids()
+                .lookup(&conn, hash, &mut raw)
+                .map_err(|e| fault(Error::from_ids(e)))?;
         }
         out.extend(raw.into_iter().map(streamforge_engine::history::Pos));
         Ok(())
