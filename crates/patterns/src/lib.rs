@@ -49,6 +49,7 @@ mod deadlines;
 mod expiry;
 mod keys;
 mod keystate;
+mod pattern;
 mod selection;
 mod warnings;
 
