@@ -26,7 +26,7 @@ impl fmt::Display for Error {
         match self {
             Error::Sqlite { op, source } => write!(f, "sqlite: {op}: {source}"),
             Error::Corrupt(msg) => write!(f, "stored data is corrupt: {msg}"),
-            Error::Lender(e) => e.fmt(f),
+            Error::Lender(e) => fmt::Display::fmt(e, f),
         }
     }
 }
