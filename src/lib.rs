@@ -25,8 +25,10 @@
 //!   suite and its benches.
 //! - [`canonical`]: pure helpers both engines share: the canonical JSON
 //!   writer of checkpoints, their SHA-256, a duplicate-rejecting JSON map.
-//! - [`store`] (`streamforge-store`): the only crate with `rusqlite`: migrations, the
-//!   command log, changelog and late pages, checkpoints, the recovery base.
+//! - [`store`] (`streamforge-store`): with the id index it uses
+//!   (`streamforge-ids`, [`store::ids`]), the only crates with `rusqlite`:
+//!   migrations, the command log, changelog and late pages, checkpoints,
+//!   the recovery base.
 //! - [`service`]: the single write path (std `Mutex` over the processor and
 //!   the writing connection; `tokio::sync::watch` for waiters), recovery,
 //!   metrics. No HTTP.

@@ -17,9 +17,11 @@
 
 mod follow;
 mod http;
+mod indent;
 mod input;
 mod nexmark;
 mod patterns;
+mod patterns_send;
 mod send;
 mod sinks;
 pub mod text;

@@ -109,6 +109,15 @@ pub fn opt(v: Option<i64>) -> String {
     v.map_or_else(|| "none".to_string(), |w| w.to_string())
 }
 
+/// `1 record`, `2 records` (`batch`, `match` and `finish` take `es`).
+pub fn plural(n: u64, what: &str) -> String {
+    match (n, what.ends_with("ch") || what.ends_with("sh")) {
+        (1, _) => format!("1 {what}"),
+        (_, true) => format!("{n} {what}es"),
+        (_, false) => format!("{n} {what}s"),
+    }
+}
+
 /// Left-aligned columns separated by two spaces (last column unpadded).
 pub fn table(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);

@@ -23,6 +23,7 @@
 //! calls the service only through [`port::SinkStore`], and reqwest.
 
 mod body;
+mod form;
 pub mod port;
 pub mod spec;
 mod worker;

@@ -19,6 +19,7 @@ use super::port::SinkStore;
 use crate::store::{BatchRow, Stream};
 
 use super::body::{self, Ident, Unreadable};
+use super::form::{form, FormIn};
 use super::spec::Spec;
 use super::{Shared, Status};
 
@@ -28,27 +29,6 @@ struct Ready {
     body: Bytes,
     signature: Option<String>,
     records: u64,
-}
-
-/// What a formation round starts from.
-#[derive(Debug, Clone)]
-struct FormIn {
-    sink: i64,
-    stream: Stream,
-    spec: Spec,
-    cursor: u64,
-    epoch: u64,
-    batches: u64,
-    watermark: Option<i64>,
-}
-
-/// What it formed: batches with their records, and the sink's new state.
-#[derive(Debug, Default)]
-struct FormOut {
-    batches: Vec<(BatchRow, Vec<String>)>,
-    moved: Option<(u64, u64)>,
-    total: u64,
-    watermark: Option<i64>,
 }
 
 /// Why loading or forming batches failed.
@@ -113,15 +93,6 @@ async fn blocking<T: Send + 'static>(
 /// How long a sink waits for a partial batch to fill while its stream
 /// grows (see `Worker::linger`).
 const LINGER: Duration = Duration::from_millis(5);
-
-/// Rows scanned per round.
-fn scan_limit(spec: &Spec) -> u32 {
-    if spec.filter.is_some() {
-        10_000
-    } else {
-        (spec.batch_size.saturating_mul(8)).clamp(1, 10_000) as u32
-    }
-}
 
 impl Worker {
     fn ident(&self) -> Ident<'_> {
@@ -581,205 +552,6 @@ fn retry_after(v: &str) -> Option<Duration> {
     let now = std::time::SystemTime::now();
     // Err: a date in the past, i.e. retry now.
     Some(at.duration_since(now).unwrap_or_default().min(MAX))
-}
-
-/// Forms the next batches of a sink (docs/sinks.md, "Batches"), from the
-/// stored stream up to the heads of the last commit.
-fn form(svc: &dyn SinkStore, inp: &FormIn) -> Result<FormOut, ServiceError> {
-    let h = svc.heads();
-    let (head, head_epoch) = match inp.stream {
-        Stream::Changes => (h.changes, h.epoch),
-        Stream::Late => (h.late, h.epoch),
-        Stream::Patterns => (h.patterns, h.patterns_epoch),
-    };
-    let stream = inp.stream;
-    let filter = inp.spec.filter.as_ref();
-    let limit = scan_limit(&inp.spec);
-    let mut out = FormOut {
-        total: inp.batches,
-        watermark: inp.watermark,
-        ..FormOut::default()
-    };
-    let mut pos = inp.cursor;
-    let mut epoch = inp.epoch;
-    // A reset to put first: the sequence cut back to, and (changes) the
-    // visible rows there.
-    let mut reset: Option<(u64, Option<String>)> = None;
-    // Positions whose watermark is known exactly (changes).
-    let mut exact: Vec<(u64, u64, Option<i64>)> = vec![(head_epoch, head, h.watermark)];
-    let mut snapshots = 0;
-    // The changes receiver resyncs from the visible rows: a reset to the
-    // state `GET /results` shows, at its sequence and epoch.
-    let snapshot = |pos: &mut u64,
-                    epoch: &mut u64,
-                    reset: &mut Option<(u64, Option<String>)>,
-                    exact: &mut Vec<(u64, u64, Option<i64>)>|
-     -> Result<(), ServiceError> {
-        let f = filter.cloned().unwrap_or_default();
-        let r = svc.results(f.window.as_deref(), f.key.as_deref())?;
-        let rows = serde_json::to_string(&r.rows)
-            .map_err(|e| ServiceError::Unavailable(format!("cannot encode the rows: {e}")))?;
-        *reset = Some((r.sequence, Some(rows)));
-        *pos = r.sequence;
-        *epoch = r.epoch;
-        exact.push((r.epoch, r.sequence, r.watermark));
-        Ok(())
-    };
-    let mut first_page = None;
-    if epoch != head_epoch {
-        if stream == Stream::Changes {
-            snapshot(&mut pos, &mut epoch, &mut reset, &mut exact)?;
-            snapshots += 1;
-        } else {
-            let p = svc.page(stream, pos, limit, Some(epoch.min(head_epoch)))?;
-            if let Some(r) = p.rewound_to {
-                reset = Some((r, None));
-            }
-            pos = p.after;
-            epoch = p.epoch;
-            first_page = Some(p);
-        }
-    }
-    let rows: Vec<(u64, String)> = loop {
-        let page = match first_page.take() {
-            Some(p) => Ok(p),
-            None => svc.page(stream, pos, limit, Some(epoch)),
-        };
-        match page {
-            Err(ServiceError::Gone { .. }) if stream == Stream::Changes && snapshots == 0 => {
-                snapshot(&mut pos, &mut epoch, &mut reset, &mut exact)?;
-                snapshots += 1;
-            }
-            Err(ServiceError::Gone { earliest, .. })
-                if stream == Stream::Late && pos < earliest =>
-            {
-                // Pruned before the sink was created at `start`: it
-                // begins with the earliest record still held.
-                pos = earliest - 1;
-            }
-            Err(e) => return Err(e),
-            Ok(p) => {
-                if p.rewound_to.is_some() || p.epoch != epoch {
-                    // A restore since the heads were read: the next round.
-                    break Vec::new();
-                }
-                if stream == Stream::Changes && snapshots == 0 {
-                    // Sequences missing after the position (a restore of a
-                    // checkpoint this database's history never reached):
-                    // the receiver resyncs from the visible rows.
-                    let gap = match p.rows.first() {
-                        Some((s, _)) => *s > pos + 1,
-                        None => p.head > pos,
-                    };
-                    if gap {
-                        snapshot(&mut pos, &mut epoch, &mut reset, &mut exact)?;
-                        snapshots += 1;
-                        continue;
-                    }
-                }
-                if epoch != head_epoch {
-                    break Vec::new();
-                }
-                break p.rows.into_iter().take_while(|(s, _)| *s <= head).collect();
-            }
-        }
-    };
-    let start_pos = pos;
-    let scanned_to = rows.last().map(|(s, _)| *s);
-    let mut first = pos + 1;
-    let mut recs: Vec<String> = Vec::new();
-    let emit = |out: &mut FormOut,
-                reset: &mut Option<(u64, Option<String>)>,
-                first: u64,
-                last: u64,
-                recs: Vec<String>| {
-        out.total += 1;
-        let (reset_after, snapshot) = match reset.take() {
-            Some((a, s)) => (Some(a), s),
-            None => (None, None),
-        };
-        out.batches.push((
-            BatchRow {
-                batch: out.total,
-                epoch,
-                first,
-                last,
-                reset_after,
-                snapshot,
-                watermark: None,
-                frozen: None,
-            },
-            recs,
-        ));
-    };
-    for (seq, json) in rows {
-        if filter.is_none_or(|f| f.keeps(stream, &json)) {
-            recs.push(json);
-        }
-        if recs.len() as u64 >= inp.spec.batch_size {
-            emit(&mut out, &mut reset, first, seq, std::mem::take(&mut recs));
-            first = seq + 1;
-        }
-    }
-    // The end of what was gone through; a tail the filter dropped whole
-    // belongs to the last batch, or moves the cursor.
-    let mut end = start_pos;
-    if let Some(s) = scanned_to {
-        end = s;
-        if s >= first {
-            if !recs.is_empty() {
-                emit(&mut out, &mut reset, first, s, std::mem::take(&mut recs));
-            } else if reset.is_none() {
-                if let Some((b, _)) = out.batches.last_mut() {
-                    b.last = s;
-                }
-            }
-        }
-    }
-    if let Some((after, _)) = &reset {
-        // A reset with nothing after it (yet).
-        let after = *after;
-        emit(&mut out, &mut reset, after + 1, end.max(after), Vec::new());
-    }
-    if stream == Stream::Changes {
-        let mut w = out.watermark;
-        for (b, _) in &mut out.batches {
-            if let Some((_, _, exact_w)) =
-                exact.iter().find(|(e, p, _)| *e == b.epoch && *p == b.last)
-            {
-                w = *exact_w;
-            }
-            b.watermark = w;
-        }
-        out.watermark = w;
-        // Caught up and the watermark moved since the last batch: a batch
-        // that carries it (and any tail the filter dropped).
-        if out.batches.is_empty()
-            && epoch == head_epoch
-            && end == head
-            && h.watermark != out.watermark
-        {
-            out.total += 1;
-            out.batches.push((
-                BatchRow {
-                    batch: out.total,
-                    epoch,
-                    first: start_pos + 1,
-                    last: end,
-                    reset_after: None,
-                    snapshot: None,
-                    watermark: h.watermark,
-                    frozen: None,
-                },
-                Vec::new(),
-            ));
-            out.watermark = h.watermark;
-        }
-    }
-    if out.batches.is_empty() && (end, epoch) != (inp.cursor, inp.epoch) {
-        out.moved = Some((end, epoch));
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

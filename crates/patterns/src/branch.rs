@@ -13,8 +13,8 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::buffer::Pending;
-use crate::document::Pattern;
 use crate::event::Event;
+use crate::pattern::Pattern;
 
 /// One capture.
 #[derive(Debug)]
@@ -80,8 +80,8 @@ impl Ord for SortKey {
     }
 }
 
-const MAX_STAGES: usize = crate::document::MAX_STAGES;
-const MAX_CAPTURES: usize = crate::document::MAX_CAPTURES as usize;
+const MAX_STAGES: usize = crate::pattern::MAX_STAGES;
+const MAX_CAPTURES: usize = crate::pattern::MAX_CAPTURES as usize;
 
 impl Caps {
     /// The captures of a branch started by `e` (stage 0).

@@ -9,8 +9,8 @@
 //! diagnostics, never state (not in checkpoints, not in output).
 
 use crate::condition::{Condition, Operand};
-use crate::document::Pattern;
 use crate::event::Event;
+use crate::pattern::Pattern;
 use crate::value::{compare_typed, Op, Value};
 
 /// A condition with its leaves numbered.

@@ -1,94 +1,17 @@
-//! The patterns document: patterns, stages and limits; validation with the
-//! JSON path of every error; the `GET /patterns` form; pattern equality.
+//! The patterns document: patterns, stages and limits (their types are in
+//! `pattern.rs`) read and validated with the JSON path of every error; the
+//! `GET /patterns` form; pattern equality.
 
-use crate::condition::{self, Budget, Condition, Scope};
+use crate::condition::{self, Budget, Scope};
 pub use crate::error::DocumentError;
+pub use crate::pattern::{
+    Contiguity, Limits, Pattern, Skip, Stage, MAX_CAPTURES, MAX_LIMIT, MAX_STAGES, MAX_STAGE_MAX,
+};
 use crate::value::Syntax;
 pub use crate::warnings::Warning;
 use crate::MAX_WINDOW;
 use streamforge_canonical::strict::{self as json, kind_name, number, Json, Num, Path};
 use streamforge_canonical::writer::{int, string};
-
-/// Most stages of a pattern.
-pub const MAX_STAGES: usize = 32;
-/// Largest `max` of a stage.
-pub const MAX_STAGE_MAX: u32 = 32;
-/// Largest sum of `max` over a pattern's stages.
-pub const MAX_CAPTURES: u32 = 128;
-/// Largest value of either limit.
-pub const MAX_LIMIT: u64 = 1_000_000;
-
-/// The service's limits (policy, not state).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Most matches one advance may emit.
-    pub max_results_per_advance: u64,
-    /// Most branches plus waits of one pattern and key after an observation.
-    pub active_states: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_results_per_advance: 10_000,
-            active_states: 10_000,
-        }
-    }
-}
-
-/// What a selected match removes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Skip {
-    /// Nothing.
-    NoSkip,
-    /// Everything sharing the match's first ordinal.
-    SkipToNextStart,
-    /// Everything whose first capture is at or before the match's last.
-    SkipPastLast,
-}
-
-/// What a branch waiting for a stage does with an event that fails `where`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Contiguity {
-    /// Dies.
-    Strict,
-    /// Keeps waiting; a matching event replaces the branch.
-    SkipNext,
-    /// Keeps waiting; a matching event also forks successors.
-    SkipAny,
-}
-
-/// One stage.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stage {
-    /// Unique within the pattern.
-    pub name: String,
-    /// Fewest captures.
-    pub min: u32,
-    /// Most captures (>= 1).
-    pub max: u32,
-    /// See [`Contiguity`].
-    pub contiguity: Contiguity,
-    /// What an event must satisfy to be captured.
-    pub where_: Condition,
-    /// What cancels a branch waiting for this stage.
-    pub forbidden: Option<Condition>,
-}
-
-/// One pattern.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pattern {
-    /// Unique name.
-    pub name: String,
-    /// Deadline of a branch: its start plus `within`.
-    pub within: i64,
-    /// The skip policy.
-    pub skip: Skip,
-    /// 1..=32 stages.
-    pub stages: Vec<Stage>,
-    /// The absence condition, if any.
-    pub absence: Option<Condition>,
-}
 
 /// A validated patterns document; patterns are kept sorted by name.
 #[derive(Debug, Clone)]
@@ -194,28 +117,6 @@ impl Document {
     /// The patterns, sorted by name.
     pub fn patterns(&self) -> &[Pattern] {
         &self.patterns
-    }
-}
-
-impl Skip {
-    /// The policy's name in documents.
-    pub fn name(self) -> &'static str {
-        match self {
-            Skip::NoSkip => "no_skip",
-            Skip::SkipToNextStart => "skip_to_next_start",
-            Skip::SkipPastLast => "skip_past_last",
-        }
-    }
-}
-
-impl Contiguity {
-    /// The contiguity's name in documents.
-    pub fn name(self) -> &'static str {
-        match self {
-            Contiguity::Strict => "strict",
-            Contiguity::SkipNext => "skip_next",
-            Contiguity::SkipAny => "skip_any",
-        }
     }
 }
 
@@ -373,25 +274,7 @@ fn parse_pattern(j: &Json<'_>, path: &Path<'_>, syntax: Syntax) -> Result<Patter
         |k: &str| lookup(entries, k).ok_or_else(|| err(path, format!("missing key {k:?}")));
     let pname = name(required("name")?, &path.key("name"))?;
     let within = in_range(required("within")?, &path.key("within"), 1, MAX_WINDOW)?;
-    let skip = match lookup(entries, "skip") {
-        None => Skip::NoSkip,
-        Some(s) => {
-            let p = path.key("skip");
-            match text(s, &p)?.as_str() {
-                "no_skip" => Skip::NoSkip,
-                "skip_to_next_start" => Skip::SkipToNextStart,
-                "skip_past_last" => Skip::SkipPastLast,
-                other => {
-                    return Err(err(
-                        &p,
-                        format!(
-                            "unknown skip policy {other:?} (no_skip, skip_to_next_start or skip_past_last)"
-                        ),
-                    ))
-                }
-            }
-        }
-    };
+    let skip = parse_skip(lookup(entries, "skip"), &path.key("skip"))?;
     let spath = path.key("stages");
     let Json::Array(items) = required("stages")? else {
         return Err(err(&spath, "must be an array of stages"));
@@ -408,57 +291,7 @@ fn parse_pattern(j: &Json<'_>, path: &Path<'_>, syntax: Syntax) -> Result<Patter
     let mut stages: Vec<(String, u32, u32, Contiguity)> = Vec::with_capacity(items.len());
     let mut total_max: u32 = 0;
     for (i, item) in items.iter().enumerate() {
-        let p = spath.index(i);
-        let entries = object(item, &p, "a stage")?;
-        known_keys(
-            entries,
-            &p,
-            &["name", "min", "max", "contiguity", "where", "forbidden"],
-        )?;
-        let sname = match lookup(entries, "name") {
-            Some(n) => name(n, &p.key("name"))?,
-            None => return Err(err(&p, "missing key \"name\"")),
-        };
-        if stages.iter().any(|s| s.0 == sname) {
-            return Err(err(
-                &p.key("name"),
-                format!("duplicate stage name {sname:?}"),
-            ));
-        }
-        let min = match lookup(entries, "min") {
-            Some(v) => in_range(v, &p.key("min"), 0, i64::from(MAX_STAGE_MAX))? as u32,
-            None => 1,
-        };
-        let max = match lookup(entries, "max") {
-            Some(v) => in_range(v, &p.key("max"), 1, i64::from(MAX_STAGE_MAX))? as u32,
-            None => 1,
-        };
-        if min > max {
-            return Err(err(&p, format!("min {min} is greater than max {max}")));
-        }
-        if i == 0 && min == 0 {
-            return Err(err(&p.key("min"), "the first stage needs min >= 1"));
-        }
-        let contiguity = match lookup(entries, "contiguity") {
-            None => Contiguity::SkipNext,
-            Some(c) => {
-                let cp = p.key("contiguity");
-                match text(c, &cp)?.as_str() {
-                    "strict" => Contiguity::Strict,
-                    "skip_next" => Contiguity::SkipNext,
-                    "skip_any" => Contiguity::SkipAny,
-                    other => {
-                        return Err(err(
-                            &cp,
-                            format!("unknown contiguity {other:?} (strict, skip_next or skip_any)"),
-                        ))
-                    }
-                }
-            }
-        };
-        if lookup(entries, "where").is_none() {
-            return Err(err(&p, "missing key \"where\""));
-        }
+        let (sname, min, max, contiguity) = stage_head(item, &spath.index(i), i, &stages)?;
         total_max += max;
         stages.push((sname, min, max, contiguity));
     }
@@ -526,6 +359,85 @@ fn parse_pattern(j: &Json<'_>, path: &Path<'_>, syntax: Syntax) -> Result<Patter
         stages: out,
         absence,
     })
+}
+
+/// A stage's name, bounds and contiguity (its conditions are parsed once
+/// every stage's name is known); `earlier`: the stages before it.
+fn stage_head(
+    item: &Json<'_>,
+    p: &Path<'_>,
+    i: usize,
+    earlier: &[(String, u32, u32, Contiguity)],
+) -> Result<(String, u32, u32, Contiguity), DocumentError> {
+    let entries = object(item, p, "a stage")?;
+    known_keys(
+        entries,
+        p,
+        &["name", "min", "max", "contiguity", "where", "forbidden"],
+    )?;
+    let sname = match lookup(entries, "name") {
+        Some(n) => name(n, &p.key("name"))?,
+        None => return Err(err(p, "missing key \"name\"")),
+    };
+    if earlier.iter().any(|s| s.0 == sname) {
+        return Err(err(
+            &p.key("name"),
+            format!("duplicate stage name {sname:?}"),
+        ));
+    }
+    let min = match lookup(entries, "min") {
+        Some(v) => in_range(v, &p.key("min"), 0, i64::from(MAX_STAGE_MAX))? as u32,
+        None => 1,
+    };
+    let max = match lookup(entries, "max") {
+        Some(v) => in_range(v, &p.key("max"), 1, i64::from(MAX_STAGE_MAX))? as u32,
+        None => 1,
+    };
+    if min > max {
+        return Err(err(p, format!("min {min} is greater than max {max}")));
+    }
+    if i == 0 && min == 0 {
+        return Err(err(&p.key("min"), "the first stage needs min >= 1"));
+    }
+    let contiguity = parse_contiguity(lookup(entries, "contiguity"), &p.key("contiguity"))?;
+    if lookup(entries, "where").is_none() {
+        return Err(err(p, "missing key \"where\""));
+    }
+    Ok((sname, min, max, contiguity))
+}
+
+/// A pattern's `skip` (`no_skip` when absent).
+fn parse_skip(s: Option<&Json<'_>>, p: &Path<'_>) -> Result<Skip, DocumentError> {
+    let Some(s) = s else {
+        return Ok(Skip::NoSkip);
+    };
+    match text(s, p)?.as_str() {
+        "no_skip" => Ok(Skip::NoSkip),
+        "skip_to_next_start" => Ok(Skip::SkipToNextStart),
+        "skip_past_last" => Ok(Skip::SkipPastLast),
+        other => Err(err(
+            p,
+            format!(
+                "unknown skip policy {other:?} (no_skip, skip_to_next_start or skip_past_last)"
+            ),
+        )),
+    }
+}
+
+/// A stage's `contiguity` (`skip_next` when absent).
+fn parse_contiguity(c: Option<&Json<'_>>, p: &Path<'_>) -> Result<Contiguity, DocumentError> {
+    let Some(c) = c else {
+        return Ok(Contiguity::SkipNext);
+    };
+    match text(c, p)?.as_str() {
+        "strict" => Ok(Contiguity::Strict),
+        "skip_next" => Ok(Contiguity::SkipNext),
+        "skip_any" => Ok(Contiguity::SkipAny),
+        other => Err(err(
+            p,
+            format!("unknown contiguity {other:?} (strict, skip_next or skip_any)"),
+        )),
+    }
 }
 
 /// Writes the patterns array: for `GET /patterns` in the natural key order,
@@ -621,249 +533,4 @@ fn write_stages(buf: &mut Vec<u8>, stages: &[Stage], syntax: Syntax) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn bad(doc: &str) -> String {
-        match Document::from_json(doc.as_bytes()) {
-            Ok(_) => panic!("accepted: {doc}"),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    fn ok(doc: &str) -> Document {
-        Document::from_json(doc.as_bytes()).unwrap_or_else(|e| panic!("{e}: {doc}"))
-    }
-
-    /// A one-pattern document with these stages.
-    fn stages(s: &str) -> String {
-        format!(r#"{{"patterns":[{{"name":"p","within":10,"stages":[{s}]}}]}}"#)
-    }
-
-    #[test]
-    fn errors_name_the_path_and_the_rule() {
-        let doc = r#"{"patterns":[{"name":"fraud","within":10,"stages":[
-            {"name":"login","where":{"kind":"login"}},
-            {"name":"spend","where":{"kind":"pay"}},
-            {"name":"check","where":{"all":[{"kind":"x"},
-                {"field":"a","op":"eq","capture":"pay","capture_field":"a"}]}}]}]}"#;
-        assert_eq!(
-            bad(doc),
-            r#"patterns[0].stages[2].where.all[1]: capture "pay" is not a stage of this pattern"#
-        );
-        let doc = doc.replace(r#""name":"spend""#, r#""name":"pay""#);
-        assert_eq!(
-            bad(&doc.replace(r#""capture":"pay""#, r#""capture":"check""#)),
-            r#"patterns[0].stages[2].where.all[1]: capture "check" is not an earlier stage"#
-        );
-        ok(&doc);
-        // the first stage cannot reference a capture, not even itself
-        assert!(bad(&stages(
-            r#"{"name":"a","where":{"field":"x","op":"eq","capture":"a","capture_field":"x"}}"#
-        ))
-        .contains("patterns[0].stages[0].where: capture \"a\" is not an earlier stage"));
-        // absence may reference any stage
-        ok(
-            r#"{"patterns":[{"name":"p","within":10,"stages":[{"name":"a","where":{"kind":"x"}}],
-              "absence":{"field":"x","op":"eq","capture":"a","capture_field":"x"}}]}"#,
-        );
-    }
-
-    #[test]
-    fn every_branch_is_validated() {
-        // short-circuited branches are still validated
-        let e = bad(&stages(
-            r#"{"name":"a","where":{"any":[{"all":[]},{"not":{"kind":""}}]}}"#,
-        ));
-        assert_eq!(
-            e,
-            "patterns[0].stages[0].where.any[1].not.kind: must be a non-empty string"
-        );
-        let e = bad(&stages(
-            r#"{"name":"a","where":{"kind":"x"},"forbidden":{"field":"f","op":"like","value":1}}"#,
-        ));
-        assert!(
-            e.starts_with("patterns[0].stages[0].forbidden.op: unknown operator"),
-            "{e}"
-        );
-        for (cond, path) in [
-            (r#"{"field":"","op":"eq","value":1}"#, "where.field"),
-            (r#"{"field":"f","op":"eq","value":null}"#, "where.value"),
-            (r#"{"field":"f","op":"eq","value":[1]}"#, "where.value"),
-            (
-                r#"{"field":"f","op":"eq","value":{"decimal":"1.5","x":1}}"#,
-                "where.value",
-            ),
-            (
-                r#"{"field":"f","op":"eq","value":{"decimal":"1e5"}}"#,
-                "where.value",
-            ),
-            (
-                r#"{"field":"f","op":"eq","value":99999999999999999999}"#,
-                "where.value",
-            ),
-            (r#"{"field":"f","op":"eq"}"#, "where"),
-            (
-                r#"{"field":"f","op":"eq","value":1,"capture":"a","capture_field":"f"}"#,
-                "where",
-            ),
-            (r#"{"kind":"x","field":"f"}"#, "where"),
-            (r#"{"all":{}}"#, "where.all"),
-            (r#"{}"#, "where"),
-            (r#"[]"#, "where"),
-            (r#"{"nope":1}"#, "where"),
-        ] {
-            let e = bad(&stages(&format!(r#"{{"name":"a","where":{cond}}}"#)));
-            assert!(
-                e.starts_with(&format!("patterns[0].stages[0].{path}: ")),
-                "{cond}: {e}"
-            );
-        }
-    }
-
-    fn nested_not(depth: usize) -> String {
-        let mut c = r#"{"kind":"x"}"#.to_string();
-        for _ in 1..depth {
-            c = format!(r#"{{"not":{c}}}"#);
-        }
-        c
-    }
-
-    fn nested_all(depth: usize) -> String {
-        let mut c = r#"{"kind":"x"}"#.to_string();
-        for _ in 1..depth {
-            c = format!(r#"{{"all":[{c}]}}"#);
-        }
-        c
-    }
-
-    #[test]
-    fn depth_32_and_1024_nodes_are_the_limits() {
-        for nest in [nested_not, nested_all] {
-            ok(&stages(&format!(r#"{{"name":"a","where":{}}}"#, nest(32))));
-            let e = bad(&stages(&format!(r#"{{"name":"a","where":{}}}"#, nest(33))));
-            assert!(e.contains("condition nested deeper than 32 levels"), "{e}");
-            // far deeper than the JSON reader goes: the same rule, no overflow
-            let e = bad(&stages(&format!(
-                r#"{{"name":"a","where":{}}}"#,
-                nest(5000)
-            )));
-            assert!(e.contains("condition nested deeper than 32 levels"), "{e}");
-        }
-        // nodes are counted over every condition of the pattern
-        let leaves = |n: usize| vec![r#"{"kind":"x"}"#; n].join(",");
-        ok(&stages(&format!(
-            r#"{{"name":"a","where":{{"any":[{}]}},"forbidden":{{"all":[{}]}}}}"#,
-            leaves(511),
-            leaves(511)
-        )));
-        let e = bad(&stages(&format!(
-            r#"{{"name":"a","where":{{"any":[{}]}},"forbidden":{{"all":[{}]}}}}"#,
-            leaves(511),
-            leaves(512)
-        )));
-        assert!(
-            e.starts_with(
-                "patterns[0].stages[0].forbidden.all[511]: more than 1024 condition nodes"
-            ),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn stage_and_pattern_rules() {
-        let w = r#""where":{"kind":"x"}"#;
-        let cases = [
-            (stages(&format!(r#"{{"name":"a","min":2,{w}}}"#)), "patterns[0].stages[0]: min 2 is greater than max 1"),
-            (stages(&format!(r#"{{"name":"a","min":0,{w}}}"#)), "patterns[0].stages[0].min: the first stage needs min >= 1"),
-            (stages(&format!(r#"{{"name":"a","max":0,{w}}}"#)), "patterns[0].stages[0].max: 0 is outside 1..=32"),
-            (stages(&format!(r#"{{"name":"a","max":33,{w}}}"#)), "patterns[0].stages[0].max: 33 is outside 1..=32"),
-            (stages(&format!(r#"{{"name":"a","max":1.0,{w}}}"#)), "patterns[0].stages[0].max: 1.0 is not an integer"),
-            (stages(&format!(r#"{{"name":"a","contiguity":"loose",{w}}}"#)), "patterns[0].stages[0].contiguity: unknown contiguity"),
-            (stages(&format!(r#"{{"name":"a b",{w}}}"#)), "patterns[0].stages[0].name: name \"a b\" must match"),
-            (stages(&format!(r#"{{"name":"a",{w}}},{{"name":"a",{w}}}"#)), "patterns[0].stages[1].name: duplicate stage name"),
-            (stages(r#"{"name":"a"}"#), "patterns[0].stages[0]: missing key \"where\""),
-            (stages(&format!(r#"{{"name":"a","forbidden":null,{w}}}"#)), "patterns[0].stages[0].forbidden: a condition must be an object"),
-            (stages(&format!(r#"{{"name":"a","extra":1,{w}}}"#)), "patterns[0].stages[0]: unknown key \"extra\""),
-            (stages(""), "patterns[0].stages: 0 stages, 1..=32 are allowed"),
-            (r#"{"patterns":[]}"#.to_string(), "patterns: at least one pattern is required"),
-            (r#"{"patterns":[{"name":"p","within":0,"stages":[{"name":"a","where":{"kind":"x"}}]}]}"#.to_string(), "patterns[0].within: 0 is outside 1..=31536000000"),
-            (r#"{"patterns":[{"name":"p","within":10,"skip":"all","stages":[{"name":"a","where":{"kind":"x"}}]}]}"#.to_string(), "patterns[0].skip: unknown skip policy"),
-            (r#"{"patterns":[{"name":"p","within":10,"stages":[{"name":"a","where":{"kind":"x"}}]},{"name":"p","within":10,"stages":[{"name":"a","where":{"kind":"x"}}]}]}"#.to_string(), "patterns[1].name: duplicate pattern name"),
-            (r#"{"patterns":[{"name":"p","within":10,"stages":[{"name":"a","where":{"kind":"x"}}]}],"limits":{"active_states":0}}"#.to_string(), "limits.active_states: 0 is outside 1..=1000000"),
-            (r#"{"patterns":[{"name":"p","within":10,"stages":[{"name":"a","where":{"kind":"x"}}]}],"limits":{"max_results_per_advance":1000001}}"#.to_string(), "limits.max_results_per_advance: 1000001 is outside 1..=1000000"),
-            (r#"{"patterns":[{"name":"p","within":10,"stages":[{"name":"a","where":{"kind":"x"}}]}],"x":1}"#.to_string(), "unknown key \"x\""),
-            (r#"{"patterns":[{"name":"p","within":10,"stages":[{"name":"a","where":{"kind":"x"}}]}],"patterns":[]}"#.to_string(), "duplicate key"),
-        ];
-        for (doc, want) in cases {
-            let e = bad(&doc);
-            assert!(
-                e.starts_with(want) || e.contains(want),
-                "{doc}\n  got {e}\n  want {want}"
-            );
-        }
-        // 32 stages of max 4 = 128 captures: allowed; one more is not
-        let many = |n: usize, last_max: u32| {
-            (0..n)
-                .map(|i| {
-                    let max = if i + 1 == n { last_max } else { 4 };
-                    format!(r#"{{"name":"s{i}","max":{max},{w}}}"#)
-                })
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        ok(&stages(&many(32, 4)));
-        assert!(bad(&stages(&many(32, 5))).contains("the sum of max over the stages is 129"));
-        assert!(bad(&stages(&many(33, 1))).contains("33 stages"));
-    }
-
-    #[test]
-    fn the_document_is_written_with_defaults_sorted_by_name() {
-        let d = ok(r#"{"patterns":[
-            {"name":"zeta","within":5,"stages":[{"name":"a","where":{"field":"v","op":"ge","value":1E2}}],
-             "absence":{"any":[]}},
-            {"name":"alpha","within":7,"skip":"skip_past_last","stages":[
-              {"name":"a","min":1,"where":{"kind":"k"},"forbidden":{"not":{"kind":"j"}}},
-              {"name":"b","max":3,"where":{"field":"v","op":"lt","capture":"a","capture_field":"w"}},
-              {"name":"c","min":0,"where":{"field":"d","op":"ne","value":{"decimal":"1.50"}}}]}],
-            "limits":{"active_states":5}}"#);
-        assert_eq!(d.pattern_names(), ["alpha", "zeta"]);
-        assert_eq!(
-            String::from_utf8(d.to_json()).unwrap(),
-            concat!(
-                r#"{"patterns":[{"name":"alpha","within":7,"skip":"skip_past_last","stages":["#,
-                r#"{"name":"a","min":1,"max":1,"contiguity":"skip_next","where":{"kind":"k"},"forbidden":{"not":{"kind":"j"}}},"#,
-                r#"{"name":"b","min":1,"max":3,"contiguity":"skip_next","where":{"field":"v","op":"lt","capture":"a","capture_field":"w"}},"#,
-                r#"{"name":"c","min":0,"max":1,"contiguity":"skip_next","where":{"field":"d","op":"ne","value":{"decimal":"1.50"}}}]},"#,
-                r#"{"name":"zeta","within":5,"skip":"no_skip","stages":[{"name":"a","min":1,"max":1,"contiguity":"skip_next","where":{"field":"v","op":"ge","value":100.0}}],"absence":{"any":[]}}],"#,
-                r#""limits":{"max_results_per_advance":10000,"active_states":5}}"#
-            )
-        );
-        // the written document reads back as the same document
-        let back = ok(std::str::from_utf8(&d.to_json()).unwrap());
-        assert_eq!(back, d);
-    }
-
-    #[test]
-    fn same_patterns_ignores_order_defaults_and_limits_only() {
-        let a = ok(
-            r#"{"patterns":[{"name":"p","within":10,"stages":[{"name":"a","where":{"kind":"x"}}]},
-                                    {"name":"q","within":10,"stages":[{"name":"a","where":{"kind":"y"}}]}]}"#,
-        );
-        let b = ok(r#"{"limits":{"active_states":3},"patterns":[
-            {"stages":[{"where":{"kind":"y"},"name":"a","min":1,"max":1,"contiguity":"skip_next"}],"name":"q","within":10,"skip":"no_skip"},
-            {"name":"p","within":10,"stages":[{"name":"a","where":{"kind":"x"}}]}]}"#);
-        assert!(a.same_patterns(&b));
-        assert!(b.same_patterns(&a));
-        let c = ok(
-            r#"{"patterns":[{"name":"p","within":11,"stages":[{"name":"a","where":{"kind":"x"}}]},
-                                    {"name":"q","within":10,"stages":[{"name":"a","where":{"kind":"y"}}]}]}"#,
-        );
-        assert!(!a.same_patterns(&c));
-        let d = ok(
-            r#"{"patterns":[{"name":"p","within":10,"stages":[{"name":"a","where":{"kind":"x"}}]}]}"#,
-        );
-        assert!(!a.same_patterns(&d));
-        assert_eq!(a.with_limits(b.limits()).limits().active_states, 3);
-    }
-}
+mod tests;

@@ -10,7 +10,7 @@
 use crate::branch::{successors, Branch, Caps, Shape};
 use crate::buffer::Pending;
 use crate::compiled::Conds;
-use crate::document::{Contiguity, Pattern};
+use crate::pattern::{Contiguity, Pattern};
 
 /// The live branches of one (pattern, key): the first held inline (most
 /// keys hold one or none, so reaching it reads the state and nothing else,

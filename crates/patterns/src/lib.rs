@@ -49,6 +49,8 @@ mod deadlines;
 mod expiry;
 mod keys;
 mod keystate;
+mod outcome;
+mod pattern;
 mod selection;
 mod warnings;
 

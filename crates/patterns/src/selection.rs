@@ -17,10 +17,10 @@
 use std::sync::Arc;
 
 use crate::branch::{Caps, Shape};
-use crate::document::{Pattern, Skip};
 use crate::error::Rejection;
 use crate::keystate::KeyState;
 use crate::output::{build, Output, OutputKind};
+use crate::pattern::{Pattern, Skip};
 
 /// Largest output sequence number (2^53 - 1, exact in every JSON reader).
 pub(crate) const MAX_SEQUENCE: u64 = 9_007_199_254_740_991;

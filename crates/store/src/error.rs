@@ -51,6 +51,24 @@ impl std::error::Error for Error {
     }
 }
 
+impl Error {
+    /// An error of the id index as the store's: the same variants and
+    /// words; a lender's error (the store lends its writer) comes back as
+    /// it was. (A function, not `From`: a second `From` would leave the
+    /// `?` in closures without a type to infer.)
+    pub(crate) fn from_ids(e: streamforge_ids::Error) -> Error {
+        match e {
+            streamforge_ids::Error::Sqlite { op, source } => Error::Sqlite { op, source },
+            streamforge_ids::Error::Corrupt(msg) => Error::Corrupt(msg),
+            streamforge_ids::Error::Lender(e) => match e.downcast::<Error>() {
+                Ok(e) => *e,
+                // not the store's lenders (they fail with its errors only)
+                Err(e) => Error::Corrupt(format!("id index: {e}")),
+            },
+        }
+    }
+}
+
 /// Result alias of the store.
 pub type Result<T> = std::result::Result<T, Error>;
 

@@ -1,4 +1,5 @@
-//! SQLite storage: the only module that imports `rusqlite`.
+//! SQLite storage: with the id index (`streamforge-ids`, [`ids`]), the only
+//! crate that imports `rusqlite`.
 //!
 //! One database file holds the pipeline, the command log since the recovery
 //! base, the changelog and late pages, the stored checkpoints and the recovery
@@ -25,7 +26,7 @@ mod body;
 mod checkpoints;
 pub mod chunk;
 mod error;
-pub mod ids;
+mod history;
 mod keys;
 mod lock;
 mod log;
@@ -49,13 +50,15 @@ pub use body::StoredBody;
 pub use checkpoints::{sha256_hex, CheckpointMeta, Origin, PIECE_BYTES};
 pub use chunk::chunk_rows;
 pub use error::{Error, Result};
+pub use history::HistoryDb;
 pub use keys::{KeyAt, KeyRow, StoredKey};
 pub use lock::{lock_path, DbLock, LockError};
 pub use log::{Base, BaseState, CommandRow, Restored, RestoredLate};
 pub use pages::{Page, PageRefusal, Stream};
 pub use rejected::{RejectedPage, RejectedStore};
-pub use segments::HistoryDb;
 pub use sinks::{BatchRow, SinkRow};
+/// The id index (its own crate, `streamforge-ids`), which [`HistoryDb`] holds.
+pub use streamforge_ids as ids;
 pub use window::{StoredWindow, WindowRow};
 
 use error::Op;

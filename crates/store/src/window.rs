@@ -330,7 +330,7 @@ impl Writer {
     }
 
     /// Runs `work` with the writing connection (one transaction of the id
-    /// index's flush: see `super::ids::Lend`).
+    /// index's flush: see `streamforge_ids::Lend`).
     pub fn lend(&mut self, work: &mut dyn FnMut(&mut Connection) -> Result<()>) -> Result<()> {
         work(&mut self.conn)
     }

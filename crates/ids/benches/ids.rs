@@ -1,4 +1,4 @@
-//! The id index (`store::ids`) at scale: flushes, lookups, bytes per entry.
+//! The id index (`streamforge-ids`) at scale: flushes, lookups, bytes per entry.
 //!
 //! `cargo bench --bench ids` adds 10,000,000 entries (random 64-bit hashes,
 //! splitmix64; positions 0, 1, 2, ...) in batches of 262,144, each batch
@@ -31,7 +31,7 @@
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
-use streamforge::store::ids::{IdIndex, SCHEMA, TRANSACTION_BYTES};
+use streamforge_ids::{IdIndex, SCHEMA, TRANSACTION_BYTES};
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -165,6 +165,12 @@ fn main() {
         index.filter_bits_per_entry()
     );
 
+    look_up(&index, &reader, n, lookups);
+}
+
+/// Lookups of absent and present hashes through the reading connection,
+/// then what `open` costs at this size.
+fn look_up(index: &IdIndex, reader: &Connection, n: u64, lookups: u64) {
     // absent: hashes from another stream
     let absent: Vec<u64> = (0..lookups).map(|i| splitmix(!i ^ 0x5555)).collect();
     let mut out = Vec::new();
@@ -173,7 +179,7 @@ fn main() {
     let mut false_hits = 0;
     for &h in &absent {
         out.clear();
-        index.lookup(&reader, h, &mut out).expect("lookup");
+        index.lookup(reader, h, &mut out).expect("lookup");
         false_hits += out.len();
     }
     let absent_s = t.elapsed().as_secs_f64();
@@ -195,7 +201,7 @@ fn main() {
     let cpu = cpu_seconds();
     for &i in &present {
         out.clear();
-        index.lookup(&reader, hash_of(i), &mut out).expect("lookup");
+        index.lookup(reader, hash_of(i), &mut out).expect("lookup");
         assert!(out.contains(&i), "entry {i} missed");
     }
     let present_s = t.elapsed().as_secs_f64();
@@ -209,7 +215,7 @@ fn main() {
 
     // reopen: what `open` costs at this size
     let t = Instant::now();
-    let reopened = IdIndex::open(&reader).expect("reopen");
+    let reopened = IdIndex::open(reader).expect("reopen");
     println!(
         "open: {:.0} ms ({} runs, mark {:?})",
         t.elapsed().as_secs_f64() * 1000.0,
