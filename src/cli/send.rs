@@ -19,7 +19,7 @@
 //! of the failing delivery.
 //!
 //! The file walk, the batches, the error wording and the progress bar are
-//! shared with `patterns send` (src/cli/patterns.rs) through [`Replay`] and
+//! shared with `patterns send` (src/cli/patterns_send.rs) through [`Replay`] and
 //! [`replay`].
 
 use std::collections::HashMap;

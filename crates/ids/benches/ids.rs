@@ -3,7 +3,7 @@
 //! `cargo bench --bench ids` adds 10,000,000 entries (random 64-bit hashes,
 //! splitmix64; positions 0, 1, 2, ...) in batches of 262,144, each batch
 //! flushed (and merged) with its mark on a writing connection set up as the
-//! service's (16 KiB pages, WAL, `synchronous = FULL`), then looks up
+//! service.s (4 KiB pages, WAL, `synchronous = FULL`), then looks up
 //! 1,000,000 absent hashes and 1,000,000 present ones through a second,
 //! reading connection, as the processor would.
 //!
@@ -63,7 +63,7 @@ fn hash_of(i: u64) -> u64 {
 
 fn connect(path: &std::path::Path) -> Connection {
     let conn = Connection::open(path).expect("open");
-    conn.pragma_update(None, "page_size", 16384)
+    conn.pragma_update(None, "page_size", 4096)
         .expect("page_size");
     let mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))

@@ -17,8 +17,9 @@
 //!   memtable, oldest first, as a new sorted **run** whose final
 //!   transaction also stores its mark, then merges runs.
 //! - A run is split into **parts**, each one blob that fills one database
-//!   page (~1,900 entries with 16 KiB pages). Memory keeps the first hash of
-//!   each part (the fences) and the run's blocked Bloom filter, which is
+//!   page (~470 entries with the service's 4 KiB pages, ~1,900 with 16 KiB).
+//!   Memory keeps the first hash of each part (the fences) and the run's
+//!   blocked Bloom filter, which is
 //!   stored with the run (so [`IdIndex::open`] reads it back instead of
 //!   rebuilding it).
 //!
@@ -50,7 +51,7 @@
 //!    first inserts the run's `id_runs` row with `live = 0`; each stores
 //!    encoded parts, then filter pieces, in order, up to
 //!    [`IdIndex::set_transaction_bytes`] (default [`TRANSACTION_BYTES`],
-//!    2 MiB: 128 parts with 16 KiB pages; at least one part or piece). For
+//!    2 MiB: 512 parts with 4 KiB pages; at least one part or piece). For
 //!    a merge they also read the inputs' next parts (about as many as they
 //!    write), which the merge then decodes without the connection.
 //! 2. **One final transaction**, with the connection's own `synchronous`

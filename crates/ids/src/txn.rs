@@ -17,8 +17,8 @@ use crate::keys::{row_key, run_id};
 pub type Lend<'a> = dyn FnMut(&mut dyn FnMut(&mut Connection) -> Result<()>) -> Result<()> + 'a;
 
 /// Bytes of parts and filter pieces a flush or merge writes per lent
-/// transaction, by default (see [`crate::IdIndex::set_transaction_bytes`]): 128
-/// parts with 16 KiB pages.
+/// transaction, by default (see [`crate::IdIndex::set_transaction_bytes`]): 512
+/// parts with 4 KiB pages.
 pub const TRANSACTION_BYTES: usize = 2 << 20;
 /// A transaction that deletes the rows of merged runs frees at most this
 /// many times the pages a writing transaction writes: a deleted part's page
