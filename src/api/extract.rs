@@ -14,7 +14,6 @@ use serde::de::DeserializeOwned;
 
 use super::error::{ApiError, Code};
 use crate::canonical::strict;
-use crate::engine::DeliveryRef;
 use crate::service::parse::{self, Framing, ParseError};
 use crate::service::{Reply, Service};
 
@@ -22,7 +21,7 @@ use super::AppState;
 
 /// What every write handler starts from: the body within
 /// `--max-body-bytes` (413 beyond it), the service (503 while it
-/// recovers), whether the body is NDJSON (by its `Content-Type`) and the
+/// recovers), its framing (NDJSON by its `Content-Type`, else JSON) and the
 /// answer the caller prefers (`Prefer: return=minimal`). The body is read
 /// first, so an oversized body is 413 even while the service recovers.
 pub struct WriteCall {
@@ -30,8 +29,8 @@ pub struct WriteCall {
     pub svc: Arc<Service>,
     /// The body as received.
     pub body: Bytes,
-    /// Whether the `Content-Type` names NDJSON.
-    pub ndjson: bool,
+    /// NDJSON when the `Content-Type` names it, else JSON.
+    pub framing: Framing,
     /// Records or counts in the answer.
     pub reply: Reply,
 }
@@ -40,12 +39,16 @@ impl FromRequest<AppState> for WriteCall {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, st: &AppState) -> Result<Self, ApiError> {
-        let ndjson = is_ndjson(
+        let framing = if is_ndjson(
             req.headers()
                 .get(header::CONTENT_TYPE)
                 // A Content-Type that is not visible ASCII is not NDJSON's.
                 .and_then(|v| v.to_str().ok()),
-        );
+        ) {
+            Framing::Ndjson
+        } else {
+            Framing::Json
+        };
         let reply = reply_of(req.headers());
         let body = Bytes::from_request(req, st)
             .await
@@ -54,9 +57,34 @@ impl FromRequest<AppState> for WriteCall {
         Ok(WriteCall {
             svc,
             body,
-            ndjson,
+            framing,
             reply,
         })
+    }
+}
+
+/// The calls that set watermarks or idleness, refused with `--kafka`
+/// (422 `invalid_request`): there, watermarks and idleness come from the
+/// consumed partitions and the watermark topic, not from calls.
+pub struct NotInCluster;
+
+impl FromRequestParts<AppState> for NotInCluster {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(_: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        match st.producer.get() {
+            Some(p) => Err(ApiError::new(
+                Code::InvalidRequest,
+                format!(
+                    "this instance consumes the topic {:?}: its watermarks come from the events \
+                     (--max-out-of-orderness, --idle-after) and the topic {:?}-watermarks, where \
+                     producers may write explicit ones",
+                    p.topic(),
+                    p.topic()
+                ),
+            )),
+            None => Ok(NotInCluster),
+        }
     }
 }
 
@@ -176,15 +204,6 @@ pub fn reply_of(headers: &HeaderMap) -> Reply {
     }
 }
 
-/// Parsed `POST /events` body: deliveries borrowing from the body.
-#[derive(Debug)]
-pub struct Deliveries<'a> {
-    /// The deliveries in request order.
-    pub items: Vec<DeliveryRef<'a>>,
-    /// Whether the body was a batch (array or NDJSON): errors carry `index`.
-    pub batch: bool,
-}
-
 /// Maps a body-reading failure: 413 for the size limit (`limit` bytes),
 /// else 400.
 pub fn body_error(r: BytesRejection, limit: usize) -> ApiError {
@@ -241,21 +260,10 @@ pub fn is_ndjson(content_type: Option<&str>) -> bool {
     )
 }
 
-/// Parses a `POST /events` body. `ndjson` is true for
-/// `Content-Type: application/x-ndjson`. The parser is the service's (the
-/// one recovery replays the stored body with).
-pub fn deliveries(body: &[u8], ndjson: bool) -> Result<Deliveries<'_>, ApiError> {
-    let framing = if ndjson {
-        Framing::Ndjson
-    } else {
-        Framing::Json
-    };
-    parse::deliveries(body, framing)
-        .map(|p| Deliveries {
-            items: p.items,
-            batch: p.batch,
-        })
-        .map_err(parse_error)
+/// Parses a `POST /events` body. The parser is the service's (the one
+/// recovery replays the stored body with).
+pub fn deliveries(body: &[u8], framing: Framing) -> Result<parse::Parsed<'_>, ApiError> {
+    parse::deliveries(body, framing).map_err(parse_error)
 }
 
 /// A body's parse failure as the API answers it.
@@ -273,14 +281,14 @@ pub const ADVANCE: &str = "a watermark object {\"partition\", \"watermark\"}";
 /// watermark)` in order: a JSON array of watermark objects, or NDJSON with
 /// one per line (blank lines skipped; `index` counts advances, not lines).
 /// Each item is read exactly as a `POST /watermarks` body.
-pub fn advances(body: &[u8], ndjson: bool) -> Result<Vec<(String, i64)>, ApiError> {
+pub fn advances(body: &[u8], framing: Framing) -> Result<Vec<(String, i64)>, ApiError> {
     let one = |item: &[u8], index: usize| -> Result<(String, i64), ApiError> {
         let w: crate::api::dto::WatermarkBody =
             json(item, ADVANCE).map_err(|e| e.at(Some(index)))?;
         Ok((w.partition, w.watermark))
     };
     let mut out = Vec::new();
-    if ndjson {
+    if framing == Framing::Ndjson {
         for line in body.split(|b| *b == b'\n') {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
@@ -392,18 +400,22 @@ mod tests {
     fn batch_errors_name_the_element() {
         let body = br#"[{"partition":"p0","offset":0,"event":{"id":"a","key":"k","timestamp":1,"value":1}},
                         {"partition":"p0","offset":1,"event":{"id":"b","key":"k","timestamp":1.5,"value":1}}]"#;
-        let e = deliveries(body, false).unwrap_err();
+        let e = deliveries(body, Framing::Json).unwrap_err();
         assert_eq!((e.code, e.index), (Code::BadRequest, Some(1)));
-        let e = deliveries(b"{\"partition\":\"p0\"}", false).unwrap_err();
+        let e = deliveries(b"{\"partition\":\"p0\"}", Framing::Json).unwrap_err();
         assert_eq!((e.code, e.index), (Code::BadRequest, None));
-        let e = deliveries(b" [ ] ", false).unwrap_err();
+        let e = deliveries(b" [ ] ", Framing::Json).unwrap_err();
         assert_eq!(e.code, Code::InvalidRequest);
-        let e = deliveries(b"\n", true).unwrap_err();
+        let e = deliveries(b"\n", Framing::Ndjson).unwrap_err();
         assert_eq!(e.code, Code::InvalidRequest);
         let nd = b"{\"partition\":\"p0\",\"event\":{\"id\":\"a\",\"key\":\"k\",\"timestamp\":1,\"value\":1}}\n{\"partition\":\"p0\",\"x\":1}";
-        let e = deliveries(nd, true).unwrap_err();
+        let e = deliveries(nd, Framing::Ndjson).unwrap_err();
         assert_eq!(e.index, Some(1));
-        let ok = deliveries(&nd[..=nd.iter().position(|b| *b == b'\n').unwrap()], true).unwrap();
+        let ok = deliveries(
+            &nd[..=nd.iter().position(|b| *b == b'\n').unwrap()],
+            Framing::Ndjson,
+        )
+        .unwrap();
         assert!(ok.batch && ok.items.len() == 1 && ok.items[0].offset.is_none());
     }
 

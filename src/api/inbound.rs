@@ -323,18 +323,18 @@ fn signature_error(f: &Failure, source: &Source) -> ApiError {
     )
 }
 
-/// Whether a `Content-Type` is JSON's or NDJSON's (or absent): `Some(ndjson)`,
-/// or None for any other type.
-fn framing(headers: &HeaderMap) -> Option<bool> {
+/// The framing a `Content-Type` names: NDJSON's, or JSON's (also when
+/// absent); None for any other type.
+fn framing(headers: &HeaderMap) -> Option<Framing> {
     let Some(ct) = headers.get(header::CONTENT_TYPE) else {
-        return Some(false);
+        return Some(Framing::Json);
     };
     let ct = ct.to_str().ok()?;
     if is_ndjson(Some(ct)) {
-        return Some(true);
+        return Some(Framing::Ndjson);
     }
     let essence = essence(ct);
-    (essence == "application/json" || essence.ends_with("+json")).then_some(false)
+    (essence == "application/json" || essence.ends_with("+json")).then_some(Framing::Json)
 }
 
 /// `POST /ingest/{source}`.
@@ -517,7 +517,7 @@ fn ingest(
     let keep = |err: ApiError, at: Option<&str>| {
         reject(st, svc, source, headers, (Some(body), body.len()), err, at)
     };
-    let Some(ndjson) = framing(headers) else {
+    let Some(framing) = framing(headers) else {
         let ct = String::from_utf8_lossy(
             headers
                 .get(header::CONTENT_TYPE)
@@ -535,7 +535,7 @@ fn ingest(
             None,
         ));
     };
-    let mapped = match mapping::map(source, headers, body, ndjson) {
+    let mapped = match mapping::map(source, headers, body, framing) {
         Ok(m) => m,
         Err(e) => {
             let err = map_error(source, &e);

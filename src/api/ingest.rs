@@ -12,7 +12,7 @@ use axum::response::Response;
 
 use super::dto;
 use super::error::{ApiError, Code};
-use super::extract::{self, PartitionName, Svc, WriteCall};
+use super::extract::{self, NotInCluster, PartitionName, Svc, WriteCall};
 use super::routes::{blocking, json_response};
 use super::AppState;
 use crate::service::ingest_thread::{Called, IngestError};
@@ -92,9 +92,9 @@ fn tick_body(a: &TickAnswer, reply: Reply) -> Vec<u8> {
 async fn produce(
     producer: &crate::kafka::Producer,
     body: &[u8],
-    ndjson: bool,
+    framing: Framing,
 ) -> Result<Response, ApiError> {
-    let events: Vec<crate::kafka::Outgoing> = extract::deliveries(body, ndjson)?
+    let events: Vec<crate::kafka::Outgoing> = extract::deliveries(body, framing)?
         .items
         .into_iter()
         .map(|d| {
@@ -133,24 +133,6 @@ async fn produce(
     Ok(json_response(StatusCode::ACCEPTED, out))
 }
 
-/// With `--kafka`, watermarks and idleness come from the consumed
-/// partitions and the watermark topic, not from calls.
-fn refuse_in_cluster_mode(st: &AppState) -> Result<(), ApiError> {
-    match st.producer.get() {
-        Some(p) => Err(ApiError::new(
-            Code::InvalidRequest,
-            format!(
-                "this instance consumes the topic {:?}: its watermarks come from the events \
-                 (--max-out-of-orderness, --idle-after) and the topic {:?}-watermarks, where \
-                 producers may write explicit ones",
-                p.topic(),
-                p.topic()
-            ),
-        )),
-        None => Ok(()),
-    }
-}
-
 /// Bodies up to this size go to the ingest thread.
 const SMALL_BODY: usize = 16 * 1024;
 
@@ -162,16 +144,11 @@ pub async fn post_events(
     let WriteCall {
         svc,
         body,
-        ndjson,
+        framing,
         reply,
     } = call;
-    let framing = if ndjson {
-        Framing::Ndjson
-    } else {
-        Framing::Json
-    };
     if let Some(producer) = st.producer.get().cloned() {
-        return produce(&producer, &body, ndjson).await;
+        return produce(&producer, &body, framing).await;
     }
     // A small body (one event, a few) goes to the ingest thread, handed
     // over once; a large one is parsed on a blocking thread, in parallel
@@ -203,7 +180,7 @@ pub async fn post_events(
         }
     }
     blocking(move || {
-        let parsed = extract::deliveries(&body, ndjson)?;
+        let parsed = extract::deliveries(&body, framing)?;
         let batch = parsed.batch;
         let out = svc
             .ingest(&body, framing, parsed.items, reply)
@@ -215,11 +192,7 @@ pub async fn post_events(
 }
 
 /// `POST /watermarks`.
-pub async fn post_watermarks(
-    State(st): State<AppState>,
-    call: WriteCall,
-) -> Result<Response, ApiError> {
-    refuse_in_cluster_mode(&st)?;
+pub async fn post_watermarks(_: NotInCluster, call: WriteCall) -> Result<Response, ApiError> {
     let WriteCall {
         svc, body, reply, ..
     } = call;
@@ -233,19 +206,15 @@ pub async fn post_watermarks(
 }
 
 /// `POST /watermarks/batch`: several advances in one atomic call.
-pub async fn post_watermarks_batch(
-    State(st): State<AppState>,
-    call: WriteCall,
-) -> Result<Response, ApiError> {
-    refuse_in_cluster_mode(&st)?;
+pub async fn post_watermarks_batch(_: NotInCluster, call: WriteCall) -> Result<Response, ApiError> {
     let WriteCall {
         svc,
         body,
-        ndjson,
+        framing,
         reply,
     } = call;
     blocking(move || {
-        let advances = extract::advances(&body, ndjson)?;
+        let advances = extract::advances(&body, framing)?;
         let out = svc
             .advance_all(&advances, reply)
             .map_err(|e| ApiError::from_service(e, true))?;
@@ -257,12 +226,11 @@ pub async fn post_watermarks_batch(
 
 /// `POST /partitions/{partition}/idle`.
 pub async fn post_idle(
-    State(st): State<AppState>,
     PartitionName(partition): PartitionName,
     Svc(svc): Svc,
     reply: Reply,
+    _: NotInCluster,
 ) -> Result<Response, ApiError> {
-    refuse_in_cluster_mode(&st)?;
     blocking(move || Ok(tick_body(&svc.mark_idle(&partition, reply)?, reply)))
         .await
         .map(|b| answer(reply, b))

@@ -19,7 +19,7 @@ use super::filter::OutputFilter;
 use super::routes::{blocking, json_response, long_poll, to_json};
 use super::AppState;
 use crate::patterns::PatternStatus;
-use crate::service::parse::{self, Framing, ParseError};
+use crate::service::parse::{self, ParseError};
 use crate::service::{AdvanceAnswer, Keyed, KeyedRequest, PushAnswer, RestoreSource, Service};
 use crate::store::{EngineId, Stream};
 use std::sync::Arc;
@@ -98,13 +98,8 @@ pub async fn post_events(
     call: WriteCall,
 ) -> Result<Response, ApiError> {
     let WriteCall {
-        svc, body, ndjson, ..
+        svc, body, framing, ..
     } = call;
-    let framing = if ndjson {
-        Framing::Ndjson
-    } else {
-        Framing::Json
-    };
     blocking(move || {
         let parsed = match parse::pattern_events(&body, framing) {
             Ok(p) => p,

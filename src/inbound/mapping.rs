@@ -15,6 +15,7 @@ use super::projection::{Found, Projection};
 use crate::canonical::writer::{int, string};
 pub use crate::engine::Event;
 use crate::engine::WriteJson;
+use crate::service::parse::Framing;
 
 /// An event of the pattern engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,7 +108,11 @@ fn body_error(detail: String) -> MapError {
 /// The items of a body, each as the values its source reads: NDJSON
 /// lines, the elements of a JSON array, or the one payload; and whether it
 /// was a batch.
-pub fn items(proj: &Projection, body: &[u8], ndjson: bool) -> Result<(Vec<Found>, bool), MapError> {
+pub fn items(
+    proj: &Projection,
+    body: &[u8],
+    framing: Framing,
+) -> Result<(Vec<Found>, bool), MapError> {
     if let Err(e) = std::str::from_utf8(body) {
         return Err(body_error(format!(
             "the body is not UTF-8 (invalid byte at offset {})",
@@ -120,7 +125,7 @@ pub fn items(proj: &Projection, body: &[u8], ndjson: bool) -> Result<(Vec<Found>
              with Content-Type: application/x-ndjson)"
         ))
     };
-    let (items, batch) = if ndjson {
+    let (items, batch) = if framing == Framing::Ndjson {
         let mut out = Vec::new();
         for (n, line) in body.split(|b| *b == b'\n').enumerate() {
             if line.iter().all(u8::is_ascii_whitespace) {
@@ -149,9 +154,9 @@ pub fn map(
     source: &Source,
     headers: &HeaderMap,
     body: &[u8],
-    ndjson: bool,
+    framing: Framing,
 ) -> Result<Mapped, MapError> {
-    let (items, batch) = items(&source.projection, body, ndjson)?;
+    let (items, batch) = items(&source.projection, body, framing)?;
     let n = items.len();
     let mut filtered = 0;
     let mut events = match source.target {
@@ -585,7 +590,7 @@ mod tests {
     fn a_stripe_event_maps_and_others_are_filtered() {
         let s = stripe();
         let body = serde_json::to_vec(&charge("evt_1", "charge.succeeded", 1250.into())).unwrap();
-        let m = map(&s, &HeaderMap::new(), &body, false).unwrap();
+        let m = map(&s, &HeaderMap::new(), &body, Framing::Json).unwrap();
         assert_eq!(
             m.events,
             Events::Window(vec![Event {
@@ -597,7 +602,7 @@ mod tests {
         );
         assert!(!m.batch);
         let body = serde_json::to_vec(&charge("evt_2", "charge.failed", 1.into())).unwrap();
-        let m = map(&s, &HeaderMap::new(), &body, false).unwrap();
+        let m = map(&s, &HeaderMap::new(), &body, Framing::Json).unwrap();
         assert_eq!((m.filtered, m.events.len()), (1, 0));
         // a batch, with one item filtered
         let body = serde_json::to_vec(&vec![
@@ -605,7 +610,7 @@ mod tests {
             charge("b", "charge.refunded", 2.into()),
         ])
         .unwrap();
-        let m = map(&s, &HeaderMap::new(), &body, false).unwrap();
+        let m = map(&s, &HeaderMap::new(), &body, Framing::Json).unwrap();
         assert!(m.batch);
         assert_eq!((m.items, m.filtered, m.events.len()), (2, 1, 1));
     }
@@ -619,7 +624,7 @@ mod tests {
             serde_json::json!(12.5),
         ))
         .unwrap();
-        let e = map(&s, &HeaderMap::new(), &body, false).unwrap_err();
+        let e = map(&s, &HeaderMap::new(), &body, Framing::Json).unwrap_err();
         assert_eq!(e.at, "/data/object/amount");
         assert!(e.detail.contains("decimal number 12.5"), "{e}");
         let mut v = charge("evt_1", "charge.succeeded", 1.into());
@@ -627,7 +632,13 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("customer");
-        let e = map(&s, &HeaderMap::new(), v.to_string().as_bytes(), false).unwrap_err();
+        let e = map(
+            &s,
+            &HeaderMap::new(),
+            v.to_string().as_bytes(),
+            Framing::Json,
+        )
+        .unwrap_err();
         assert_eq!(e.at, "/data/object/customer");
         assert!(e.detail.starts_with("missing"), "{e}");
         let nd = format!(
@@ -636,17 +647,17 @@ mod tests {
             serde_json::json!({"type": "charge.succeeded", "id": "b", "created": "yesterday",
                 "data": {"object": {"amount": 1, "customer": "c"}}})
         );
-        let e = map(&s, &HeaderMap::new(), nd.as_bytes(), true).unwrap_err();
+        let e = map(&s, &HeaderMap::new(), nd.as_bytes(), Framing::Ndjson).unwrap_err();
         assert_eq!((e.index, e.at.as_str()), (Some(1), "/created"));
         assert!(e.detail.contains("the string \"yesterday\""), "{e}");
-        let e = map(&s, &HeaderMap::new(), b"{'id': 1}", false).unwrap_err();
+        let e = map(&s, &HeaderMap::new(), b"{'id': 1}", Framing::Json).unwrap_err();
         assert!(
             e.malformed && e.detail.starts_with("the body is not JSON"),
             "{e}"
         );
-        let e = map(&s, &HeaderMap::new(), b"[]", false).unwrap_err();
+        let e = map(&s, &HeaderMap::new(), b"[]", Framing::Json).unwrap_err();
         assert!(e.malformed, "{e}");
-        let e = map(&s, &HeaderMap::new(), b"{\"a\":\"\xff\"}", false).unwrap_err();
+        let e = map(&s, &HeaderMap::new(), b"{\"a\":\"\xff\"}", Framing::Json).unwrap_err();
         assert!(e.detail.contains("not UTF-8"), "{e}");
     }
 
@@ -661,7 +672,7 @@ mod tests {
         }));
         let mut h = HeaderMap::new();
         h.insert("x-github-delivery", "d-1".parse().unwrap());
-        let m = map(&s, &h, br#"{"repository":{"id":42},"t":-1}"#, false).unwrap();
+        let m = map(&s, &h, br#"{"repository":{"id":42},"t":-1}"#, Framing::Json).unwrap();
         assert_eq!(
             m.events,
             Events::Window(vec![Event {
@@ -675,7 +686,7 @@ mod tests {
             &s,
             &h,
             br#"[{"repository":{"id":"a"},"t":5000000},{"repository":{"id":"b"},"t":0}]"#,
-            false,
+            Framing::Json,
         )
         .unwrap();
         let Events::Window(ev) = m.events else {
@@ -689,7 +700,7 @@ mod tests {
             &s,
             &HeaderMap::new(),
             br#"{"repository":{"id":1},"t":1}"#,
-            false,
+            Framing::Json,
         )
         .unwrap_err();
         assert_eq!(e.at, "header x-github-delivery");

@@ -364,13 +364,8 @@ impl Service {
                 std::sync::atomic::Ordering::Relaxed,
             );
             if tail >= super::checkpoint::TAIL_MAX {
-                // The history in memory is due to be flushed (a full
-                // channel: a checkpoint is already due).
-                if let Err(std::sync::mpsc::TrySendError::Disconnected(())) =
-                    self.checkpoints.checkpoint_due.try_send(())
-                {
-                    tracing::error!("the checkpoint thread has ended: the history stays in memory");
-                }
+                // The history in memory is due to be flushed.
+                self.wake_checkpointer("the history stays in memory");
             }
         }
         self.enqueue(at, Pending::new(ticket, engine, kind, body, heads))?;

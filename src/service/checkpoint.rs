@@ -478,12 +478,20 @@ impl Service {
         );
         // The id index stores what it gathered on the checkpointer thread,
         // after this answer (its merges can be long).
+        self.wake_checkpointer("the id index stays in memory");
+        Ok(Some(meta))
+    }
+
+    /// Wakes the checkpointer thread: an automatic checkpoint, a flush of
+    /// the history or of the id index is due. A full channel means it is
+    /// already woken; `lost` says what stays undone should the thread have
+    /// ended.
+    pub(super) fn wake_checkpointer(&self, lost: &str) {
         if let Err(std::sync::mpsc::TrySendError::Disconnected(())) =
             self.checkpoints.checkpoint_due.try_send(())
         {
-            tracing::error!("the checkpoint thread has ended: the id index stays in memory");
+            tracing::error!("the checkpoint thread has ended: {lost} (restart the service)");
         }
-        Ok(Some(meta))
     }
 
     /// Stores the id index's new entries (every sources segment up to

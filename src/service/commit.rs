@@ -35,7 +35,7 @@ use crate::store::{self, CommandRow, EngineId, StoredBody, Stream};
 use super::cmd::Output;
 use super::order::{self, Held, Nothing};
 use super::recover::Logged;
-use super::{Inner, Metrics, Service, ServiceError};
+use super::{Metrics, Service, ServiceError};
 
 /// Bytes committed between two pokes of the WAL copier.
 const WAL_POKE_BYTES: u64 = 4 << 20;
@@ -103,6 +103,27 @@ impl Pending {
             body,
             heads,
             encoded: None,
+        }
+    }
+
+    /// The call as its group's transaction stores it.
+    fn row(&self) -> CommandRow<'_> {
+        let e = self.encoded.as_ref();
+        CommandRow {
+            engine: self.engine,
+            kind: self.kind,
+            body: &self.body.bytes,
+            encoding: self.body.encoding,
+            changes: e
+                .and_then(|e| e.changes.as_ref())
+                .map(|(f, l, c)| (*f, *l, c.as_slice())),
+            records: e.map_or((Stream::Late, &[][..]), |e| {
+                (e.records.0, e.records.1.as_slice())
+            }),
+            key: e
+                .and_then(|e| e.key.as_ref())
+                .map(|k| k.request.row(&k.response, k.at)),
+            document: e.and_then(|e| e.document.as_deref()),
         }
     }
 }
@@ -270,127 +291,32 @@ impl Service {
 
     /// Unless a commit is running or the head of the queue is not encoded
     /// yet: commits every encoded call at the head of the queue in one
-    /// transaction and records their outcomes.
+    /// transaction, records their outcomes and wakes their callers.
     pub(super) fn lead(&self, at: &mut Held<Nothing>) {
-        let group: Vec<Pending> = {
-            let mut q = self.queue(at);
-            if q.leader || q.queue.front().is_none_or(|p| p.encoded.is_none()) {
-                return;
-            }
-            q.leader = true;
-            let n = q.queue.iter().take_while(|p| p.encoded.is_some()).count();
-            q.queue.drain(..n).collect()
+        let Some(group) = self.take_group(at) else {
+            return;
         };
-        let res = {
-            let rows: Vec<CommandRow<'_>> = group
-                .iter()
-                .map(|p| {
-                    let e = p.encoded.as_ref();
-                    CommandRow {
-                        engine: p.engine,
-                        kind: p.kind,
-                        body: &p.body.bytes,
-                        encoding: p.body.encoding,
-                        changes: e
-                            .and_then(|e| e.changes.as_ref())
-                            .map(|(f, l, c)| (*f, *l, c.as_slice())),
-                        records: e.map_or((Stream::Late, &[][..]), |e| {
-                            (e.records.0, e.records.1.as_slice())
-                        }),
-                        key: e
-                            .and_then(|e| e.key.as_ref())
-                            .map(|k| k.request.row(&k.response, k.at)),
-                        document: e.and_then(|e| e.document.as_deref()),
-                    }
-                })
-                .collect();
-            let (n, fail) = self.env.faults.commit_begins();
-            let res = self.writer(at).append_or_fail(&rows, fail);
-            if res.is_ok() {
-                // durable, and nobody answered yet
-                self.env.faults.committed(n);
-            }
-            res
-        };
+        let res = self.store_group(at, &group);
         let mut q = self.queue(at);
         q.leader = false;
         let tickets: Vec<u64> = group.iter().map(|p| p.ticket).collect();
-        let failed = match res {
+        match res {
             Ok(()) => {
-                for t in &tickets {
-                    q.outcomes.insert(*t, Ok(()));
-                }
-                for p in &group {
-                    *q.logged.get_mut(p.engine) += 1;
-                }
-                let bytes: usize = group
-                    .iter()
-                    .map(|p| {
-                        p.body.bytes.len()
-                            + p.encoded
-                                .as_ref()
-                                .and_then(|e| e.changes.as_ref())
-                                .map_or(0, |c| c.2.len())
-                    })
-                    .sum();
-                self.wal_written(bytes);
-                self.env.metrics.commit_group(group.len());
-                if let Some(last) = group.last() {
-                    let now = last.heads;
-                    self.output.heads.send_if_modified(|h| {
-                        let changed = h.output_differs(&now);
-                        h.take_output(&now);
-                        changed
-                    });
-                }
-                if self.checkpoints.checkpoint_every > 0
-                    && [EngineId::Window, EngineId::Patterns]
-                        .iter()
-                        .any(|e| q.logged.get(*e) >= self.auto_threshold(*e))
-                {
-                    // The checkpointer thread takes it after these calls
-                    // (a full channel: one is already due).
-                    if let Err(std::sync::mpsc::TrySendError::Disconnected(())) =
-                        self.checkpoints.checkpoint_due.try_send(())
-                    {
-                        tracing::error!(
-                            "the checkpoint thread has ended: no automatic checkpoints \
-                             (the command log keeps every call; restart the service)"
-                        );
-                    }
-                }
-                false
+                self.committed(&mut q, &group);
+                wake_group(&q, &tickets);
             }
             Err(e) => {
                 tracing::error!(error = %e, "storage failure; rebuilding the engines from the store");
                 self.fail_all(&mut q, &format!("storage failure: {e}"), &tickets);
-                true
-            }
-        };
-        if failed {
-            wake_all(&q);
-        } else {
-            // The callers of the group, and the one whose call heads the
-            // queue (it leads the next commit; a call not encoded yet is
-            // led by its own caller once encoded).
-            for t in &tickets {
-                if let Some(cv) = q.waiting.get(t) {
-                    cv.notify_one();
-                }
-            }
-            if let Some(head) = q.queue.front().filter(|p| p.encoded.is_some()) {
-                if let Some(cv) = q.waiting.get(&head.ticket) {
-                    cv.notify_one();
-                }
+                wake_all(&q);
+                self.wake_drainers(&q);
+                drop(q);
+                // Rebuild now (the next caller would otherwise do it).
+                drop(self.lock_consistent(at));
+                return;
             }
         }
         self.wake_drainers(&q);
-        if failed {
-            drop(q);
-            // Rebuild now (the next caller would otherwise do it).
-            drop(self.lock_consistent(at));
-            return;
-        }
         if self.commits.wal.restart_due() {
             // The group is answered; the next leader waits for this short
             // copy (the background copier did nearly all of it).
@@ -401,6 +327,68 @@ impl Service {
                 tracing::warn!(error = %e, "WAL restart failed (the WAL keeps the data)");
             }
             self.commits.wal.restart_tried();
+        }
+    }
+
+    /// Becomes the leader and takes every encoded call at the head of the
+    /// queue; None when a commit is running or the head is not encoded.
+    fn take_group(&self, at: &mut Held<Nothing>) -> Option<Vec<Pending>> {
+        let mut q = self.queue(at);
+        if q.leader || q.queue.front().is_none_or(|p| p.encoded.is_none()) {
+            return None;
+        }
+        q.leader = true;
+        let n = q.queue.iter().take_while(|p| p.encoded.is_some()).count();
+        Some(q.queue.drain(..n).collect())
+    }
+
+    /// Stores a group in one transaction (the fault hooks may fail it, or
+    /// stop the process once it is durable).
+    fn store_group(&self, at: &mut Held<Nothing>, group: &[Pending]) -> store::Result<()> {
+        let rows: Vec<CommandRow<'_>> = group.iter().map(Pending::row).collect();
+        let (n, fail) = self.env.faults.commit_begins();
+        let res = self.writer(at).append_or_fail(&rows, fail);
+        if res.is_ok() {
+            // durable, and nobody answered yet
+            self.env.faults.committed(n);
+        }
+        res
+    }
+
+    /// Records a stored group: its outcomes, the commands logged, the WAL
+    /// bytes, the new heads; wakes the checkpointer when one is due.
+    fn committed(&self, q: &mut CommitQueue, group: &[Pending]) {
+        for p in group {
+            q.outcomes.insert(p.ticket, Ok(()));
+            *q.logged.get_mut(p.engine) += 1;
+        }
+        let bytes: usize = group
+            .iter()
+            .map(|p| {
+                p.body.bytes.len()
+                    + p.encoded
+                        .as_ref()
+                        .and_then(|e| e.changes.as_ref())
+                        .map_or(0, |c| c.2.len())
+            })
+            .sum();
+        self.wal_written(bytes);
+        self.env.metrics.commit_group(group.len());
+        if let Some(last) = group.last() {
+            let now = last.heads;
+            self.output.heads.send_if_modified(|h| {
+                let changed = h.output_differs(&now);
+                h.take_output(&now);
+                changed
+            });
+        }
+        if self.checkpoints.checkpoint_every > 0
+            && [EngineId::Window, EngineId::Patterns]
+                .iter()
+                .any(|e| q.logged.get(*e) >= self.auto_threshold(*e))
+        {
+            // The checkpointer thread takes it after these calls.
+            self.wake_checkpointer("no automatic checkpoints (the command log keeps every call)");
         }
     }
 
@@ -449,52 +437,20 @@ impl Service {
             self.commits.committed.notify_all();
         }
     }
+}
 
-    /// Waits (holding the processor lock) until every applied call is
-    /// committed, then rebuilds if a commit failed or the state is broken.
-    pub(super) fn settle(
-        &self,
-        inner: &mut Inner,
-        at: &mut Held<order::Processor>,
-    ) -> Result<(), ServiceError> {
-        if self.drain(at) || inner.broken {
-            self.rebuild(inner, at)?;
+/// Wakes the callers of a committed group, and the one whose call heads
+/// the queue (it leads the next commit; a call not encoded yet is led by
+/// its own caller once encoded).
+fn wake_group(q: &CommitQueue, tickets: &[u64]) {
+    for t in tickets {
+        if let Some(cv) = q.waiting.get(t) {
+            cv.notify_one();
         }
-        Ok(())
     }
-
-    /// Replaces the engines with the store's state. Marks the service ready
-    /// again on success; leaves it broken (and not ready) otherwise. The
-    /// caller holds the processor lock and nothing is being committed.
-    pub(super) fn rebuild(
-        &self,
-        inner: &mut Inner,
-        at: &mut Held<order::Processor>,
-    ) -> Result<(), ServiceError> {
-        let replayed = super::recover::replay(&self.writer(at), &self.env.db, &self.setup);
-        match replayed {
-            Ok((mut engines, logged)) => {
-                // the type mismatch counters are the process's (diagnostics)
-                engines
-                    .patterns
-                    .keep_type_mismatches(&inner.engines.patterns);
-                inner.engines = engines;
-                inner.broken = false;
-                inner.window_gen += 1;
-                let mut q = self.queue(at);
-                q.poisoned = false;
-                q.logged = logged;
-                self.processor.healthy.store(true, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "rebuilding the engines from the store failed");
-                inner.broken = true;
-                self.processor.healthy.store(false, Ordering::Relaxed);
-                Err(ServiceError::Unavailable(format!(
-                    "storage failure; the state is being rebuilt: {e}"
-                )))
-            }
+    if let Some(head) = q.queue.front().filter(|p| p.encoded.is_some()) {
+        if let Some(cv) = q.waiting.get(&head.ticket) {
+            cv.notify_one();
         }
     }
 }

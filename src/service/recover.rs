@@ -15,13 +15,15 @@ use std::sync::mpsc::sync_channel;
 
 use crate::engine::{Change, Processor};
 use crate::patterns;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::engine::checkpoint::LiveParts;
 use crate::store::{self, BaseState, EngineId, Reader, Stream, Writer};
 
 use super::cmd::{Engines, Records, Replay};
-use super::Setup;
+use super::order::{self, Held};
+use super::{Inner, Service, ServiceError, Setup};
 
 /// Commands logged since each engine's recovery base.
 #[derive(Debug, Default, Clone, Copy)]
@@ -321,4 +323,56 @@ fn verify_changes(r: &Reader, changes: &[Change]) -> Result<(), Mismatch> {
         }
     }
     Ok(())
+}
+
+/// Recovery while serving: the engines rebuilt from the store after a
+/// failed commit or a panic under the processor lock.
+impl Service {
+    /// Waits (holding the processor lock) until every applied call is
+    /// committed, then rebuilds if a commit failed or the state is broken.
+    pub(super) fn settle(
+        &self,
+        inner: &mut Inner,
+        at: &mut Held<order::Processor>,
+    ) -> Result<(), ServiceError> {
+        if self.drain(at) || inner.broken {
+            self.rebuild(inner, at)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the engines with the store's state. Marks the service ready
+    /// again on success; leaves it broken (and not ready) otherwise. The
+    /// caller holds the processor lock and nothing is being committed.
+    pub(super) fn rebuild(
+        &self,
+        inner: &mut Inner,
+        at: &mut Held<order::Processor>,
+    ) -> Result<(), ServiceError> {
+        let replayed = replay(&self.writer(at), &self.env.db, &self.setup);
+        match replayed {
+            Ok((mut engines, logged)) => {
+                // the type mismatch counters are the process's (diagnostics)
+                engines
+                    .patterns
+                    .keep_type_mismatches(&inner.engines.patterns);
+                inner.engines = engines;
+                inner.broken = false;
+                inner.window_gen += 1;
+                let mut q = self.queue(at);
+                q.poisoned = false;
+                q.logged = logged;
+                self.processor.healthy.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "rebuilding the engines from the store failed");
+                inner.broken = true;
+                self.processor.healthy.store(false, Ordering::Relaxed);
+                Err(ServiceError::Unavailable(format!(
+                    "storage failure; the state is being rebuilt: {e}"
+                )))
+            }
+        }
+    }
 }

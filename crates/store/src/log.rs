@@ -105,9 +105,8 @@ impl Writer {
         // alone, and `Connection::transaction` compiles both anew each time.
         let tx = Immediate::begin(&self.conn)?;
         {
-            let mut cmd = tx
-                .0
-                .prepare_cached(
+            let mut cmd =
+                tx.0.prepare_cached(
                     "INSERT INTO commands (engine, kind, body, encoding) VALUES (?1, ?2, ?3, ?4)",
                 )
                 .op("prepare INSERT commands")?;
@@ -135,10 +134,9 @@ impl Writer {
                 if records.is_empty() {
                     continue;
                 }
-                let mut rec = tx
-                    .0
-                    .prepare_cached(stream.insert_sql())
-                    .op("prepare INSERT records")?;
+                let mut rec =
+                    tx.0.prepare_cached(stream.insert_sql())
+                        .op("prepare INSERT records")?;
                 for (seq, body) in records {
                     rec.execute(params![seq_i64(*seq)?, body])
                         .op("INSERT records")?;
@@ -602,7 +600,6 @@ pub struct Restored<'a> {
     /// idempotency keys of calls past them are forgotten).
     pub keys_through: Option<(u64, i64)>,
 }
-
 
 /// The append's transaction (`BEGIN IMMEDIATE`), rolled back when dropped
 /// uncommitted, like `rusqlite::Transaction`, with both statements cached.
