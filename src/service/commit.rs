@@ -34,7 +34,7 @@ use crate::store::{self, CommandRow, EngineId, StoredBody, Stream};
 
 use super::cmd::Output;
 use super::order::{self, Held, Nothing};
-use super::recover::Logged;
+use super::recover::LogCounts;
 use super::{Metrics, Service, ServiceError};
 
 /// Bytes committed between two pokes of the WAL copier.
@@ -58,7 +58,7 @@ pub(super) struct CommitQueue {
     /// engines are rebuilt from the store.
     pub poisoned: bool,
     /// Commands logged since each engine's recovery base.
-    pub logged: Logged,
+    pub logged: LogCounts,
     /// Readers waiting in [`Service::drain`]: a commit wakes them only
     /// when there are some (`notify_all` is a system call even with no
     /// one waiting, on every commit).
@@ -68,7 +68,7 @@ pub(super) struct CommitQueue {
 impl CommitQueue {
     /// An empty queue for engines that logged `logged` commands since their
     /// bases.
-    pub fn new(logged: Logged) -> CommitQueue {
+    pub fn new(logged: LogCounts) -> CommitQueue {
         CommitQueue {
             logged,
             ..CommitQueue::default()

@@ -96,7 +96,7 @@ impl Service {
             ),
             Gauge::one(
                 "streamforge_checkpoint_due_after_commands",
-                "Logged commands of the window engine after which its automatic checkpoint is due (--checkpoint-every, or half of a large live state's buckets; 0: never).",
+                "Logged commands of the window engine after which its automatic checkpoint is due (--checkpoint-every, or as many as a large live state has buckets; 0: never).",
                 if self.checkpoints.checkpoint_every == 0 {
                     0.0
                 } else {

@@ -27,12 +27,12 @@ use super::{Inner, Service, ServiceError, Setup};
 
 /// Commands logged since each engine's recovery base.
 #[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Logged {
+pub(super) struct LogCounts {
     pub window: u64,
     pub patterns: u64,
 }
 
-impl Logged {
+impl LogCounts {
     pub fn get(&self, e: EngineId) -> u64 {
         match e {
             EngineId::Window => self.window,
@@ -135,13 +135,13 @@ pub(super) fn replay(
     writer: &Writer,
     db: &Path,
     setup: &Setup,
-) -> Result<(Engines, Logged), RecoverError> {
+) -> Result<(Engines, LogCounts), RecoverError> {
     // Pattern commands replay without limits (see `UNLIMITED`); the engine
     // takes the limits in force afterwards.
     let mut engines = bases(writer, setup)?;
     type Decoded = (u64, EngineId, &'static str, Replay);
     type Output = (u64, EngineId, &'static str, Records);
-    let mut logged = Logged::default();
+    let mut logged = LogCounts::default();
     let result = std::thread::scope(|s| {
         let (cmd_tx, cmd_rx) = sync_channel::<Decoded>(16);
         let reader = s.spawn(move || -> Result<(), RecoverError> {

@@ -25,9 +25,9 @@ struct Serving {
 }
 
 /// A turn being served; the next ticket's turn comes when it is dropped.
-pub(super) struct Turn<'a>(&'a Turnstile, order::Inside<'a, order::Turn>);
+pub(super) struct TurnGuard<'a>(&'a Turnstile, order::Inside<'a, order::Turn>);
 
-impl Turn<'_> {
+impl TurnGuard<'_> {
     /// The token for what may be taken during the turn.
     pub(super) fn held(&mut self) -> &mut Held<order::Turn> {
         self.1.held()
@@ -35,7 +35,7 @@ impl Turn<'_> {
 }
 
 impl Turnstile {
-    pub(super) fn wait<'a, L: Before<order::Turn>>(&'a self, at: &'a mut Held<L>) -> Turn<'a> {
+    pub(super) fn wait<'a, L: Before<order::Turn>>(&'a self, at: &'a mut Held<L>) -> TurnGuard<'a> {
         let t = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut serving = self.serving.lock().unwrap_or_else(|e| e.into_inner());
         while serving.ticket != t {
@@ -43,11 +43,11 @@ impl Turnstile {
             serving = self.turn.wait(serving).unwrap_or_else(|e| e.into_inner());
             serving.waiting -= 1;
         }
-        Turn(self, Held::inside(at))
+        TurnGuard(self, Held::inside(at))
     }
 }
 
-impl Drop for Turn<'_> {
+impl Drop for TurnGuard<'_> {
     fn drop(&mut self) {
         let mut serving = self.0.serving.lock().unwrap_or_else(|e| e.into_inner());
         serving.ticket += 1;

@@ -190,7 +190,7 @@
 //! - Reading runs: `run.rs` (fences, filters, parts read from disk).
 //! - Encodings: `part.rs` (a part's layout), `rice.rs` (bits, varints,
 //!   Rice codes), `filter.rs` (the Bloom filter), `checksum.rs`,
-//!   `hash.rs`, `keys.rs` (row keys, run ids), `schema.rs` ([`SCHEMA`]).
+//!   `hash.rs`, `row_ids.rs` (row keys, run ids), `schema.rs` ([`SCHEMA`]).
 //! - `error.rs`; the tests in `tests/`; the bench in
 //!   `crates/ids/benches/ids.rs`.
 
@@ -200,11 +200,11 @@ mod filter;
 mod flusher;
 mod hash;
 mod index;
-mod keys;
 mod memtable;
 mod merge;
 mod part;
 mod rice;
+mod row_ids;
 mod run;
 mod schema;
 mod shared;

@@ -9,8 +9,8 @@ use rusqlite::{Connection, OptionalExtension};
 use crate::checksum::checked;
 use crate::error::{corrupt, Op, Result};
 use crate::filter::{Bloom, WORDS_PER_BLOCK};
-use crate::keys::row_key;
 use crate::part::search_part;
+use crate::row_ids::row_key;
 use crate::txn::{lend_one, Lend};
 
 /// A run as memory holds it: its row, fences and (once read) filter.

@@ -6,7 +6,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::{corrupt, Error, Op, Result};
 use crate::filter::PIECE_BYTES;
-use crate::keys::{row_key, run_id};
+use crate::row_ids::{row_key, run_id};
 
 /// Lends the writing connection for one transaction: `lend(work)` runs
 /// `work` once with the connection (the service locks its writer, calls

@@ -12,8 +12,8 @@ use crate::filter::{
     block_of, filter_blocks, set_bits, Bloom, PIECE_BYTES, PROBES, SORTED_LAYOUT, WORDS_PER_BLOCK,
 };
 use crate::hash::mix;
-use crate::keys::{next_run_id, row_key};
 use crate::part::{encode_part, PartPlan, MAX_PART_ENTRIES};
+use crate::row_ids::{next_run_id, row_key};
 use crate::run::Run;
 
 /// Writes a run's parts as its sorted entries come (encoded in memory,

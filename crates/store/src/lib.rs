@@ -27,7 +27,7 @@ mod checkpoints;
 pub mod chunk;
 mod error;
 mod history;
-mod keys;
+mod idempotency_keys;
 mod lock;
 mod log;
 pub mod migrate;
@@ -37,7 +37,7 @@ mod rejected;
 pub mod segments;
 mod sinks;
 mod upgrade;
-mod window;
+mod window_checkpoints;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -51,7 +51,7 @@ pub use checkpoints::{sha256_hex, CheckpointMeta, Origin, PIECE_BYTES};
 pub use chunk::chunk_rows;
 pub use error::{Error, Result};
 pub use history::HistoryDb;
-pub use keys::{KeyAt, KeyRow, StoredKey};
+pub use idempotency_keys::{KeyAt, KeyRow, StoredKey};
 pub use lock::{lock_path, DbLock, LockError};
 pub use log::{Base, BaseState, CommandRow, Restored, RestoredLate};
 pub use pages::{Page, PageRefusal, Stream};
@@ -59,7 +59,7 @@ pub use rejected::{RejectedPage, RejectedStore};
 pub use sinks::{BatchRow, SinkRow};
 /// The id index (its own crate, `streamforge-ids`), which [`HistoryDb`] holds.
 pub use streamforge_ids as ids;
-pub use window::{StoredWindow, WindowRow};
+pub use window_checkpoints::{StoredWindow, WindowRow};
 
 use error::Op;
 

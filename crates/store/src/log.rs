@@ -122,7 +122,7 @@ impl Writer {
                         .op("INSERT changes")?;
                 }
                 if let Some(key) = &r.key {
-                    super::keys::insert(tx.0, key, self.keep_keys)?;
+                    super::idempotency_keys::insert(tx.0, key, self.keep_keys)?;
                 }
                 if let Some(doc) = r.document {
                     tx.0.prepare_cached("UPDATE patterns SET current = ?1 WHERE id = 1")
@@ -185,7 +185,7 @@ impl Writer {
         };
         let state = match (inline, checkpoint_id) {
             (Some(e), _) => BaseState::Envelope(e),
-            (None, Some(id)) => match super::window::window_row(&self.conn, id, 0)? {
+            (None, Some(id)) => match super::window_checkpoints::window_row(&self.conn, id, 0)? {
                 Some(row) => BaseState::Window(row.state),
                 None => BaseState::Envelope(
                     super::checkpoints::envelope_by_id(&self.conn, id)?.ok_or_else(|| {
@@ -267,7 +267,7 @@ impl Writer {
                 tx.execute("DELETE FROM pattern_output WHERE seq > ?1", [seq])
                     .op("DELETE FROM pattern_output WHERE seq > ?")?;
                 if let Some((next_ordinal, watermark)) = r.keys_through {
-                    super::keys::restore(&tx, next_ordinal, watermark)?;
+                    super::idempotency_keys::restore(&tx, next_ordinal, watermark)?;
                 }
             }
         }
@@ -575,7 +575,7 @@ pub struct CommandRow<'a> {
     /// stream, and each record's sequence and compact JSON.
     pub records: (Stream, &'a [(u64, String)]),
     /// The answer of a call made with an idempotency key.
-    pub key: Option<super::keys::KeyRow<'a>>,
+    pub key: Option<super::idempotency_keys::KeyRow<'a>>,
     /// The pattern document a change put in force (it becomes the
     /// database's current one in the same transaction).
     pub document: Option<&'a str>,

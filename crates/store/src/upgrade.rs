@@ -168,7 +168,7 @@ fn format_2(conn: &mut Connection) -> Result<()> {
 /// read so far.
 fn window_digest(conn: &Connection, id: i64, chains: &mut HashMap<SegId, Chain>) -> Result<String> {
     let corrupt = |m: String| Error::Corrupt(format!("checkpoint {id}: {m}"));
-    let row = super::window::window_row(conn, id, 0)?
+    let row = super::window_checkpoints::window_row(conn, id, 0)?
         .ok_or_else(|| corrupt("not a window checkpoint".into()))?;
     let live = LiveParts::decode(&row.state.live).map_err(corrupt)?;
     let mut values: Vec<Hash> = Vec::with_capacity(row.state.flushed.sources.len());
