@@ -2,6 +2,7 @@
 //! every non-2xx answer turned into a [`CallError`] that carries the
 //! problem's `detail` (and `index` for batches).
 
+use clap::Args;
 use std::fmt;
 use std::time::Duration;
 
@@ -11,7 +12,17 @@ use reqwest::{Method, Url};
 use serde::de::DeserializeOwned;
 
 use super::wire::Problem;
-use super::Conn;
+
+/// Where the service is.
+#[derive(Debug, Clone, Args)]
+pub struct Conn {
+    /// Base URL of the service.
+    #[arg(long, env = "STREAMFORGE_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// Bearer token, when the service requires one.
+    #[arg(long, env = "STREAMFORGE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
 
 /// Why a call failed.
 #[derive(Debug)]

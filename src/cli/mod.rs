@@ -38,20 +38,10 @@ use clap::{Args, Subcommand};
 use http::{parse, Api};
 use wire::{Advance, ChangesPage, Checkpoint, CheckpointList, LatePage, Restored, Results, Status};
 
+pub use http::Conn;
 pub use nexmark::NexmarkArgs;
 pub use patterns::PatternsCommand;
 pub use sinks::SinkCommand;
-
-/// Where the service is.
-#[derive(Debug, Clone, Args)]
-pub struct Conn {
-    /// Base URL of the service.
-    #[arg(long, env = "STREAMFORGE_URL", default_value = "http://127.0.0.1:8080")]
-    pub url: String,
-    /// Bearer token, when the service requires one.
-    #[arg(long, env = "STREAMFORGE_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-}
 
 /// Paging of `changes`, `late` and `patterns output`.
 #[derive(Debug, Clone, Args)]

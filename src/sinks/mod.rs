@@ -23,6 +23,7 @@
 //! calls the service only through [`port::SinkStore`], and reqwest.
 
 mod body;
+mod error;
 mod form;
 pub mod port;
 pub mod spec;
@@ -36,7 +37,7 @@ use std::time::Duration;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
-use crate::service::{Service, ServiceError};
+use crate::service::Service;
 
 use crate::store::{self, SinkRow, Stream};
 use port::SinkStore;
@@ -44,31 +45,7 @@ use port::SinkStore;
 use spec::{Filter, NewSink, Spec, Start};
 
 pub use body::signature;
-
-/// Why a sink call failed (the api maps each to one problem `code`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SinkError {
-    /// Malformed: not JSON, a wrong type, a missing or unknown field.
-    BadRequest(String),
-    /// Well-formed but unusable (names the field).
-    Invalid(String),
-    /// The name is taken.
-    Exists(String),
-    /// No such sink.
-    NotFound(String),
-    /// Storage failed or the service is recovering.
-    Unavailable(String),
-}
-
-impl From<ServiceError> for SinkError {
-    fn from(e: ServiceError) -> Self {
-        match e {
-            ServiceError::Invalid(d) => SinkError::Invalid(d),
-            ServiceError::NotFound(d) => SinkError::NotFound(d),
-            other => SinkError::Unavailable(other.to_string()),
-        }
-    }
-}
+pub use error::SinkError;
 
 /// Delivery settings (the `serve` flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::store::Stream;
 
-use super::SinkError;
+use super::error::SinkError;
 
 /// Largest `batch_size`.
 pub const MAX_BATCH: u64 = 10_000;

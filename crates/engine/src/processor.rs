@@ -8,9 +8,6 @@
 use std::sync::Arc;
 
 use super::changelog::{address_cmp, cmp_prepared, row, sort_by_address, Changelog, Touches};
-use super::checkpoint;
-use super::checkpoint::chain::Hash;
-use super::checkpoint::LiveParts;
 use super::hash::StrIndex;
 use super::history::{id_hash, HistoryStore, MemHistory, NewSegment, SegId, SegKind, SegRef};
 use super::keys::KeyTable;
@@ -501,12 +498,6 @@ impl Processor {
             .collect())
     }
 
-    /// The canonical version-2 checkpoint envelope of the current state
-    /// (its flushed history read back from the store).
-    pub fn checkpoint(&self) -> Result<Vec<u8>, Rejection> {
-        checkpoint::take(self).map_err(super::sources::unavailable)
-    }
-
     /// A cheap frozen copy of the current state that can only be
     /// checkpointed and flushed: take it under a lock, then serialize it
     /// elsewhere.
@@ -558,47 +549,6 @@ impl Processor {
             late: self.late.segments().to_vec(),
         }
     }
-
-    /// Restores a checkpoint envelope for `pipeline` (which must be equivalent
-    /// to the checkpoint's). Returns a new, independent processor with its
-    /// history in memory.
-    pub fn restore(envelope: &[u8], pipeline: &Pipeline) -> Result<Processor, Rejection> {
-        Processor::restore_into(envelope, pipeline, MemHistory::new())
-    }
-
-    /// [`Processor::restore`], flushing later into `store`.
-    pub fn restore_into(
-        envelope: &[u8],
-        pipeline: &Pipeline,
-        store: Arc<dyn HistoryStore>,
-    ) -> Result<Processor, Rejection> {
-        checkpoint::restore(envelope, Some(pipeline), store).map_err(Rejection::InvalidCheckpoint)
-    }
-
-    /// Restores a checkpoint envelope on its own embedded pipeline (used to
-    /// verify a checkpoint file offline).
-    pub fn from_checkpoint(envelope: &[u8]) -> Result<Processor, Rejection> {
-        Processor::from_checkpoint_into(envelope, MemHistory::new())
-    }
-
-    /// [`Processor::from_checkpoint`], flushing later into `store`.
-    pub fn from_checkpoint_into(
-        envelope: &[u8],
-        store: Arc<dyn HistoryStore>,
-    ) -> Result<Processor, Rejection> {
-        checkpoint::restore(envelope, None, store).map_err(Rejection::InvalidCheckpoint)
-    }
-
-    /// Resumes a checkpoint this service stored: its live parts and its
-    /// flushed history in `store`.
-    pub fn resume(
-        pipeline: &Pipeline,
-        live: &LiveParts,
-        flushed: Flushed,
-        store: Arc<dyn HistoryStore>,
-    ) -> Result<Processor, Rejection> {
-        checkpoint::resume(pipeline, live, flushed, store).map_err(Rejection::InvalidCheckpoint)
-    }
 }
 
 /// Merges lists sorted in address order (by their buckets), handing each
@@ -631,7 +581,7 @@ fn merge_sorted<T>(
 /// A frozen copy of a processor's state (see [`Processor::snapshot`]).
 #[derive(Debug)]
 pub struct Snapshot {
-    p: Processor,
+    pub(crate) p: Processor,
     mark: super::sources::Mark,
     late_tail: usize,
 }
@@ -651,11 +601,6 @@ impl Snapshot {
     /// Its number of late records.
     pub fn late_len(&self) -> u64 {
         self.p.late_len()
-    }
-
-    /// The state without its history, as the envelope writes it.
-    pub fn live_parts(&self) -> LiveParts {
-        LiveParts::of(&self.p)
     }
 
     /// The tail as segments to store (sources pieces of at most
@@ -686,34 +631,6 @@ impl Snapshot {
             Some(s) => each(s),
             None => Ok(()),
         }
-    }
-
-    /// The digest (version 2) of the state when the snapshot was taken,
-    /// once `stored` (its tail, as [`Snapshot::each_tail_segment`] gave
-    /// it) is stored: from the chains the segments carry, without reading
-    /// the history.
-    pub fn digest_with(&self, live: &LiveParts, stored: &[(NewSegment, SegId)]) -> String {
-        let p = &self.p;
-        let mut sources: Vec<Hash> = Vec::with_capacity(p.pipeline.partitions().len());
-        for i in 0..p.pipeline.partitions().len() {
-            let last = stored
-                .iter()
-                .rev()
-                .find(|(s, _)| s.kind == SegKind::Sources && s.partition == i);
-            sources.push(match last {
-                Some((s, _))
-                    if s.chain.len() == u64::try_from(p.sources.consumed(i) + 1).unwrap_or(0) =>
-                {
-                    s.chain.value()
-                }
-                _ => p.sources.chain_value(i, &p.keys),
-            });
-        }
-        let late = match stored.iter().rev().find(|(s, _)| s.kind == SegKind::Late) {
-            Some((s, _)) if s.chain.len() == p.late.len() => s.chain.value(),
-            _ => p.late.chain_value(),
-        };
-        checkpoint::chain::digest(live, &sources, &late)
     }
 
     /// The flushed history once `stored` (the tail) is stored too: what

@@ -12,6 +12,7 @@
 //! are still restored. Restore then validates every rule
 //! docs/checkpoint.md lists (see [`restore`]) and names what is wrong.
 
+mod api;
 pub mod chain;
 mod restore;
 mod state;
