@@ -52,6 +52,7 @@ mod watermark_batch;
 mod webhooks;
 
 // The CLI, the docs, the walkthrough, the chaos suite.
+mod architecture;
 mod chaos;
 mod cli;
 mod cli_patterns;
