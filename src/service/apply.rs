@@ -12,7 +12,7 @@
 use crate::engine::{json_array, Address, DeliveryRef, TickOutcome};
 use crate::store::StoredBody;
 
-use super::cmd::{Advance, AdvanceAll, Cmd, Idle, Ingest, Output};
+use super::cmd::{Advance, AdvanceAll, Cmd, Idle, Ingest};
 use super::commit::{json_records, Encoded, Pending};
 use super::order::{Held, Nothing};
 use super::parse::Framing;
@@ -164,11 +164,7 @@ impl Service {
         pending: IngestPending,
         (ticket, o): (u64, crate::engine::IngestOutcome),
     ) -> Result<PreparedIngest, ServiceError> {
-        let enc = Encoded::new(&Output {
-            changes: &o.changes,
-            late: &o.late,
-            ..Output::default()
-        });
+        let enc = Encoded::of::<Ingest<'_>>(&o);
         let full = pending.reply == Reply::Full;
         // the answer's late array from the records already encoded for storage
         let late = match &enc {
@@ -275,10 +271,7 @@ impl Service {
     ) -> Result<TickAnswer, ServiceError> {
         let at = &mut Held::entry();
         let (ticket, o) = self.apply(at, cmd, body)?;
-        let enc = Encoded::new(&Output {
-            changes: &o.changes,
-            ..Output::default()
-        });
+        let enc = Encoded::of::<C>(&o);
         let changes = self.commit(at, ticket, enc, || match reply {
             Reply::Full => json_array(&o.changes),
             Reply::Minimal => Vec::new(),

@@ -151,9 +151,15 @@ pub(super) struct KeyAnswer {
 }
 
 impl Encoded {
-    /// Encodes an applied command's output for the store. A failure fails
-    /// the call: nothing is ever logged with an empty body.
-    pub fn new(out: &Output<'_>) -> Result<Encoded, ServiceError> {
+    /// Encodes what the store keeps of a command's outcome
+    /// ([`Cmd::stored`](super::cmd::Cmd::stored)). A failure fails the
+    /// call: nothing is ever logged with an empty body.
+    pub fn of<C: super::cmd::Cmd>(out: &C::Out) -> Result<Encoded, ServiceError> {
+        Encoded::new(&C::stored(out))
+    }
+
+    /// Encodes output records for the store (see [`Encoded::of`]).
+    fn new(out: &Output<'_>) -> Result<Encoded, ServiceError> {
         let changes = match (out.changes.first(), out.changes.last()) {
             (Some(f), Some(l)) => Some((f.seq, l.seq, store::chunk::encode(out.changes))),
             _ => None,

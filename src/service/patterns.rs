@@ -7,7 +7,7 @@ use crate::patterns::{self, Engine};
 use crate::store::RestoredLate;
 use crate::store::{EngineId, Restored, StoredBody};
 
-use super::cmd::{Cmd, Output, PatternAdvance, PatternDocument, PatternFinish, PatternPush};
+use super::cmd::{Cmd, PatternAdvance, PatternDocument, PatternFinish, PatternPush};
 use super::commit::{json_records, Encoded, KeyAnswer};
 use super::idempotency::{Keyed, KeyedRequest};
 use super::order::Held;
@@ -113,8 +113,7 @@ impl Service {
             last: o.last,
             buffered: o.buffered,
         };
-        // a push only buffers: no output records
-        let mut enc = Encoded::new(&Output::default());
+        let mut enc = Encoded::of::<PatternPush>(&o);
         if let (Some(request), Ok(e)) = (key, enc.as_mut()) {
             e.key = Some(KeyAnswer {
                 request: request.clone(),
@@ -158,10 +157,7 @@ impl Service {
     ) -> Result<AdvanceAnswer, ServiceError> {
         let at = &mut Held::entry();
         let (ticket, o) = self.apply(at, cmd, body)?;
-        let mut enc = Encoded::new(&Output {
-            patterns: &o.output,
-            ..Output::default()
-        });
+        let mut enc = Encoded::of::<C>(&o);
         // An encoding error fails the commit below with that error.
         let output = enc
             .as_ref()
@@ -232,7 +228,7 @@ impl Service {
             .map_err(|e| ServiceError::Unavailable(format!("cannot encode the document: {e}")))?;
         let at = &mut Held::entry();
         let (ticket, change) = self.apply(at, PatternDocument { doc }, StoredBody::raw(json))?;
-        let mut enc = Encoded::new(&Output::default());
+        let mut enc = Encoded::of::<PatternDocument>(&change);
         if let Ok(e) = enc.as_mut() {
             e.document = Some(text);
         }

@@ -9,7 +9,7 @@ use crate::engine::TickOutcome;
 use crate::service::ServiceError;
 use crate::store::EngineId;
 
-use super::{unreadable, Advance, Cmd, Engines, Logged, Records};
+use super::{unreadable, Advance, Cmd, Engines, Logged, Output};
 
 /// Advances applied in order, all or none.
 #[derive(Debug)]
@@ -45,10 +45,10 @@ impl Cmd for AdvanceAll<'_> {
             .map_err(ServiceError::BatchRejected)
     }
 
-    fn records(out: TickOutcome) -> Records {
-        Records {
-            changes: out.changes,
-            ..Records::default()
+    fn stored(out: &TickOutcome) -> Output<'_> {
+        Output {
+            changes: &out.changes,
+            ..Output::default()
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::engine::TickOutcome;
 use crate::service::ServiceError;
 use crate::store::EngineId;
 
-use super::{unreadable, Cmd, Engines, Logged, Records};
+use super::{unreadable, Cmd, Engines, Logged, Output};
 
 /// A partition marked idle.
 #[derive(Debug)]
@@ -38,10 +38,10 @@ impl Cmd for Idle<'_> {
             .map_err(ServiceError::Rejected)
     }
 
-    fn records(out: TickOutcome) -> Records {
-        Records {
-            changes: out.changes,
-            ..Records::default()
+    fn stored(out: &TickOutcome) -> Output<'_> {
+        Output {
+            changes: &out.changes,
+            ..Output::default()
         }
     }
 }

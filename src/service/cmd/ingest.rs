@@ -20,7 +20,7 @@ use crate::service::strategy::derive;
 use crate::service::ServiceError;
 use crate::store::EngineId;
 
-use super::{unreadable, Cmd, Engines, Logged, Records};
+use super::{unreadable, Cmd, Engines, Logged, Output};
 
 /// Deliveries, borrowed from their request (live) or owned (replay).
 #[derive(Debug)]
@@ -103,11 +103,11 @@ impl Cmd for Ingest<'_> {
         Ok(out)
     }
 
-    fn records(out: IngestOutcome) -> Records {
-        Records {
-            changes: out.changes,
-            late: out.late,
-            ..Records::default()
+    fn stored(out: &IngestOutcome) -> Output<'_> {
+        Output {
+            changes: &out.changes,
+            late: &out.late,
+            ..Output::default()
         }
     }
 }

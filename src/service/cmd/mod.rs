@@ -67,23 +67,51 @@ pub(in crate::service) struct Output<'a> {
     pub patterns: &'a [patterns::Output],
 }
 
-/// The output records of an applied command, owned (a replay hands them to
-/// its checker thread).
-#[derive(Debug, Default)]
-pub(in crate::service) struct Records {
-    pub changes: Vec<Change>,
-    pub late: Vec<LateRecord>,
-    pub patterns: Vec<patterns::Output>,
+/// A replayed command's outcome, holding what the store keeps of it
+/// ([`Cmd::stored`]); a replay hands it to its checker thread.
+pub(in crate::service) struct Records(Box<dyn StoredOutcome>);
+
+impl Records {
+    /// What the store keeps, borrowed.
+    pub fn output(&self) -> Output<'_> {
+        self.0.output()
+    }
+}
+
+impl std::fmt::Debug for Records {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let o = self.output();
+        f.debug_struct("Records")
+            .field("changes", &o.changes.len())
+            .field("late", &o.late.len())
+            .field("patterns", &o.patterns.len())
+            .finish()
+    }
+}
+
+/// An outcome that can say what the store keeps of it.
+trait StoredOutcome: Send {
+    fn output(&self) -> Output<'_>;
+}
+
+/// The outcome of a command of type `C`.
+struct Outcome<C: Cmd>(C::Out, std::marker::PhantomData<fn() -> C>);
+
+impl<C: Cmd> StoredOutcome for Outcome<C>
+where
+    C::Out: Send,
+{
+    fn output(&self) -> Output<'_> {
+        C::stored(&self.0)
+    }
 }
 
 impl Records {
-    /// Borrowed, as stored.
-    pub fn output(&self) -> Output<'_> {
-        Output {
-            changes: &self.changes,
-            late: &self.late,
-            patterns: &self.patterns,
-        }
+    fn of<C: Cmd + 'static>(out: C::Out) -> Records
+    where
+        C::Out: Send + 'static,
+    {
+        Records(Box::new(Outcome::<C>(out, std::marker::PhantomData)))
     }
 }
 
@@ -98,8 +126,10 @@ pub(in crate::service) trait Cmd: Sized {
     fn kind(&self) -> &'static str;
     /// Applies it to its engine; a rejection changes nothing.
     fn apply(self, engines: &mut Engines) -> Result<Self::Out, ServiceError>;
-    /// The records the store keeps for it (moved out of the outcome).
-    fn records(out: Self::Out) -> Records;
+    /// What the store keeps of its outcome: the live path encodes it for
+    /// the commit, and recovery checks a replay's against the store (the
+    /// one declaration of what a command stores).
+    fn stored(out: &Self::Out) -> Output<'_>;
 }
 
 /// A command as the log reads it back: owned (it crosses from the log
@@ -146,7 +176,7 @@ macro_rules! registry {
             /// Applies it ([`Cmd::apply`]) and returns its records.
             pub fn apply(self, engines: &mut Engines) -> Result<Records, ServiceError> {
                 match self {
-                    $(Replay::$name(c) => c.apply(engines).map(<$ty as Cmd>::records),)*
+                    $(Replay::$name(c) => c.apply(engines).map(Records::of::<$ty>),)*
                 }
             }
         }

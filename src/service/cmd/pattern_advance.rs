@@ -6,7 +6,7 @@ use crate::patterns::AdvanceOutcome;
 use crate::service::ServiceError;
 use crate::store::EngineId;
 
-use super::{unreadable, Cmd, Engines, Logged, Records};
+use super::{unreadable, Cmd, Engines, Logged, Output};
 
 /// A pattern watermark advance.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -38,10 +38,10 @@ impl Cmd for PatternAdvance {
             .map_err(|r| ServiceError::Patterns(r.into()))
     }
 
-    fn records(out: AdvanceOutcome) -> Records {
-        Records {
-            patterns: out.output,
-            ..Records::default()
+    fn stored(out: &AdvanceOutcome) -> Output<'_> {
+        Output {
+            patterns: &out.output,
+            ..Output::default()
         }
     }
 }

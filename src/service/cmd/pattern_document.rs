@@ -7,7 +7,7 @@ use crate::patterns::{Document, DocumentChange};
 use crate::service::ServiceError;
 use crate::store::EngineId;
 
-use super::{unreadable, Cmd, Engines, Logged, Records};
+use super::{unreadable, Cmd, Engines, Logged, Output};
 
 /// A document change.
 #[derive(Debug)]
@@ -27,9 +27,9 @@ impl Cmd for PatternDocument {
         Ok(engines.patterns.change_document(self.doc))
     }
 
-    fn records(_: DocumentChange) -> Records {
+    fn stored(_: &DocumentChange) -> Output<'_> {
         // a change outputs nothing
-        Records::default()
+        Output::default()
     }
 }
 

@@ -5,7 +5,7 @@ use crate::patterns::AdvanceOutcome;
 use crate::service::ServiceError;
 use crate::store::EngineId;
 
-use super::{Cmd, Engines, Logged, Records};
+use super::{Cmd, Engines, Logged, Output};
 
 /// The end of the pattern input.
 #[derive(Debug)]
@@ -33,10 +33,10 @@ impl Cmd for PatternFinish {
             .map_err(|r| ServiceError::Patterns(r.into()))
     }
 
-    fn records(out: AdvanceOutcome) -> Records {
-        Records {
-            patterns: out.output,
-            ..Records::default()
+    fn stored(out: &AdvanceOutcome) -> Output<'_> {
+        Output {
+            patterns: &out.output,
+            ..Output::default()
         }
     }
 }

@@ -6,7 +6,7 @@ use crate::service::parse::{self, Framing};
 use crate::service::ServiceError;
 use crate::store::EngineId;
 
-use super::{unreadable, Cmd, Engines, Logged, Records};
+use super::{unreadable, Cmd, Engines, Logged, Output};
 
 /// The events of a push up to the first malformed item, and that item's
 /// index and error (the first late event before it wins over it: decided
@@ -49,9 +49,9 @@ impl Cmd for PatternPush {
             .map_err(|r| ServiceError::Patterns(r.into()))
     }
 
-    fn records(_: PushOutcome) -> Records {
+    fn stored(_: &PushOutcome) -> Output<'_> {
         // a push only buffers: no output records
-        Records::default()
+        Output::default()
     }
 }
 
