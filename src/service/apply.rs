@@ -13,9 +13,9 @@ use crate::engine::{json_array, Address, DeliveryRef, TickOutcome};
 use crate::store::StoredBody;
 
 use super::cmd::{Advance, AdvanceAll, Cmd, Idle, Ingest};
-use super::commit::{json_records, Encoded, Pending};
 use super::order::{Held, Nothing};
 use super::parse::Framing;
+use super::queue::{json_records, Encoded, Pending};
 use super::{Metrics, Service, ServiceError};
 
 /// What the caller wants back from a mutating call (`Prefer:

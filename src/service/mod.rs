@@ -15,8 +15,10 @@
 //!   engine, kind, log body, decoding and application (shared by the live
 //!   path and recovery, which are generic over them).
 //! - `apply`: the window engine's verbs (lock → engine → queue).
-//! - `commit`: the commit queue (encode outside the lock; group commit: one
-//!   SQLite transaction for every queued call → notify → answer).
+//! - `queue`: the commit queue's data (applied calls, their encoded
+//!   output, the waiting callers); `commit`: the group commit that drains
+//!   it (encode outside the lock; one SQLite transaction for every queued
+//!   call → notify → answer); `heads`: what readers wait on.
 //! - `checkpoint`: checkpoints on request, automatic and at shutdown, and
 //!   their retention. `restore`: restores, epochs.
 //! - [`parse`]: the `POST /events` body parser (api and recovery).
@@ -40,6 +42,7 @@ pub mod error;
 pub(crate) mod fastparse;
 pub mod faults;
 mod gauges;
+mod heads;
 mod idempotency;
 pub mod ingest_thread;
 mod locks;
@@ -49,6 +52,7 @@ mod order;
 pub mod parse;
 mod pattern_diagnostics;
 mod patterns;
+mod queue;
 mod reads;
 mod recover;
 mod restore;
@@ -68,54 +72,18 @@ use crate::engine::{PartitionStatus, Pipeline, WindowResult};
 use crate::store::{self, EngineId, Page, PageRefusal, Reader, Stream, WalCopier, Writer};
 
 use cmd::Engines;
-use commit::CommitQueue;
 use order::{Before, Held, Locked};
+use queue::CommitQueue;
 use turnstile::Turnstile;
 
 pub use apply::{IngestAnswer, Reply, TickAnswer};
 pub use checkpoint::Download;
 pub use error::{PatternRejection, ServiceError, StartError};
+pub use heads::Heads;
 pub use idempotency::{check_key, Keyed, KeyedRequest};
 pub use metrics::{Gauge, Metrics};
 pub use patterns::{AdvanceAnswer, PatternsRestored, PatternsStatus, PushAnswer};
 pub use restore::{RestoreOutcome, RestoreSource};
-
-/// Sequences the readers wait on, published after every commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Heads {
-    /// Latest change sequence.
-    pub changes: u64,
-    /// Latest late-record sequence.
-    pub late: u64,
-    /// Latest pattern output sequence.
-    pub patterns: u64,
-    /// The window engine's durable epoch: its restores so far (open
-    /// streams rewind on it).
-    pub epoch: u64,
-    /// The pattern engine's epoch.
-    pub patterns_epoch: u64,
-    /// The window engine's global watermark after the last committed call
-    /// (`changes` sinks carry it).
-    pub watermark: Option<i64>,
-    /// Set when the server begins a graceful shutdown.
-    pub shutdown: bool,
-}
-
-impl Heads {
-    /// Whether `now` has other output heads.
-    fn output_differs(&self, now: &Heads) -> bool {
-        (self.changes, self.late, self.patterns, self.watermark)
-            != (now.changes, now.late, now.patterns, now.watermark)
-    }
-
-    /// Takes the output heads of `now`.
-    fn take_output(&mut self, now: &Heads) {
-        self.changes = now.changes;
-        self.late = now.late;
-        self.patterns = now.patterns;
-        self.watermark = now.watermark;
-    }
-}
 
 /// What the engines are set up with (fixed for the database's lifetime).
 #[derive(Debug, Clone)]

@@ -8,10 +8,10 @@ use crate::store::RestoredLate;
 use crate::store::{EngineId, Restored, StoredBody};
 
 use super::cmd::{Cmd, PatternAdvance, PatternDocument, PatternFinish, PatternPush};
-use super::commit::{json_records, Encoded, KeyAnswer};
 use super::idempotency::{Keyed, KeyedRequest};
 use super::order::Held;
 use super::parse::{Framing, PatternBatch};
+use super::queue::{json_records, Encoded, KeyAnswer};
 use super::restore::RestoreSource;
 use super::{Metrics, Service, ServiceError};
 use crate::store::KeyAt;

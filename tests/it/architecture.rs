@@ -165,8 +165,11 @@ fn no_two_source_files_import_each_other() {
 fn the_check_finds_a_pair_that_imports_each_other() {
     let dir = tempfile::tempdir().expect("temp dir");
     let src = dir.path();
-    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\nmod c;\npub use c::C;\n")
-        .expect("write");
+    std::fs::write(
+        src.join("lib.rs"),
+        "mod a;\nmod b;\nmod c;\npub use c::C;\n",
+    )
+    .expect("write");
     std::fs::write(src.join("a.rs"), "use super::b::B;\npub struct A;\n").expect("write");
     std::fs::write(src.join("b.rs"), "use crate::{a::A, c};\npub struct B;\n").expect("write");
     std::fs::write(src.join("c.rs"), "use super::a::A;\npub struct C;\n").expect("write");

@@ -46,7 +46,7 @@ use crate::engine::{Change, LateRecord, Processor};
 use crate::patterns;
 use crate::store::EngineId;
 
-use super::ServiceError;
+use super::error::ServiceError;
 
 /// The engines the service drives, under its one processor lock.
 pub(in crate::service) struct Engines {
