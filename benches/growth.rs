@@ -421,6 +421,7 @@ fn ratio(a: f64, b: f64) -> String {
 
 // ---------------------------------------------------------------- main
 
+// Over 120 lines: the bench's script, its phases in order over one server and one set of tallies.
 fn main() {
     let a = parse_args();
     let bin = server_binary(&a);

@@ -521,6 +521,7 @@ fn engine_rate(all: &[Vec<Req>], events: usize) -> (f64, f64) {
     (median(rates), median(parse_rates))
 }
 
+// Over 120 lines: the bench's script, one section per measured shape, in the order they print.
 fn main() {
     let n = env_usize("BENCH_EVENTS", 1_000_000);
     let clients = env_usize("BENCH_C", 4).clamp(1, PARTITIONS);
@@ -845,6 +846,7 @@ fn until_delivered(rcv: &Receiver, path: &str, head: u64) -> Instant {
 /// started at the beginning of a changelog already stored; and the lag
 /// from commit (the answer of the call that produced a change) to the
 /// receiver getting it, at half the rate without a sink.
+// Over 120 lines: one measurement script (receiver, sink, load, lag), read top to bottom.
 fn sinks(dir: &Path, per_client: &[Vec<Req>], runs: usize) {
     let rcv = Receiver::start();
     println!("-- webhook sinks (aligned clients; sink: changes, batches of 1000, receiver in this process)");

@@ -291,24 +291,7 @@ pub async fn run(
     // not know to produce to the topic.
     let _ = sinks_cell.set(sinks.clone());
     let _ = cell.set(svc.clone());
-    let rec = svc.recovery();
-    tracing::info!(
-        db = %svc.db_path().display(),
-        replayed = rec.replayed,
-        seconds = rec.seconds,
-        "ready"
-    );
-    // The line to wait for (as `/readyz`): recovery is over.
-    println!(
-        "ready: replayed {} logged calls in {:.2} s",
-        rec.replayed, rec.seconds
-    );
-    {
-        use std::io::Write as _;
-        if let Err(e) = std::io::stdout().flush() {
-            tracing::warn!(error = %e, "cannot write to stdout");
-        }
-    }
+    announce_ready(&svc);
     let idleness = svc
         .idle_tick()
         .map(|every| tokio::spawn(idleness(svc.clone(), every)));
@@ -330,8 +313,32 @@ pub async fn run(
         source.stop().await;
     }
     sinks.stop();
-    let s = svc.clone();
-    match tokio::task::spawn_blocking(move || s.final_checkpoint()).await {
+    final_checkpoint(svc).await
+}
+
+/// Logs and prints that recovery is over (the printed line is what
+/// scripts wait for, as `/readyz`).
+fn announce_ready(svc: &Service) {
+    let rec = svc.recovery();
+    tracing::info!(
+        db = %svc.db_path().display(),
+        replayed = rec.replayed,
+        seconds = rec.seconds,
+        "ready"
+    );
+    println!(
+        "ready: replayed {} logged calls in {:.2} s",
+        rec.replayed, rec.seconds
+    );
+    use std::io::Write as _;
+    if let Err(e) = std::io::stdout().flush() {
+        tracing::warn!(error = %e, "cannot write to stdout");
+    }
+}
+
+/// The checkpoint of each engine at shutdown, once everything is drained.
+async fn final_checkpoint(svc: Arc<Service>) -> Result<(), ServerError> {
+    match tokio::task::spawn_blocking(move || svc.final_checkpoint()).await {
         Ok(Ok(stored)) if stored.is_empty() => {
             tracing::info!("nothing logged since the last checkpoints")
         }

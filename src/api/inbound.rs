@@ -507,6 +507,7 @@ struct Accepted<'a> {
     ordinals: Option<[u64; 2]>,
 }
 
+// Over 120 lines: one arm per target engine, each mapping, applying and answering.
 fn ingest(
     st: &InboundState,
     svc: &Service,

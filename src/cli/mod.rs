@@ -15,6 +15,7 @@
 //! Blocking reqwest: a command is a short sequence of calls, so there is no
 //! async runtime to manage here (reqwest runs its own).
 
+mod batch;
 mod follow;
 mod http;
 mod indent;
@@ -308,6 +309,7 @@ pub fn run(cmd: ClientCommand) -> anyhow::Result<()> {
     }
 }
 
+// Over 120 lines: one arm per CLI command.
 fn dispatch(cmd: ClientCommand) -> anyhow::Result<()> {
     match cmd {
         ClientCommand::Send {

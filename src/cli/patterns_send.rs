@@ -29,9 +29,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde_json::value::RawValue;
 
+use super::batch::{Batch, Wording};
 use super::http::{parse, Api};
 use super::print;
-use super::send::{self, Batch, Progress, Replay, Wording};
+use super::send::{self, Progress, Replay};
 use super::text::plural;
 use super::wire::{PatternAdvance, PatternPushed, PatternStatus, PatternTicked};
 use crate::canonical::UniqueMap;

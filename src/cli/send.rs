@@ -34,6 +34,7 @@ use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Deserializer};
 
+use super::batch::{batch_error, Batch, Wording};
 use super::http::{parse, Api, CallError};
 use super::wire::{Advance, Ingested, TickCount};
 use crate::engine::{Delivery, Event};
@@ -162,78 +163,6 @@ struct Tally {
     idles: u64,
     changes: u64,
     late: u64,
-}
-
-/// The pending batch: NDJSON body and the file line of each item.
-#[derive(Default)]
-pub(super) struct Batch {
-    body: Vec<u8>,
-    lines: Vec<u64>,
-}
-
-impl Batch {
-    /// Appends one item (its JSON text, on one line) from file line `line_no`.
-    pub(super) fn add(&mut self, line_no: u64, json: &[u8]) {
-        if !self.lines.is_empty() {
-            self.body.push(b'\n');
-        }
-        self.body.extend_from_slice(json);
-        self.lines.push(line_no);
-    }
-
-    /// Items held.
-    pub(super) fn len(&self) -> usize {
-        self.lines.len()
-    }
-
-    /// POSTs the batch as NDJSON to `segments` (nothing when empty) and
-    /// empties it; the answer's text and the number of items sent. A
-    /// rejection names the file line of the failing item (see [`Wording`]).
-    pub(super) fn post(
-        &mut self,
-        api: &Api,
-        segments: &[&str],
-        wording: &Wording,
-    ) -> anyhow::Result<Option<(String, u64)>> {
-        self.post_keyed(api, segments, wording, None)
-    }
-
-    /// The file lines of the first and the last item held.
-    pub(super) fn lines(&self) -> Option<(u64, u64)> {
-        Some((*self.lines.first()?, *self.lines.last()?))
-    }
-
-    /// [`Batch::post`] with `key(first line, last line)` as the
-    /// `Idempotency-Key` (see [`Api::post_keyed`]).
-    pub(super) fn post_keyed(
-        &mut self,
-        api: &Api,
-        segments: &[&str],
-        wording: &Wording,
-        key: Option<&dyn Fn(u64, u64) -> String>,
-    ) -> anyhow::Result<Option<(String, u64)>> {
-        let Some((first, last)) = self.lines() else {
-            return Ok(None);
-        };
-        let key = key.map(|k| k(first, last));
-        let Batch { body, lines } = std::mem::take(self);
-        let answer = api
-            .post_keyed(segments, "application/x-ndjson", Some(body), key.as_deref())
-            .map_err(|e| batch_error(e, &lines, wording))?;
-        Ok(Some((answer, lines.len() as u64)))
-    }
-}
-
-/// How errors name a file's items and what to do after one.
-#[derive(Clone, Copy)]
-pub(super) struct Wording {
-    /// The item: `delivery`, `event`.
-    pub item: &'static str,
-    /// What "everything before line N" covers: `""` (the file), or
-    /// `" of this partition"` when partitions are sent in parallel.
-    pub scope: &'static str,
-    /// What to do after a rejected batch whose first item is on the line given.
-    pub advice: fn(u64) -> String,
 }
 
 /// What `send` says.
@@ -442,35 +371,6 @@ impl<'a> Sender<'a> {
         self.tally.changes += ticked.changes.0;
         Ok(sent)
     }
-}
-
-/// Names the file line of a rejected batch's failing item.
-fn batch_error(e: CallError, lines: &[u64], wording: &Wording) -> anyhow::Error {
-    let (first, last) = (lines[0], lines[lines.len() - 1]);
-    let at = match &e {
-        CallError::Problem(p) => p
-            .index
-            .and_then(|i| lines.get(i as usize))
-            .map(|l| format!("line {l}: ")),
-        _ => None,
-    };
-    let batch = if first == last {
-        format!("the {} of line {first}", wording.item)
-    } else {
-        format!("the batch of lines {first}-{last}")
-    };
-    // A rejection applies nothing; a lost answer leaves it unknown.
-    let outcome = match &e {
-        CallError::Transport(_) => "may or may not have been applied",
-        CallError::Connect(_) => "was not sent",
-        _ => "was not applied",
-    };
-    anyhow::anyhow!(
-        "{}{e}\n  {batch} {outcome}; everything{} before line {first} was; {}",
-        at.unwrap_or_default(),
-        wording.scope,
-        (wording.advice)(first)
-    )
 }
 
 /// The progress bar on stderr (hidden when stderr is not a terminal).
@@ -812,64 +712,4 @@ pub fn run(api: &Api, path: &Path, batch_size: usize, lanes: usize) -> anyhow::R
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn body(op: &Operation) -> String {
-        match op {
-            Operation::Deliver { json, .. } => String::from_utf8(json.clone()).unwrap(),
-            Operation::Advance {
-                partition,
-                watermark,
-            } => format!("advance {partition} {watermark}"),
-            Operation::Idle(p) => format!("idle {p}"),
-        }
-    }
-
-    #[test]
-    fn lines_of_the_generator_format() {
-        let ok = [
-            (
-                r#"{"op":"deliver","partition":"p0","offset":0,"event":{"id":"e0","key":"k17","timestamp":-5,"value":-31}}"#,
-                r#"{"partition":"p0","offset":0,"event":{"id":"e0","key":"k17","timestamp":-5,"value":-31}}"#,
-            ),
-            (
-                r#"{"partition":"p0","event":{"id":"e0","key":"k","timestamp":1,"value":2}}"#,
-                r#"{"partition":"p0","event":{"id":"e0","key":"k","timestamp":1,"value":2}}"#,
-            ),
-            // forwarded as written (the server reads the same delivery)
-            (
-                r#"{"op":"deliver", "event":{"id":"e0","key":"k","timestamp":1,"value":2} ,"partition":"p0"}"#,
-                r#"{ "event":{"id":"e0","key":"k","timestamp":1,"value":2} ,"partition":"p0"}"#,
-            ),
-            // written again when the fast path is not sure (an escape, -0)
-            (
-                r#"{"op":"deliver","partition":"p\u0030","event":{"id":"e0","key":"k","timestamp":-0,"value":2}}"#,
-                r#"{"partition":"p0","event":{"id":"e0","key":"k","timestamp":0,"value":2}}"#,
-            ),
-            (
-                r#"{"op":"advance","partition":"p0","watermark":1700000000499}"#,
-                "advance p0 1700000000499",
-            ),
-            (r#"{"op":"idle","partition":"p1"}"#, "idle p1"),
-        ];
-        for (line, want) in ok {
-            assert_eq!(body(&parse_line(line).expect(line)), want);
-        }
-        let bad = [
-            r#"{"op":"deliver","partition":"p0","offset":0}"#,
-            r#"{"op":"advance","partition":"p0"}"#,
-            r#"{"op":"advance","partition":"p0","watermark":1,"offset":2}"#,
-            r#"{"op":"idle","partition":"p0","watermark":1}"#,
-            r#"{"op":"stop","partition":"p0"}"#,
-            r#"{"partition":"p0","offset":null,"event":{"id":"e","key":"k","timestamp":1,"value":2}}"#,
-            r#"{"partition":"p0","event":{"id":"","key":"k","timestamp":1,"value":2}}"#,
-            r#"{"partition":"p0","extra":1,"event":{"id":"e","key":"k","timestamp":1,"value":2}}"#,
-            r#"{"partition":"p0","event":{"id":"e","key":"k","timestamp":1.5,"value":2}}"#,
-            "not json",
-        ];
-        for line in bad {
-            assert!(parse_line(line).is_err(), "{line}");
-        }
-    }
-}
+mod tests;

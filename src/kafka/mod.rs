@@ -178,6 +178,7 @@ impl Source {
     /// Connects, checks the topic against the pipeline (creating both
     /// topics when missing), applies the watermark topic so far, and starts
     /// consuming this instance's partitions from the engine's offsets.
+    // Over 120 lines: the start-up checks of the topic against the pipeline, in order.
     pub async fn start(svc: Arc<Service>, opts: Options) -> Result<Source, String> {
         if opts.max_out_of_orderness.is_some_and(|b| b < 0) {
             return Err("--max-out-of-orderness must not be negative".into());

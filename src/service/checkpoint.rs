@@ -9,14 +9,12 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::engine::checkpoint::chain::{Chain, Hash};
-use crate::engine::checkpoint::{HistoryParts, LiveParts, Out};
-use crate::engine::history::{NewSegment, SegId, SegRef, StoreFault};
-use crate::engine::Flushed;
-use crate::store::segments::BLOCK_ITEMS;
+use crate::engine::checkpoint::{LiveParts, Out};
+use crate::engine::history::{NewSegment, SegId, StoreFault};
 use crate::store::{CheckpointMeta, EngineId, Origin, Reader};
 
 use super::order::{self, Before, Held, Nothing};
+use super::stored_parts::StoredParts;
 use super::{Inner, Metrics, Service, ServiceError};
 
 /// Most deliveries a history segment holds (one partition's part of a
@@ -39,104 +37,6 @@ pub(super) const TAIL_MAX: u64 = 1 << 19;
 /// 100K on the benchmark box), and the index merges about
 /// `log2(ids / IDS_FLUSH)` times per id over its life.
 const IDS_FLUSH: u64 = 1 << 18;
-
-/// A stored window checkpoint's history, read back block by block through
-/// a reading connection (an envelope served, or a restore's history
-/// hashed). Each block is checked against its checksum as it is read
-/// (`Reader::segment_blocks`), each segment's text against the chunk
-/// records stored with it, and the chain of each list is kept, so that the
-/// caller can check the digest once everything is written.
-pub(crate) struct StoredParts<'a> {
-    reader: &'a Reader,
-    flushed: &'a Flushed,
-    /// The chain value of each list written: the partitions', then the
-    /// late output's (last).
-    chains: std::cell::RefCell<Vec<Option<Hash>>>,
-}
-
-impl<'a> StoredParts<'a> {
-    pub(crate) fn new(reader: &'a Reader, flushed: &'a Flushed) -> StoredParts<'a> {
-        StoredParts {
-            reader,
-            flushed,
-            chains: std::cell::RefCell::new(vec![None; flushed.sources.len() + 1]),
-        }
-    }
-
-    /// The chains of the lists written: `(sources by partition, late)`;
-    /// `None` until every list was written.
-    pub(crate) fn chains(&self) -> Option<(Vec<Hash>, Hash)> {
-        let all: Option<Vec<Hash>> = self.chains.borrow().iter().copied().collect();
-        let mut all = all?;
-        let late = all.pop()?;
-        Some((all, late))
-    }
-
-    fn segs(&self, segs: &[SegRef], out: &mut dyn Out, slot: usize) -> Result<(), StoreFault> {
-        let corrupt = |e: String| crate::store::Error::Corrupt(e);
-        let mut first = true;
-        let mut chain = Chain::new();
-        for seg in segs.iter().filter(|s| s.count > 0) {
-            if chain.len() != seg.first {
-                return Err(StoreFault(format!(
-                    "segment {} starts at item {}, after {} items",
-                    seg.id,
-                    seg.first,
-                    chain.len()
-                )));
-            }
-            let mut done = Vec::new();
-            let mut left = seg.count;
-            self.reader
-                .segment_blocks(seg.id, |text| {
-                    if !first {
-                        out.put(b",").map_err(|e| corrupt(e.0))?;
-                    }
-                    first = false;
-                    let n = left.min(BLOCK_ITEMS);
-                    left -= n;
-                    chain
-                        .push_run(text, n, &mut done)
-                        .map_err(|m| corrupt(format!("segment {}: {m}", seg.id)))?;
-                    out.put(text).map_err(|e| corrupt(e.0))
-                })
-                .map_err(|e| StoreFault(e.to_string()))?;
-            let stored = self
-                .reader
-                .segment_chunks(seg.id)
-                .map_err(|e| StoreFault(e.to_string()))?;
-            if left != 0 || stored != done {
-                let at = done
-                    .iter()
-                    .zip(&stored)
-                    .find(|(a, b)| a != b)
-                    .map_or(String::new(), |(a, _)| format!(" (chunk {})", a.index));
-                return Err(StoreFault(format!(
-                    "segment {}: its text does not match the chunk records stored with it{at}",
-                    seg.id
-                )));
-            }
-        }
-        if let Some(c) = self.chains.borrow_mut().get_mut(slot) {
-            *c = Some(chain.value());
-        }
-        Ok(())
-    }
-}
-
-impl HistoryParts for StoredParts<'_> {
-    fn late(&self, out: &mut dyn Out) -> Result<(), StoreFault> {
-        self.segs(&self.flushed.late, out, self.flushed.sources.len())
-    }
-
-    fn sources(&self, p: usize, out: &mut dyn Out) -> Result<(), StoreFault> {
-        self.segs(
-            self.flushed.sources.get(p).map_or(&[], Vec::as_slice),
-            out,
-            p,
-        )
-    }
-}
 
 /// A stored checkpoint's envelope, as it is served, with its digest (the
 /// download's `ETag`).
@@ -387,26 +287,7 @@ impl Service {
             Metrics::inc(&self.env.metrics.storage_failures, 1);
             ServiceError::from(e)
         };
-        let mut stored: Vec<(NewSegment, SegId)> = Vec::new();
-        snap.each_tail_segment(SEGMENT_ITEMS, &mut |mut seg| {
-            let id = self
-                .writer(at)
-                .put_segment_as(
-                    seg.kind,
-                    seg.count,
-                    &seg.text,
-                    &seg.ends,
-                    &seg.chunks,
-                    false,
-                )
-                .map_err(storage)?;
-            self.wal_written(seg.text.len());
-            // Only one segment's text is held at a time.
-            seg.text = Vec::new();
-            seg.ends = Vec::new();
-            stored.push((seg, id));
-            Ok::<(), ServiceError>(())
-        })?;
+        let stored = self.store_tail(at, &snap)?;
         self.env.faults.checkpoint_pieces_written();
         // Lookups find the flushed ids before the engine drops its tail.
         let ids: Vec<(SegId, &[(u64, u64)])> = stored
@@ -480,6 +361,39 @@ impl Service {
         // after this answer (its merges can be long).
         self.wake_checkpointer("the id index stays in memory");
         Ok(Some(meta))
+    }
+
+    /// Stores a snapshot's tail as history segments, one at a time (only
+    /// one segment's text is held at once); the segments without their
+    /// text, with their ids.
+    fn store_tail<L: Before<order::Writer>>(
+        &self,
+        at: &mut Held<L>,
+        snap: &crate::engine::Snapshot,
+    ) -> Result<Vec<(NewSegment, SegId)>, ServiceError> {
+        let mut stored: Vec<(NewSegment, SegId)> = Vec::new();
+        snap.each_tail_segment(SEGMENT_ITEMS, &mut |mut seg| {
+            let id = self
+                .writer(at)
+                .put_segment_as(
+                    seg.kind,
+                    seg.count,
+                    &seg.text,
+                    &seg.ends,
+                    &seg.chunks,
+                    false,
+                )
+                .map_err(|e| {
+                    Metrics::inc(&self.env.metrics.storage_failures, 1);
+                    ServiceError::from(e)
+                })?;
+            self.wal_written(seg.text.len());
+            seg.text = Vec::new();
+            seg.ends = Vec::new();
+            stored.push((seg, id));
+            Ok::<(), ServiceError>(())
+        })?;
+        Ok(stored)
     }
 
     /// Wakes the checkpointer thread: an automatic checkpoint, a flush of

@@ -248,6 +248,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition, with the current state's `gauges`.
+    // Over 120 lines: one block per metric family, in exposition order.
     pub fn render(&self, gauges: &[Gauge]) -> String {
         let mut out = String::new();
         let counters: [(&str, &str, &AtomicU64); 16] = [

@@ -58,6 +58,7 @@ mod recover;
 mod restore;
 mod restore_stream;
 mod sinks;
+mod stored_parts;
 pub mod strategy;
 mod turnstile;
 

@@ -131,6 +131,7 @@ fn bases(writer: &Writer, setup: &Setup) -> Result<Engines, RecoverError> {
 /// Pipelined on three threads: one reads and parses the command log, the
 /// caller runs the engines, one checks every replayed output record against
 /// the store (each reader on a connection of its own).
+// Over 120 lines: the three pipelined stages of recovery, set up and joined together.
 pub(super) fn replay(
     writer: &Writer,
     db: &Path,

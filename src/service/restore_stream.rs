@@ -34,8 +34,9 @@ use crate::engine::late::LateOutput;
 use crate::engine::{Event, Processor, Rejection};
 use crate::store::{EngineId, Reader, Restored, RestoredLate};
 
-use super::checkpoint::{StoredParts, SEGMENT_ITEMS};
+use super::checkpoint::SEGMENT_ITEMS;
 use super::order::{self, Held};
+use super::stored_parts::StoredParts;
 use super::{RestoreOutcome, Service, ServiceError};
 
 /// Restored deliveries held in memory before they are flushed.
@@ -198,6 +199,7 @@ impl Service {
         Ok(out)
     }
 
+    // Over 120 lines: the restore's numbered steps (parse and stage, check, swap), kept in one place.
     fn restore_streamed(
         &self,
         held: &mut Held<order::Checkpointing>,

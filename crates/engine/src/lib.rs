@@ -85,6 +85,7 @@ pub use processor::{Processor, Snapshot};
 mod aggregate;
 mod changelog;
 pub mod checkpoint;
+mod chunked;
 pub use streamforge_canonical::sha256_hex;
 mod hash;
 pub mod history;

@@ -136,6 +136,7 @@ fn err(path: &Path<'_>, message: impl Into<String>) -> DocumentError {
 
 /// Parses and validates one condition at `path`, `depth` being its node
 /// depth (the root is 1). Recursion stops at depth `MAX_DEPTH + 1`.
+// Over 120 lines: one arm per condition operator.
 pub(crate) fn parse(
     j: &Json<'_>,
     path: &Path<'_>,

@@ -137,6 +137,7 @@ struct Ctx<'a> {
 /// stage conditions; returns the captures (as a list ending with the last)
 /// and the stage counts. `waiting` is the stage a branch waits for, `None`
 /// for a wait.
+// Over 120 lines: the checks of one captures list, in the order the format states them.
 fn read_captures(
     j: &Json<'_>,
     path: &Path<'_>,
@@ -287,6 +288,7 @@ fn check_deadline(
     Ok(d)
 }
 
+// Over 120 lines: one check per field of the state object, in the envelope's order.
 fn build(state: &Json<'_>, sp: &Path<'_>, expect: Expect<'_>) -> Result<Engine, String> {
     let [buffer, captured, next_ordinal, patterns, sequence, states, watermark] = object(
         state,
