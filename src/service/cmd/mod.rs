@@ -22,25 +22,8 @@
 //! | `patterns` | `document` | the new document, as `GET /patterns` writes it | `pattern_document.rs` |
 //!
 //! Adding a command: a file here implementing [`Cmd`] and [`Logged`], and
-//! one line in the `registry!` below (recovery then reads it back).
-
-mod advance;
-mod advance_all;
-mod idle;
-mod ingest;
-mod pattern_advance;
-mod pattern_document;
-mod pattern_finish;
-mod pattern_push;
-
-pub(super) use advance::Advance;
-pub(super) use advance_all::AdvanceAll;
-pub(super) use idle::Idle;
-pub(super) use ingest::Ingest;
-pub(super) use pattern_advance::PatternAdvance;
-pub(super) use pattern_document::PatternDocument;
-pub(super) use pattern_finish::PatternFinish;
-pub(super) use pattern_push::PatternPush;
+//! one line in the `registry!` below, which declares the file's module and
+//! its type (and recovery then reads it back).
 
 use crate::engine::{Change, LateRecord, Processor};
 use crate::patterns;
@@ -146,10 +129,16 @@ fn unreadable(e: impl std::fmt::Display) -> String {
     format!("unreadable body: {e}")
 }
 
-/// Defines [`Replay`]: one variant per logged command type, read back by
-/// its engine and kind.
+/// Declares each command's module (`file`) and type (`Name`), and defines
+/// [`Replay`]: one variant per logged command type, read back by its engine
+/// and kind.
 macro_rules! registry {
-    ($($name:ident: $ty:ty),* $(,)?) => {
+    ($($file:ident::$name:ident: $ty:ty),* $(,)?) => {
+        $(
+            mod $file;
+            pub(super) use $file::$name;
+        )*
+
         /// A command read back from the log, of any registered type.
         pub(in crate::service) enum Replay {
             $($name($ty),)*
@@ -184,12 +173,12 @@ macro_rules! registry {
 }
 
 registry! {
-    Ingest: Ingest<'static>,
-    Advance: Advance<'static>,
-    AdvanceAll: AdvanceAll<'static>,
-    Idle: Idle<'static>,
-    PatternPush: PatternPush,
-    PatternAdvance: PatternAdvance,
-    PatternFinish: PatternFinish,
-    PatternDocument: PatternDocument,
+    ingest::Ingest: Ingest<'static>,
+    advance::Advance: Advance<'static>,
+    advance_all::AdvanceAll: AdvanceAll<'static>,
+    idle::Idle: Idle<'static>,
+    pattern_push::PatternPush: PatternPush,
+    pattern_advance::PatternAdvance: PatternAdvance,
+    pattern_finish::PatternFinish: PatternFinish,
+    pattern_document::PatternDocument: PatternDocument,
 }
