@@ -240,8 +240,8 @@ impl Service {
                 // The slot keeps the store's collection of unnamed segments
                 // (when this checkpoint is stored) from running while a
                 // window checkpoint has written segments it has not linked.
-                let mut one = self.checkpointing(at);
-                let mut g = self.lock_settled(one.held())?;
+                let mut slot = self.checkpointing(at);
+                let mut g = self.lock_settled(slot.held())?;
                 let (inner, at) = g.parts();
                 self.checkpoint_locked(inner, at, engine, Origin::User)
             }
@@ -261,8 +261,8 @@ impl Service {
         origin: Origin,
         due: impl Fn(u64, u64) -> bool,
     ) -> Result<Option<CheckpointMeta>, ServiceError> {
-        let mut one = self.checkpointing(at);
-        let at = one.held();
+        let mut slot = self.checkpointing(at);
+        let at = slot.held();
         // A duration for the metrics only.
         #[allow(clippy::disallowed_methods)]
         let began = std::time::Instant::now();
@@ -476,9 +476,9 @@ impl Service {
     /// `DELETE /checkpoints/{id}`.
     pub fn delete_checkpoint(&self, engine: EngineId, id: i64) -> Result<(), ServiceError> {
         let at = &mut Held::entry();
-        let mut one = self.checkpointing(at);
+        let mut slot = self.checkpointing(at);
         let found = self
-            .writer(one.held())
+            .writer(slot.held())
             .delete_checkpoint(engine, id, &|| self.env.faults.deleting())
             .inspect_err(|_| Metrics::inc(&self.env.metrics.storage_failures, 1))?;
         if found {
@@ -536,8 +536,8 @@ impl Service {
             tracing::warn!(error = %e, "automatic checkpoint failed (the command log still covers it)");
         }
         {
-            let mut one = self.checkpointing(at);
-            self.automatic_checkpoint_of(one.held(), EngineId::Patterns);
+            let mut slot = self.checkpointing(at);
+            self.automatic_checkpoint_of(slot.held(), EngineId::Patterns);
         }
         self.flush_ids(at, self.setup.history.last_segment(), false);
     }
@@ -644,8 +644,8 @@ impl Service {
         }
         let last = self.setup.history.last_segment();
         self.flush_ids(at, last, true);
-        let mut one = self.checkpointing(at);
-        let mut g = self.lock_settled(one.held())?;
+        let mut slot = self.checkpointing(at);
+        let mut g = self.lock_settled(slot.held())?;
         let (inner, at) = g.parts();
         if self.queue(at).logged.get(EngineId::Patterns) > 0 {
             out.push(self.checkpoint_locked(inner, at, EngineId::Patterns, Origin::Auto)?);

@@ -286,10 +286,10 @@ impl Service {
         // The checkpoint slot, as a window restore: the store's collection
         // of unnamed segments (inside the restore) must not run while a
         // window checkpoint has written segments it has not linked yet.
-        let entry = &mut Held::entry();
-        let mut one = self.checkpointing(entry);
+        let at = &mut Held::entry();
+        let mut slot = self.checkpointing(at);
         self.restore_engine(
-            one.held(),
+            slot.held(),
             &Restored {
                 engine: EngineId::Patterns,
                 checkpoint_id: id,

@@ -41,8 +41,8 @@ impl Service {
         let by_body = matches!(source, RestoreSource::Bytes(_));
         let at = &mut Held::entry();
         let out = {
-            let mut one = self.checkpointing(at);
-            self.restore_window(one.held(), source)?
+            let mut slot = self.checkpointing(at);
+            self.restore_window(slot.held(), source)?
         };
         if by_body {
             // The restored history is in memory (and the recovery base is

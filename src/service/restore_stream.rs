@@ -182,10 +182,10 @@ impl Service {
     /// `POST /restore` of an envelope read from `body` as it streams (see
     /// the module docs).
     pub fn restore_stream(&self, body: impl Read) -> Result<RestoreOutcome, ServiceError> {
-        let entry = &mut Held::entry();
+        let at = &mut Held::entry();
         let out = {
-            let mut one = self.checkpointing(entry);
-            let at = one.held();
+            let mut slot = self.checkpointing(at);
+            let at = slot.held();
             let out = self.restore_streamed(at, body);
             // Staged segments that the restored state does not name go
             // (all of them when it was refused).

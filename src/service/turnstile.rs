@@ -76,8 +76,8 @@ mod tests {
     fn turns_are_served_in_arrival_order() {
         let gate = Arc::new(Turnstile::default());
         let served = Arc::new(Mutex::new(Vec::new()));
-        let mut entry = Held::entry();
-        let first = gate.wait(&mut entry);
+        let mut at = Held::entry();
+        let first = gate.wait(&mut at);
         let mut handles = Vec::new();
         for id in 1..=5u64 {
             let (g, s) = (gate.clone(), served.clone());
