@@ -64,20 +64,21 @@ fn envelope_digest(engine: EngineId, envelope: &[u8]) -> String {
     }
 }
 
-/// An engine's state captured for a checkpoint.
-pub(super) enum Snapshot {
+/// An engine's state captured for a checkpoint (the window engine's is its
+/// [`crate::engine::Snapshot`]).
+pub(super) enum Captured {
     /// The window engine's frozen copy (serialized outside the lock).
     Window(Box<crate::engine::Snapshot>),
     /// The pattern engine's envelope, written under the lock.
     Patterns(Vec<u8>),
 }
 
-impl Snapshot {
+impl Captured {
     /// The canonical envelope (serialized outside the processor lock).
     fn envelope(self) -> Result<Vec<u8>, ServiceError> {
         match self {
-            Snapshot::Window(s) => s.checkpoint().map_err(ServiceError::Rejected),
-            Snapshot::Patterns(e) => Ok(e),
+            Captured::Window(s) => s.checkpoint().map_err(ServiceError::Rejected),
+            Captured::Patterns(e) => Ok(e),
         }
     }
 }
@@ -120,12 +121,12 @@ impl Inner {
 
     /// A cheap frozen copy of an engine's state for a checkpoint, and what
     /// it covers.
-    fn snapshot(&self, engine: EngineId) -> Option<(Snapshot, Covers)> {
+    fn capture(&self, engine: EngineId) -> Option<(Captured, Covers)> {
         match engine {
             EngineId::Window => {
                 let p = &self.engines.window;
                 Some((
-                    Snapshot::Window(Box::new(p.snapshot())),
+                    Captured::Window(Box::new(p.snapshot())),
                     Covers {
                         sequence: p.sequence(),
                         late: p.late_len(),
@@ -134,7 +135,7 @@ impl Inner {
             }
             EngineId::Patterns => {
                 let (envelope, covers) = self.envelope(engine).ok()?;
-                Some((Snapshot::Patterns(envelope), covers))
+                Some((Captured::Patterns(envelope), covers))
             }
         }
     }
@@ -546,7 +547,7 @@ impl Service {
     /// engine's is [`Service::window_checkpoint`]), taken in the checkpoint
     /// slot (`at`) like every store of a checkpoint.
     fn automatic_checkpoint_of(&self, at: &mut Held<order::Checkpointing>, engine: EngineId) {
-        let (snapshot, covers, up_to, logged, version) = {
+        let (captured, covers, up_to, logged, version) = {
             let Ok(mut g) = self.lock_settled(at) else {
                 return;
             };
@@ -563,12 +564,12 @@ impl Service {
                 }
             };
             let version = self.commits.base_version(engine).load(Ordering::SeqCst);
-            let Some((snapshot, covers)) = g.snapshot(engine) else {
+            let Some((captured, covers)) = g.capture(engine) else {
                 return;
             };
-            (snapshot, covers, up_to, logged, version)
+            (captured, covers, up_to, logged, version)
         };
-        let envelope = match snapshot.envelope() {
+        let envelope = match captured.envelope() {
             Ok(e) => e,
             Err(e) => {
                 tracing::warn!(error = %e, "automatic checkpoint failed (the command log still covers it)");
