@@ -21,10 +21,10 @@ use std::sync::Arc;
 
 use super::aggregate::Agg;
 use super::event::{Change, ChangeOp, WindowResult};
-use super::hash::FxBuild;
-use super::keys::KeyTable;
 use super::live::{BucketRef, LiveIndex};
 use super::shards::ShardedLive;
+use streamforge_keys::FxBuild;
+use streamforge_keys::KeyTable;
 
 /// The buckets a call touched, each with its visible row before the call.
 #[derive(Debug, Default)]

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 
 use super::checkpoint::chain::{Chain, ChunkRec, CHUNK};
 use super::event::Event;
-use super::hash::FxMap;
+use streamforge_keys::FxMap;
 
 /// A segment's id, given by the store; never reused.
 pub type SegId = u64;

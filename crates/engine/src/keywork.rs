@@ -13,9 +13,9 @@
 use super::aggregate::Agg;
 use super::changelog::{diff, sort_prepared, Changelog, Touches};
 use super::event::ChangeOp;
-use super::keys::{KeyId, KeyTable};
 use super::live::{AlignedDef, BucketRef, LiveIndex, WindowIndex};
 use super::window::{aligned_start, sliding_starts};
+use streamforge_keys::{KeyId, KeyTable};
 
 /// A unique event as the windows see it.
 #[derive(Debug, Clone, Copy)]

@@ -16,9 +16,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::aggregate::Agg;
-use super::hash::FxMap;
-use super::keys::KeyId;
 use super::pipeline::WindowDef;
+use streamforge_keys::FxMap;
+use streamforge_keys::KeyId;
 
 /// Index of a window in the pipeline's name order. A `usize` (not a
 /// narrower integer a large pipeline could wrap): a bucket address is 48

@@ -8,16 +8,16 @@
 use std::sync::Arc;
 
 use super::changelog::{address_cmp, cmp_prepared, row, sort_by_address, Changelog, Touches};
-use super::hash::StrIndex;
 use super::history::{id_hash, HistoryStore, MemHistory, NewSegment, SegId, SegKind, SegRef};
-use super::keys::KeyTable;
 use super::keywork::{self, Job};
 use super::late::LateOutput;
 use super::live::BucketRef;
 use super::shards::{Executor, ShardedLive};
 use super::sources::{Flushed, Resolved, Sources};
+use super::str_index::StrIndex;
 use super::watermark::WatermarkState;
 use super::*;
+use streamforge_keys::KeyTable;
 
 /// The complete state of one pipeline. See the module docs of [`crate`].
 #[derive(Debug, Clone)]

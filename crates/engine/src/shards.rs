@@ -19,10 +19,10 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use super::aggregate::Agg;
-use super::hash::hash_str;
-use super::keys::{KeyId, KeyTable};
 use super::live::{BucketRef, LiveIndex};
 use super::pipeline::WindowDef;
+use streamforge_keys::hash_str;
+use streamforge_keys::{KeyId, KeyTable};
 
 /// The largest number of shards a processor accepts.
 pub const MAX_SHARDS: usize = 64;

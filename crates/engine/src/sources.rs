@@ -23,13 +23,14 @@ use super::checkpoint::chain::{Chain, Hash};
 use super::chunked::Chunked;
 use super::error::Rejection;
 use super::event::{DeliveryInput, Event};
-use super::hash::{FxMap, StrIndex};
 use super::history::{
     id_hash, id_hash_bytes, HistoryStore, NewSegment, SegId, SegKind, SegRef, StoreFault,
     MAX_SEGMENT_ITEMS,
 };
 use super::idstr::IdStr;
-use super::keys::{KeyId, KeyTable};
+use super::str_index::StrIndex;
+use streamforge_keys::FxMap;
+use streamforge_keys::{KeyId, KeyTable};
 
 /// Number of a record of the tail.
 pub type RecNo = u32;

@@ -3,14 +3,14 @@
 
 use std::collections::HashMap;
 
-use crate::hash::HashBuild;
+use streamforge_keys::FxBuild;
 
 /// The first position of each hash, and the others (rare: the same hash at
 /// several positions) beside.
 #[derive(Default)]
 pub(crate) struct Memtable {
-    pub(crate) first: HashMap<u64, u64, HashBuild>,
-    pub(crate) more: HashMap<u64, Vec<u64>, HashBuild>,
+    pub(crate) first: HashMap<u64, u64, FxBuild>,
+    pub(crate) more: HashMap<u64, Vec<u64>, FxBuild>,
     pub(crate) len: u64,
 }
 

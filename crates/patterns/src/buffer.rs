@@ -10,7 +10,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
 use crate::event::Event;
-use crate::keys::KeyId;
+use streamforge_keys::KeyId;
 
 /// A pushed event with its ordinal and interned key.
 #[derive(Debug, Clone)]

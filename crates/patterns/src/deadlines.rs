@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 
-use crate::keys::KeyId;
+use streamforge_keys::KeyId;
 
 /// The index.
 #[derive(Debug, Clone, Default)]

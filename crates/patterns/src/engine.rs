@@ -28,13 +28,13 @@ use crate::document::{Document, Limits};
 use crate::error::{PushRejection, Rejection};
 use crate::event::Event;
 use crate::expiry::expire;
-use crate::keys::{KeyId, Keys};
 use crate::keystate::{observe, KeyState, Scratch, Waits};
 pub use crate::outcome::{
     AdvanceOutcome, DocumentChange, PatternStatus, PushOutcome, Status, TypeMismatch,
 };
 use crate::selection::{select, Emitter, Group};
 use crate::{FINAL_WATERMARK, MAX_EVENT_TIME};
+use streamforge_keys::{KeyId, KeyTable};
 
 /// Largest ordinal (2^53 - 1).
 pub(crate) const MAX_ORDINAL: u64 = MAX_EVENT_TIME as u64;
@@ -73,7 +73,7 @@ fn check_active(
     live: u64,
     limit: u64,
     c: &Compiled,
-    keys: &Keys,
+    keys: &KeyTable,
     key: KeyId,
 ) -> Result<(), Rejection> {
     if live > limit {
@@ -110,7 +110,7 @@ struct Undo {
 pub struct Engine {
     pub(crate) doc: Document,
     pub(crate) compiled: Vec<Compiled>,
-    pub(crate) keys: Keys,
+    pub(crate) keys: KeyTable,
     pub(crate) buffer: Buffer,
     /// `states[pattern][key]`.
     pub(crate) states: Vec<Vec<KeyState>>,
@@ -163,7 +163,7 @@ impl Engine {
             states: vec![Vec::new(); doc.patterns.len()],
             compiled,
             doc,
-            keys: Keys::default(),
+            keys: KeyTable::default(),
             buffer: Buffer::default(),
             deadlines: Deadlines::new(n),
             watermark: -1,
@@ -252,7 +252,11 @@ impl Engine {
     /// [`Engine::intern`] by the key's bytes.
     #[inline]
     fn intern_bytes(&mut self, key: &[u8]) -> Option<KeyId> {
-        let id = self.keys.intern_bytes(key)?;
+        if self.keys.len() > KeyId::MAX as usize {
+            // Every id is taken: only a key already interned has one.
+            return std::str::from_utf8(key).ok().and_then(|k| self.keys.get(k));
+        }
+        let id = self.keys.intern_bytes(key);
         let n = self.keys.len();
         for per_pattern in &mut self.states {
             if per_pattern.len() < n {

@@ -47,7 +47,6 @@ mod checkpoint;
 mod compiled;
 mod deadlines;
 mod expiry;
-mod keys;
 mod keystate;
 mod outcome;
 mod pattern;

@@ -38,7 +38,6 @@ use crate::aggregate::Agg;
 use crate::changelog::Changelog;
 use crate::event::Event;
 use crate::history::HistoryStore;
-use crate::keys::KeyTable;
 use crate::late::LateOutput;
 use crate::live::{BucketRef, LiveIndex, WinNo};
 use crate::num::is_multiple;
@@ -47,6 +46,7 @@ use crate::sources::Flushed;
 use crate::sources::Sources;
 use crate::watermark::WatermarkState;
 use crate::{Pipeline, WindowDef};
+use streamforge_keys::KeyTable;
 
 /// Restores an envelope; with `target`, its pipeline must be equivalent.
 /// The restored history is the processor's tail (in memory) until it is

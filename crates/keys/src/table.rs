@@ -1,12 +1,20 @@
-//! Interned grouping keys: each distinct key string is stored once, as an
-//! `Arc<str>` that results share, and buckets refer to it by a `KeyId`.
+//! The key interner of both engines: each distinct key string is stored
+//! once, as an `Arc<str>` that results share, and state refers to it by a
+//! dense [`KeyId`], so a state lookup is an index, not a hash.
 //!
-//! The names are kept in chunks of [`CHUNK`] behind `Arc`s, so that the
-//! frozen copy a checkpoint takes under the processor lock
-//! ([`KeyTable::frozen`]) shares every full chunk instead of copying every
-//! key ever seen: it costs one pointer per chunk and at most one partial
-//! chunk, whatever the number of keys.
+//! - Keys of up to 22 bytes are also held inline in the map's slots, so
+//!   looking one up reads one slot, not a slot and a separately allocated
+//!   string.
+//! - The names are kept in chunks of [`CHUNK`] behind `Arc`s, so that the
+//!   frozen copy a checkpoint takes under the engines' lock
+//!   ([`KeyTable::frozen`]) shares every full chunk instead of copying
+//!   every key ever seen: it costs one pointer per chunk and at most one
+//!   partial chunk, whatever the number of keys.
+//! - Byte-order ranks ([`KeyTable::prepare_ranks`]) let the window engine
+//!   sort addresses by key without comparing strings.
 
+use std::borrow::Borrow;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use super::hash::FxMap;
@@ -22,7 +30,7 @@ const CHUNK: usize = 4096;
 pub struct KeyTable {
     /// Empty in a frozen copy until something interns or looks up by name
     /// in it (see [`KeyTable::frozen`]).
-    ids: FxMap<Arc<str>, KeyId>,
+    ids: FxMap<Name, KeyId>,
     /// The names by id, in chunks of [`CHUNK`] (the last one may be
     /// partial); shared with frozen copies.
     chunks: Vec<Arc<Vec<Arc<str>>>>,
@@ -39,22 +47,42 @@ impl KeyTable {
     /// The id of `key`, interning it if new.
     #[inline]
     pub fn intern(&mut self, key: &str) -> KeyId {
+        if let Some(id) = self.lookup(key.as_bytes()) {
+            return id;
+        }
+        self.insert(key)
+    }
+
+    /// [`KeyTable::intern`] by the key's bytes (UTF-8, as an event's key
+    /// is: anything else is stored as its lossy text).
+    #[inline]
+    pub fn intern_bytes(&mut self, key: &[u8]) -> KeyId {
+        if let Some(id) = self.lookup(key) {
+            return id;
+        }
+        self.insert(&String::from_utf8_lossy(key))
+    }
+
+    #[inline]
+    fn lookup(&mut self, key: &[u8]) -> Option<KeyId> {
         if self.frozen {
             self.thaw();
         }
-        if let Some(&id) = self.ids.get(key) {
-            return id;
-        }
+        self.ids.get(key).copied()
+    }
+
+    #[cold]
+    fn insert(&mut self, key: &str) -> KeyId {
         let id = self.len as KeyId;
         let name: Arc<str> = Arc::from(key);
         if self.len.is_multiple_of(CHUNK) {
             self.chunks.push(Arc::new(Vec::with_capacity(CHUNK)));
         }
+        self.ids.insert(Name::new(key, &name), id);
         if let Some(last) = self.chunks.last_mut() {
-            Arc::make_mut(last).push(name.clone());
+            Arc::make_mut(last).push(name);
         }
         self.len += 1;
-        self.ids.insert(name, id);
         id
     }
 
@@ -76,7 +104,7 @@ impl KeyTable {
     fn thaw(&mut self) {
         let mut ids = FxMap::default();
         for (id, name) in self.names().enumerate() {
-            ids.insert(name.clone(), id as KeyId);
+            ids.insert(Name::new(name, name), id as KeyId);
         }
         self.ids = ids;
         self.frozen = false;
@@ -92,12 +120,18 @@ impl KeyTable {
         self.len
     }
 
+    /// Whether no key is interned.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// The id of `key` if interned.
     pub fn get(&self, key: &str) -> Option<KeyId> {
         if self.frozen {
             return self.names().position(|n| &**n == key).map(|i| i as KeyId);
         }
-        self.ids.get(key).copied()
+        self.ids.get(key.as_bytes()).copied()
     }
 
     /// Makes [`KeyTable::rank`] valid for every key if that is cheap relative
@@ -134,7 +168,70 @@ impl KeyTable {
         let id = id as usize;
         &self.chunks[id / CHUNK][id % CHUNK]
     }
+
+    /// Heap bytes held (names, the chunks and the map's slots): an
+    /// estimate for diagnostics.
+    pub fn heap_bytes(&self) -> usize {
+        let names: usize = self.names().map(|n| 16 + n.len()).sum();
+        let slot = std::mem::size_of::<(Name, KeyId)>() + 1;
+        names + self.chunks.len() * (16 + CHUNK * 16) + self.ids.capacity() * slot
+    }
 }
+
+/// A key as the map holds it: inline when short.
+#[derive(Debug, Clone)]
+enum Name {
+    Inline { len: u8, bytes: [u8; 22] },
+    Shared(Arc<str>),
+}
+
+impl Name {
+    fn new(s: &str, shared: &Arc<str>) -> Name {
+        if s.len() <= 22 {
+            let mut bytes = [0u8; 22];
+            bytes[..s.len()].copy_from_slice(s.as_bytes());
+            Name::Inline {
+                len: s.len() as u8,
+                bytes,
+            }
+        } else {
+            Name::Shared(shared.clone())
+        }
+    }
+
+    #[inline]
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Name::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Name::Shared(s) => s.as_bytes(),
+        }
+    }
+}
+
+/// Looked up by the key's bytes (its hash and equality are those of the
+/// byte slice).
+impl Borrow<[u8]> for Name {
+    #[inline]
+    fn borrow(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl Hash for Name {
+    #[inline]
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.as_bytes().hash(h);
+    }
+}
+
+impl PartialEq for Name {
+    #[inline]
+    fn eq(&self, other: &Name) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Name {}
 
 #[cfg(test)]
 mod tests {
@@ -167,5 +264,30 @@ mod tests {
         assert_eq!(f.intern("other"), (CHUNK * 2 + 10) as KeyId);
         assert_eq!(&**t.name((CHUNK * 2 + 10) as KeyId), "new");
         assert_eq!(&**f.name((CHUNK * 2 + 10) as KeyId), "other");
+    }
+
+    #[test]
+    fn short_and_long_keys_intern_once() {
+        let mut k = KeyTable::default();
+        let long = "k".repeat(100);
+        let a = k.intern("");
+        let b = k.intern("acct-1");
+        let c = k.intern(&long);
+        let d = k.intern(&"x".repeat(22));
+        assert_eq!((a, b, c, d), (0, 1, 2, 3));
+        assert_eq!(k.intern_bytes(b"acct-1"), 1);
+        assert_eq!(k.intern(&long), 2);
+        assert_eq!(k.intern_bytes(long.as_bytes()), 2);
+        assert_eq!(k.intern(&"x".repeat(22)), 3);
+        assert_eq!(k.intern_bytes("é".as_bytes()), 4);
+        assert_eq!(k.get("é"), Some(4));
+        assert_eq!(k.get(&"x".repeat(23)), None);
+        assert_eq!(&**k.name(2), long);
+        assert_eq!(k.len(), 5);
+        // A frozen copy finds short and long keys alike once it interns.
+        let mut f = k.frozen();
+        assert_eq!(f.intern("acct-1"), 1);
+        assert_eq!(f.intern(&long), 2);
+        assert_eq!(f.intern("new"), 5);
     }
 }
