@@ -29,7 +29,7 @@
 //!   (`streamforge-ids`, [`store::ids`]), the only crates with `rusqlite`:
 //!   migrations, the command log, changelog and late pages, checkpoints,
 //!   the recovery base.
-//! - [`service`]: the single write path (std `Mutex` over the processor and
+//! - [`service`]: the single write path (std `Mutex` over the engines and
 //!   the writing connection; `tokio::sync::watch` for waiters), recovery,
 //!   metrics. No HTTP.
 //! - [`api`]: axum routes of docs/api.md, auth, CORS, body limit, problem+json.

@@ -1,7 +1,7 @@
 //! The mutating calls of the processing API: `POST /events`,
 //! `POST /watermarks` and `POST /partitions/{partition}/idle`.
 //!
-//! Each parses its request on a blocking thread (outside the processor lock,
+//! Each parses its request on a blocking thread (outside the engines lock,
 //! so parsing of concurrent requests runs on every core), the deliveries
 //! borrowing their strings from the body, then calls the service there. The
 //! answer embeds the service's encoded changes (the very bytes that were

@@ -1,4 +1,4 @@
-//! Handlers. Each parses its request (outside the processor lock), runs the
+//! Handlers. Each parses its request (outside the engines lock), runs the
 //! service call in `spawn_blocking`, and renders the typed answer.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The mutating calls of the window engine, on the one write path:
 //!
-//! 1. **Engine** (under the processor lock, nothing else): the call's
+//! 1. **Engine** (under the engines lock, nothing else): the call's
 //!    command ([`Cmd`], one type per command in `cmd/`) is applied; a rejection returns here and writes nothing.
 //!    Otherwise the call gets the next ticket and is queued on the commit
 //!    queue, still under the lock, so the queue is in engine order.
@@ -285,7 +285,7 @@ impl Service {
         })
     }
 
-    /// Step 1: the engine, under the processor lock (mutating calls take it
+    /// Step 1: the engine, under the engines lock (mutating calls take it
     /// in arrival order); queues the applied call with `body`, what the
     /// command log stores.
     pub(super) fn apply<C: Cmd>(
@@ -294,13 +294,13 @@ impl Service {
         cmd: C,
         body: StoredBody,
     ) -> Result<(u64, C::Out), ServiceError> {
-        let mut turn = self.processor.turns.wait(at);
+        let mut turn = self.engines_lock.turns.wait(at);
         let mut guard = self.lock_consistent(turn.held())?;
         let (inner, at) = guard.parts();
         self.apply_locked(inner, at, cmd, body)
     }
 
-    /// [`Service::apply`] of several commands in one turn of the processor
+    /// [`Service::apply`] of several commands in one turn of the engines
     /// lock, in order; each succeeds or fails on its own (a failure to take
     /// the lock fails them all).
     pub(super) fn apply_all<C: Cmd>(
@@ -308,7 +308,7 @@ impl Service {
         at: &mut Held<Nothing>,
         cmds: Vec<(C, StoredBody)>,
     ) -> Vec<Result<(u64, C::Out), ServiceError>> {
-        let mut turn = self.processor.turns.wait(at);
+        let mut turn = self.engines_lock.turns.wait(at);
         let mut guard = match self.lock_consistent(turn.held()) {
             Ok(g) => g,
             Err(e) => {
@@ -332,7 +332,7 @@ impl Service {
     fn apply_locked<C: Cmd>(
         &self,
         inner: &mut super::Inner,
-        at: &mut Held<super::order::Processor>,
+        at: &mut Held<super::order::Engines>,
         cmd: C,
         body: StoredBody,
     ) -> Result<(u64, C::Out), ServiceError> {
@@ -349,10 +349,10 @@ impl Service {
         let heads = inner.heads();
         if engine == crate::store::EngineId::Window {
             let tail = inner.engines.window.tail_len();
-            self.processor
+            self.engines_lock
                 .tail
                 .store(tail, std::sync::atomic::Ordering::Relaxed);
-            self.processor.live.store(
+            self.engines_lock.live.store(
                 inner.engines.window.live_buckets() as u64,
                 std::sync::atomic::Ordering::Relaxed,
             );

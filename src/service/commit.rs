@@ -1,6 +1,6 @@
 //! The commit queue: group commit of the applied calls of both engines.
 //!
-//! Every mutating call is applied to its engine under the processor lock
+//! Every mutating call is applied to its engine under the engines lock
 //! (`apply`), gets the next ticket and is queued here in engine order, still
 //! under the lock. Outside the lock it encodes its output for the store
 //! ([`Encoded`]); then the first caller that finds no commit running and an
@@ -19,7 +19,7 @@
 //!
 //! Readers of the engines (`/results`, `/status`), checkpoints and restores
 //! first wait until everything applied is committed ("settled"), holding the
-//! processor lock, so they never see a state that a failed commit takes back.
+//! engines lock, so they never see a state that a failed commit takes back.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar};
@@ -107,12 +107,12 @@ impl Service {
         }
     }
 
-    /// Queues an applied call (under the processor lock, in ticket order).
+    /// Queues an applied call (under the engines lock, in ticket order).
     /// Refused when a commit failed meanwhile: the call builds on state that
     /// is being taken back (the engines are rebuilt before anyone uses them).
     pub(super) fn enqueue(
         &self,
-        at: &mut Held<order::Processor>,
+        at: &mut Held<order::Engines>,
         pending: Pending,
     ) -> Result<(), ServiceError> {
         let mut q = self.queue(at);
@@ -254,10 +254,10 @@ impl Service {
         }
     }
 
-    /// Waits (holding the processor lock) until every applied call is
+    /// Waits (holding the engines lock) until every applied call is
     /// committed or failed. True when a commit failed (the queue is
     /// poisoned).
-    pub(super) fn drain(&self, at: &mut Held<order::Processor>) -> bool {
+    pub(super) fn drain(&self, at: &mut Held<order::Engines>) -> bool {
         let mut q = self.queue(at);
         while !q.poisoned && (q.leader || !q.queue.is_empty()) {
             q.draining += 1;

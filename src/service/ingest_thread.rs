@@ -5,7 +5,7 @@
 //!
 //! The same write path as every other call (`ingest_command`, `apply_all`
 //! and `ingest_applied`: the
-//! turnstile, the processor lock, the commit queue; `ingest_finish`: the
+//! turnstile, the engines lock, the commit queue; `ingest_finish`: the
 //! group commit), only without a blocking-pool thread per call, a lock
 //! hand-over between callers and a wake-up per commit: under load the
 //! thread takes the calls queued while it committed, and they form the
@@ -185,7 +185,7 @@ fn run(svc: Weak<Service>, rx: Receiver<IngestJob>, rounds: &Rounds) {
     }
 }
 
-/// Applies every job in one turn of the processor lock, hands them all to
+/// Applies every job in one turn of the engines lock, hands them all to
 /// the commit queue, then commits them (one group when nothing else is
 /// committing) and answers each. Between handing a call over and leading
 /// its commit the thread takes no lock that a reader settling the engines

@@ -56,7 +56,7 @@ pub(super) struct Pending {
     pub(super) body: StoredBody,
     /// The heads after this call.
     pub(super) heads: Heads,
-    /// Filled by the caller outside the processor lock.
+    /// Filled by the caller outside the engines lock.
     pub(super) encoded: Option<Encoded>,
 }
 

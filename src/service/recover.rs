@@ -327,14 +327,14 @@ fn verify_changes(r: &Reader, changes: &[Change]) -> Result<(), Mismatch> {
 }
 
 /// Recovery while serving: the engines rebuilt from the store after a
-/// failed commit or a panic under the processor lock.
+/// failed commit or a panic under the engines lock.
 impl Service {
-    /// Waits (holding the processor lock) until every applied call is
+    /// Waits (holding the engines lock) until every applied call is
     /// committed, then rebuilds if a commit failed or the state is broken.
     pub(super) fn settle(
         &self,
         inner: &mut Inner,
-        at: &mut Held<order::Processor>,
+        at: &mut Held<order::Engines>,
     ) -> Result<(), ServiceError> {
         if self.drain(at) || inner.broken {
             self.rebuild(inner, at)?;
@@ -344,11 +344,11 @@ impl Service {
 
     /// Replaces the engines with the store's state. Marks the service ready
     /// again on success; leaves it broken (and not ready) otherwise. The
-    /// caller holds the processor lock and nothing is being committed.
+    /// caller holds the engines lock and nothing is being committed.
     pub(super) fn rebuild(
         &self,
         inner: &mut Inner,
-        at: &mut Held<order::Processor>,
+        at: &mut Held<order::Engines>,
     ) -> Result<(), ServiceError> {
         let replayed = replay(&self.writer(at), &self.env.db, &self.setup);
         match replayed {
@@ -363,13 +363,13 @@ impl Service {
                 let mut q = self.queue(at);
                 q.poisoned = false;
                 q.logged = logged;
-                self.processor.healthy.store(true, Ordering::Relaxed);
+                self.engines_lock.healthy.store(true, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
                 tracing::error!(error = %e, "rebuilding the engines from the store failed");
                 inner.broken = true;
-                self.processor.healthy.store(false, Ordering::Relaxed);
+                self.engines_lock.healthy.store(false, Ordering::Relaxed);
                 Err(ServiceError::Unavailable(format!(
                     "storage failure; the state is being rebuilt: {e}"
                 )))

@@ -146,7 +146,7 @@ impl Service {
     /// place (`replace`), once the calls in flight are committed; returns
     /// the engine's new epoch. A restore is one transaction, as durable as
     /// any acknowledged call.
-    pub(super) fn restore_engine<L: Before<order::Processor>>(
+    pub(super) fn restore_engine<L: Before<order::Engines>>(
         &self,
         at: &mut Held<L>,
         r: &Restored<'_>,

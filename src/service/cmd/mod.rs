@@ -31,7 +31,7 @@ use crate::store::EngineId;
 
 use super::error::ServiceError;
 
-/// The engines the service drives, under its one processor lock.
+/// The engines the service drives, under its one engines lock.
 pub(in crate::service) struct Engines {
     /// The windowed-aggregation engine.
     pub window: Processor,
@@ -98,7 +98,7 @@ impl Records {
     }
 }
 
-/// A mutating call: applied to one engine under the processor lock, logged
+/// A mutating call: applied to one engine under the engines lock, logged
 /// under [`Cmd::kind`].
 pub(in crate::service) trait Cmd: Sized {
     /// The engine it applies to.
