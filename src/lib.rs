@@ -6,7 +6,7 @@
 //! HTTP request → [`api`] (parse and validate DTOs, auth, limits, map errors
 //! to problem+json) → [`service`] (take the lock, apply, persist, notify) →
 //! [`engine`] (pure: no tokio, axum, rusqlite or I/O) and [`store`] (one
-//! SQLite transaction per acknowledged call) → outcome → response.
+//! SQLite transaction per acknowledged call) → answer → response.
 //!
 //! The pure parts and the store are workspace crates (`crates/`), re-exported
 //! here under their short names; their `Cargo.toml` files say what each may

@@ -332,7 +332,7 @@ pub async fn delete_checkpoint(
     checkpoint_delete(svc, id, EngineId::Window).await
 }
 
-fn restore_answer(o: &crate::service::RestoreOutcome) -> Result<Vec<u8>, ApiError> {
+fn restore_answer(o: &crate::service::RestoreAnswer) -> Result<Vec<u8>, ApiError> {
     to_json(&dto::RestoreResponse {
         sequence: o.sequence,
         late: o.late,

@@ -77,14 +77,14 @@ use order::{Before, Held, Locked};
 use queue::CommitQueue;
 use turnstile::Turnstile;
 
-pub use apply::{IngestAnswer, Reply, TickAnswer};
+pub use apply::{IngestAnswer, Prefer, TickAnswer};
 pub use checkpoint::Download;
 pub use error::{PatternRejection, ServiceError, StartError};
 pub use heads::Heads;
 pub use idempotency::{check_key, Keyed, KeyedRequest};
 pub use metrics::{Gauge, Metrics};
 pub use patterns::{AdvanceAnswer, PatternsRestored, PatternsStatus, PushAnswer};
-pub use restore::{RestoreOutcome, RestoreSource};
+pub use restore::{RestoreAnswer, RestoreSource};
 
 /// What the engines are set up with (fixed for the database's lifetime).
 #[derive(Debug, Clone)]

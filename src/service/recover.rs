@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::engine::checkpoint::LiveParts;
 use crate::store::{self, BaseState, EngineId, Reader, Stream, Writer};
 
-use super::cmd::{Engines, Records, Replay};
+use super::cmd::{Engines, Replay, ReplayOutcome};
 use super::order::{self, Held};
 use super::{Inner, Service, ServiceError, Setup};
 
@@ -141,7 +141,7 @@ pub(super) fn replay(
     // takes the limits in force afterwards.
     let mut engines = bases(writer, setup)?;
     type Decoded = (u64, EngineId, &'static str, Replay);
-    type Output = (u64, EngineId, &'static str, Records);
+    type Applied = (u64, EngineId, &'static str, ReplayOutcome);
     let mut logged = LogCounts::default();
     let result = std::thread::scope(|s| {
         let (cmd_tx, cmd_rx) = sync_channel::<Decoded>(16);
@@ -157,7 +157,7 @@ pub(super) fn replay(
                     .map_err(|_| RecoverError::Invalid("replay stopped".into()))
             })
         });
-        let (out_tx, out_rx) = sync_channel::<Output>(16);
+        let (out_tx, out_rx) = sync_channel::<Applied>(16);
         let verifier = s.spawn(move || -> Result<(), RecoverError> {
             let r = Reader::open(db)?;
             for (n, engine, kind, applied) in out_rx {
@@ -272,7 +272,7 @@ fn json<T: serde::Serialize>(v: &T) -> Result<String, Mismatch> {
 
 /// Every replayed change and record must be byte-identical to the one
 /// stored with its command.
-fn verify(r: &Reader, applied: &Records) -> Result<(), Mismatch> {
+fn verify(r: &Reader, applied: &ReplayOutcome) -> Result<(), Mismatch> {
     let out = applied.output();
     verify_changes(r, out.changes)?;
     for l in out.late {
