@@ -62,7 +62,7 @@ fn measure(query: Query, partitions: u32, events: u64) -> (Vec<Sample>, usize, u
     v["partitions"] = (0..partitions).map(|p| format!("p{p}")).collect();
     let pipeline = Pipeline::from_json(v.to_string().as_bytes()).expect("pipeline");
     let mut proc = Processor::new(pipeline);
-    let stream = nexmark::Stream::new(nexmark::Config {
+    let stream = nexmark::Workload::new(nexmark::Config {
         seed: 7,
         events,
         partitions,

@@ -6,7 +6,7 @@
 //! HTTP request → [`api`] (parse and validate DTOs, auth, limits, map errors
 //! to problem+json) → [`service`] (take the lock, apply, persist, notify) →
 //! [`engine`] (pure: no tokio, axum, rusqlite or I/O) and [`store`] (one
-//! SQLite transaction per acknowledged call) → outcome → response.
+//! SQLite transaction per acknowledged call) → answer → response.
 //!
 //! The pure parts and the store are workspace crates (`crates/`), re-exported
 //! here under their short names; their `Cargo.toml` files say what each may
@@ -29,7 +29,7 @@
 //!   (`streamforge-ids`, [`store::ids`]), the only crates with `rusqlite`:
 //!   migrations, the command log, changelog and late pages, checkpoints,
 //!   the recovery base.
-//! - [`service`]: the single write path (std `Mutex` over the processor and
+//! - [`service`]: the single write path (std `Mutex` over the engines and
 //!   the writing connection; `tokio::sync::watch` for waiters), recovery,
 //!   metrics. No HTTP.
 //! - [`api`]: axum routes of docs/api.md, auth, CORS, body limit, problem+json.

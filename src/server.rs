@@ -193,7 +193,7 @@ async fn idleness(svc: Arc<Service>, every: std::time::Duration) {
         let marked = tokio::task::spawn_blocking(move || {
             let mut marked = Vec::new();
             for p in s.idle_due() {
-                match s.mark_idle(&p, crate::service::Reply::Minimal) {
+                match s.mark_idle(&p, crate::service::Prefer::Minimal) {
                     Ok(_) => marked.push(p),
                     Err(e) => tracing::warn!(partition = %p, error = %e, "marking an idle partition failed; trying again"),
                 }

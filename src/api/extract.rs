@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use super::error::{ApiError, Code};
 use crate::canonical::strict;
 use crate::service::parse::{self, Framing, ParseError};
-use crate::service::{Reply, Service};
+use crate::service::{Prefer, Service};
 
 use super::AppState;
 
@@ -32,7 +32,7 @@ pub struct WriteCall {
     /// NDJSON when the `Content-Type` names it, else JSON.
     pub framing: Framing,
     /// Records or counts in the answer.
-    pub reply: Reply,
+    pub prefer: Prefer,
 }
 
 impl FromRequest<AppState> for WriteCall {
@@ -49,7 +49,7 @@ impl FromRequest<AppState> for WriteCall {
         } else {
             Framing::Json
         };
-        let reply = reply_of(req.headers());
+        let prefer = prefer_of(req.headers());
         let body = Bytes::from_request(req, st)
             .await
             .map_err(|r| body_error(r, st.max_body_bytes))?;
@@ -58,7 +58,7 @@ impl FromRequest<AppState> for WriteCall {
             svc,
             body,
             framing,
-            reply,
+            prefer,
         })
     }
 }
@@ -173,21 +173,21 @@ impl FromRequestParts<AppState> for PartitionName {
     }
 }
 
-impl FromRequestParts<AppState> for Reply {
+impl FromRequestParts<AppState> for Prefer {
     type Rejection = std::convert::Infallible;
 
-    /// The answer the caller prefers ([`reply_of`]).
+    /// The answer the caller prefers ([`prefer_of`]).
     async fn from_request_parts(
         parts: &mut Parts,
         _: &AppState,
     ) -> Result<Self, std::convert::Infallible> {
-        Ok(reply_of(&parts.headers))
+        Ok(prefer_of(&parts.headers))
     }
 }
 
 /// What the request prefers (RFC 7240): `Prefer: return=minimal` (in any
 /// case, among other preferences) asks for counts instead of records.
-pub fn reply_of(headers: &HeaderMap) -> Reply {
+pub fn prefer_of(headers: &HeaderMap) -> Prefer {
     let minimal = headers.get_all("prefer").iter().any(|v| {
         v.to_str().is_ok_and(|v| {
             v.split(',').any(|p| {
@@ -198,9 +198,9 @@ pub fn reply_of(headers: &HeaderMap) -> Reply {
         })
     });
     if minimal {
-        Reply::Minimal
+        Prefer::Minimal
     } else {
-        Reply::Full
+        Prefer::Full
     }
 }
 

@@ -31,7 +31,7 @@ use crate::inbound::signature::Failure;
 use crate::inbound::{Inbound, Source, Target};
 use crate::service::ingest_thread::{Called, IngestError};
 use crate::service::parse::{self, Framing};
-use crate::service::{IngestAnswer, Keyed, KeyedRequest, Reply, Service, ServiceError};
+use crate::service::{IngestAnswer, Keyed, KeyedRequest, Prefer, Service, ServiceError};
 use crate::store::RejectedStore;
 use std::borrow::Cow;
 
@@ -457,7 +457,7 @@ async fn fast(
         return Some(to_json(&a).map(|b| json_response(StatusCode::OK, b)));
     }
     let body = Box::new(mapping::deliveries_body(partition, events));
-    let out = match queue.call(svc, body, Framing::Json, Reply::Minimal).await {
+    let out = match queue.call(svc, body, Framing::Json, Prefer::Minimal).await {
         Called::Answered(Ok(out)) => out,
         // An identity conflict: the full path keeps it on the rejected
         // page (nothing was applied).
@@ -569,7 +569,7 @@ fn ingest(
                     },
                 })
                 .collect();
-            let out = match svc.ingest(&raw, Framing::Json, items, Reply::Minimal) {
+            let out = match svc.ingest(&raw, Framing::Json, items, Prefer::Minimal) {
                 Ok(out) => out,
                 Err(ServiceError::BatchRejected(r)) => {
                     // Append mode, a partition of the pipeline: only the

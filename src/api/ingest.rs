@@ -1,7 +1,7 @@
 //! The mutating calls of the processing API: `POST /events`,
 //! `POST /watermarks` and `POST /partitions/{partition}/idle`.
 //!
-//! Each parses its request on a blocking thread (outside the processor lock,
+//! Each parses its request on a blocking thread (outside the engines lock,
 //! so parsing of concurrent requests runs on every core), the deliveries
 //! borrowing their strings from the body, then calls the service there. The
 //! answer embeds the service's encoded changes (the very bytes that were
@@ -17,7 +17,7 @@ use super::routes::{blocking, json_response};
 use super::AppState;
 use crate::service::ingest_thread::{Called, IngestError};
 use crate::service::parse::Framing;
-use crate::service::{IngestAnswer, Reply, TickAnswer};
+use crate::service::{IngestAnswer, Prefer, TickAnswer};
 use axum::extract::State;
 
 use crate::canonical::writer::{int, opt_int, string};
@@ -25,9 +25,9 @@ use crate::engine::{write_json_array, WriteJson};
 
 /// The answer of a mutating call, with `Preference-Applied` when the
 /// minimal form was asked for.
-fn answer(reply: Reply, body: Vec<u8>) -> Response {
+fn answer(prefer: Prefer, body: Vec<u8>) -> Response {
     let mut r = json_response(StatusCode::OK, body);
-    if reply == Reply::Minimal {
+    if prefer == Prefer::Minimal {
         r.headers_mut().insert(
             "preference-applied",
             header::HeaderValue::from_static("return=minimal"),
@@ -38,18 +38,18 @@ fn answer(reply: Reply, body: Vec<u8>) -> Response {
 
 /// `{"changes":[..],"late":[..],"watermark":W,"offsets":{..}}` (the field
 /// order and bytes of serializing `dto::IngestResponse`); with
-/// [`Reply::Minimal`], `changes` and `late` are counts.
-fn ingest_body(a: &IngestAnswer, reply: Reply) -> Vec<u8> {
+/// [`Prefer::Minimal`], `changes` and `late` are counts.
+fn ingest_body(a: &IngestAnswer, prefer: Prefer) -> Vec<u8> {
     let mut out = Vec::with_capacity(a.changes.len() + a.late.len() + 128);
     out.extend_from_slice(b"{\"changes\":");
-    match reply {
-        Reply::Full => out.extend_from_slice(&a.changes),
-        Reply::Minimal => int(&mut out, a.change_count as u64),
+    match prefer {
+        Prefer::Full => out.extend_from_slice(&a.changes),
+        Prefer::Minimal => int(&mut out, a.change_count as u64),
     }
     out.extend_from_slice(b",\"late\":");
-    match reply {
-        Reply::Full => out.extend_from_slice(&a.late),
-        Reply::Minimal => int(&mut out, a.late_count as u64),
+    match prefer {
+        Prefer::Full => out.extend_from_slice(&a.late),
+        Prefer::Minimal => int(&mut out, a.late_count as u64),
     }
     out.extend_from_slice(b",\"watermark\":");
     opt_int(&mut out, a.watermark);
@@ -67,20 +67,20 @@ fn ingest_body(a: &IngestAnswer, reply: Reply) -> Vec<u8> {
 }
 
 /// `{"changes":[..],"watermark":W,"finalized":[..]}` (as `dto::TickResponse`);
-/// with [`Reply::Minimal`], `changes` and `finalized` are counts.
-fn tick_body(a: &TickAnswer, reply: Reply) -> Vec<u8> {
+/// with [`Prefer::Minimal`], `changes` and `finalized` are counts.
+fn tick_body(a: &TickAnswer, prefer: Prefer) -> Vec<u8> {
     let mut out = Vec::with_capacity(a.changes.len() + 64 + a.finalized.len() * 80);
     out.extend_from_slice(b"{\"changes\":");
-    match reply {
-        Reply::Full => out.extend_from_slice(&a.changes),
-        Reply::Minimal => int(&mut out, a.change_count as u64),
+    match prefer {
+        Prefer::Full => out.extend_from_slice(&a.changes),
+        Prefer::Minimal => int(&mut out, a.change_count as u64),
     }
     out.extend_from_slice(b",\"watermark\":");
     opt_int(&mut out, a.watermark);
     out.extend_from_slice(b",\"finalized\":");
-    match reply {
-        Reply::Full => write_json_array(&mut out, &a.finalized),
-        Reply::Minimal => int(&mut out, a.finalized.len() as u64),
+    match prefer {
+        Prefer::Full => write_json_array(&mut out, &a.finalized),
+        Prefer::Minimal => int(&mut out, a.finalized.len() as u64),
     }
     out.push(b'}');
     out
@@ -145,7 +145,7 @@ pub async fn post_events(
         svc,
         body,
         framing,
-        reply,
+        prefer,
     } = call;
     if let Some(producer) = st.producer.get().cloned() {
         return produce(&producer, &body, framing).await;
@@ -156,18 +156,18 @@ pub async fn post_events(
     if body.len() <= SMALL_BODY {
         if let Some(queue) = st.ingest_queue(&svc) {
             match queue
-                .call(&svc, Box::new(body.clone()), framing, reply)
+                .call(&svc, Box::new(body.clone()), framing, prefer)
                 .await
             {
                 Called::Answered(out) => {
-                    return out.map(|a| answer(reply, ingest_body(&a, reply))).map_err(
-                        |e| match e {
+                    return out
+                        .map(|a| answer(prefer, ingest_body(&a, prefer)))
+                        .map_err(|e| match e {
                             IngestError::Parse(e) => extract::parse_error(e),
                             IngestError::Service { error, batch } => {
                                 ApiError::from_service(error, batch)
                             }
-                        },
-                    )
+                        })
                 }
                 Called::Lost => {
                     return Err(ApiError::new(
@@ -183,26 +183,26 @@ pub async fn post_events(
         let parsed = extract::deliveries(&body, framing)?;
         let batch = parsed.batch;
         let out = svc
-            .ingest(&body, framing, parsed.items, reply)
+            .ingest(&body, framing, parsed.items, prefer)
             .map_err(|e| ApiError::from_service(e, batch))?;
-        Ok(ingest_body(&out, reply))
+        Ok(ingest_body(&out, prefer))
     })
     .await
-    .map(|b| answer(reply, b))
+    .map(|b| answer(prefer, b))
 }
 
 /// `POST /watermarks`.
 pub async fn post_watermarks(_: NotInCluster, call: WriteCall) -> Result<Response, ApiError> {
     let WriteCall {
-        svc, body, reply, ..
+        svc, body, prefer, ..
     } = call;
     blocking(move || {
         let req: dto::WatermarkBody = extract::json(&body, extract::ADVANCE)?;
-        let out = svc.advance(&req.partition, req.watermark, reply)?;
-        Ok(tick_body(&out, reply))
+        let out = svc.advance(&req.partition, req.watermark, prefer)?;
+        Ok(tick_body(&out, prefer))
     })
     .await
-    .map(|b| answer(reply, b))
+    .map(|b| answer(prefer, b))
 }
 
 /// `POST /watermarks/batch`: several advances in one atomic call.
@@ -211,36 +211,36 @@ pub async fn post_watermarks_batch(_: NotInCluster, call: WriteCall) -> Result<R
         svc,
         body,
         framing,
-        reply,
+        prefer,
     } = call;
     blocking(move || {
         let advances = extract::advances(&body, framing)?;
         let out = svc
-            .advance_all(&advances, reply)
+            .advance_all(&advances, prefer)
             .map_err(|e| ApiError::from_service(e, true))?;
-        Ok(tick_body(&out, reply))
+        Ok(tick_body(&out, prefer))
     })
     .await
-    .map(|b| answer(reply, b))
+    .map(|b| answer(prefer, b))
 }
 
 /// `POST /partitions/{partition}/idle`.
 pub async fn post_idle(
     PartitionName(partition): PartitionName,
     Svc(svc): Svc,
-    reply: Reply,
+    prefer: Prefer,
     _: NotInCluster,
 ) -> Result<Response, ApiError> {
-    blocking(move || Ok(tick_body(&svc.mark_idle(&partition, reply)?, reply)))
+    blocking(move || Ok(tick_body(&svc.mark_idle(&partition, prefer)?, prefer)))
         .await
-        .map(|b| answer(reply, b))
+        .map(|b| answer(prefer, b))
 }
 
 #[cfg(test)]
 mod tests {
 
     use super::*;
-    use crate::api::extract::reply_of;
+    use crate::api::extract::prefer_of;
     use crate::engine::{Address, Change, ChangeOp, WindowResult};
     use axum::http::HeaderMap;
 
@@ -281,9 +281,9 @@ mod tests {
             offsets: &offsets,
         })
         .unwrap();
-        assert_eq!(ingest_body(&a, Reply::Full), want);
+        assert_eq!(ingest_body(&a, Prefer::Full), want);
         assert_eq!(
-            String::from_utf8(ingest_body(&a, Reply::Minimal)).unwrap(),
+            String::from_utf8(ingest_body(&a, Prefer::Minimal)).unwrap(),
             r#"{"changes":2,"late":0,"watermark":-4,"offsets":{"p\"0":3,"p1":-1}}"#
         );
         let finalized = vec![Address {
@@ -304,9 +304,9 @@ mod tests {
             finalized: &finalized,
         })
         .unwrap();
-        assert_eq!(tick_body(&t, Reply::Full), want);
+        assert_eq!(tick_body(&t, Prefer::Full), want);
         assert_eq!(
-            String::from_utf8(tick_body(&t, Reply::Minimal)).unwrap(),
+            String::from_utf8(tick_body(&t, Prefer::Minimal)).unwrap(),
             r#"{"changes":0,"watermark":null,"finalized":1}"#
         );
     }
@@ -318,13 +318,13 @@ mod tests {
             for x in v {
                 m.append("prefer", x.parse().unwrap());
             }
-            reply_of(&m)
+            prefer_of(&m)
         };
-        assert_eq!(h(&[]), Reply::Full);
-        assert_eq!(h(&["return=minimal"]), Reply::Minimal);
-        assert_eq!(h(&["respond-async, Return = \"minimal\""]), Reply::Minimal);
-        assert_eq!(h(&["wait=5", "return=minimal"]), Reply::Minimal);
-        assert_eq!(h(&["return=representation"]), Reply::Full);
-        assert_eq!(h(&["minimal"]), Reply::Full);
+        assert_eq!(h(&[]), Prefer::Full);
+        assert_eq!(h(&["return=minimal"]), Prefer::Minimal);
+        assert_eq!(h(&["respond-async, Return = \"minimal\""]), Prefer::Minimal);
+        assert_eq!(h(&["wait=5", "return=minimal"]), Prefer::Minimal);
+        assert_eq!(h(&["return=representation"]), Prefer::Full);
+        assert_eq!(h(&["minimal"]), Prefer::Full);
     }
 }

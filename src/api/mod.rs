@@ -1,5 +1,5 @@
 //! The HTTP API of docs/api.md: routing, auth, CORS, limits, and the mapping of
-//! service outcomes to JSON bodies and problem+json errors.
+//! service's answers to JSON bodies and problem+json errors.
 //!
 //! - [`routes`]: the handlers; each parses its request, then runs the service
 //!   call inside `spawn_blocking` (the service takes a std mutex and may wait

@@ -164,7 +164,7 @@ pub async fn get_document(q: QueryParams, Svc(svc): Svc) -> Result<Response, Api
             )))
         }
     };
-    // read under the processor lock
+    // read under the engines lock
     blocking(move || {
         Ok(if diagnostics {
             svc.pattern_document_diagnostics()?
@@ -230,7 +230,7 @@ pub async fn get_output(
         let page = long_poll(svc, Stream::Patterns, q).await?;
         return Ok(json_response(StatusCode::OK, page_body("output", &page)));
     }
-    // the names in force are read under the processor lock
+    // the names in force are read under the engines lock
     let (filter, svc) = blocking(move || filter.check(&svc).map(|()| (filter, svc))).await?;
     let mut page = long_poll(svc, Stream::Patterns, q).await?;
     let next = filter.retain(&mut page);

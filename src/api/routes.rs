@@ -1,4 +1,4 @@
-//! Handlers. Each parses its request (outside the processor lock), runs the
+//! Handlers. Each parses its request (outside the engines lock), runs the
 //! service call in `spawn_blocking`, and renders the typed answer.
 
 use std::sync::Arc;
@@ -332,7 +332,7 @@ pub async fn delete_checkpoint(
     checkpoint_delete(svc, id, EngineId::Window).await
 }
 
-fn restore_answer(o: &crate::service::RestoreOutcome) -> Result<Vec<u8>, ApiError> {
+fn restore_answer(o: &crate::service::RestoreAnswer) -> Result<Vec<u8>, ApiError> {
     to_json(&dto::RestoreResponse {
         sequence: o.sequence,
         late: o.late,

@@ -150,7 +150,7 @@ pub async fn get_pattern_stream(
     let (filter, svc) = if filter.is_empty() {
         (None, svc)
     } else {
-        // the names in force are read under the processor lock
+        // the names in force are read under the engines lock
         super::routes::blocking(move || filter.check(&svc).map(|()| (Some(filter), svc))).await?
     };
     stream_of(Stream::Patterns, start, filter, svc).await

@@ -43,8 +43,9 @@ struct Rewind {
     after: u64,
 }
 
-/// A stream to follow: where it is and how one record prints.
-pub struct Stream<'a> {
+/// The route of an output stream to follow (its SSE endpoint), what the
+/// reconnect note calls it and how one record prints.
+pub struct StreamRoute<'a> {
     /// The route's path segments (`["changes", "stream"]`).
     pub segments: &'a [&'a str],
     /// What the reconnect note calls it (`change stream`).
@@ -72,7 +73,7 @@ pub fn changes(conn: &Conn, also: &[String], after: u64, json: bool) -> anyhow::
     follow_all(
         conn,
         also,
-        &Stream {
+        &StreamRoute {
             segments: &["changes", "stream"],
             name: "change stream",
             render: &render,
@@ -87,7 +88,7 @@ pub fn changes(conn: &Conn, also: &[String], after: u64, json: bool) -> anyhow::
 pub fn follow_all(
     conn: &Conn,
     also: &[String],
-    stream: &Stream<'_>,
+    stream: &StreamRoute<'_>,
     after: u64,
     json: bool,
 ) -> anyhow::Result<()> {
@@ -146,7 +147,7 @@ fn tagged(line: String, instance: Option<&str>, json: bool) -> String {
 /// `instance` when several are followed.
 pub fn follow(
     api: &Api,
-    stream: &Stream<'_>,
+    stream: &StreamRoute<'_>,
     after: u64,
     json: bool,
     instance: Option<&str>,

@@ -6,7 +6,7 @@ use std::io::Write as _;
 
 use clap::Args;
 
-use crate::nexmark::{Config, Query, Stream};
+use crate::nexmark::{Config, Query, Workload};
 
 /// Flags of `streamforge nexmark`.
 #[derive(Debug, Clone, Args)]
@@ -58,11 +58,11 @@ pub struct NexmarkArgs {
     pub late_by_ms: i64,
 }
 
-/// Writes the stream to standard output.
+/// Writes the workload to standard output.
 pub fn run(a: &NexmarkArgs) -> anyhow::Result<()> {
     let query =
         Query::from_name(&a.query).ok_or_else(|| anyhow::anyhow!("unknown query {:?}", a.query))?;
-    let stream = Stream::new(Config {
+    let workload = Workload::new(Config {
         seed: a.seed,
         events: a.events,
         partitions: a.partitions,
@@ -76,7 +76,7 @@ pub fn run(a: &NexmarkArgs) -> anyhow::Result<()> {
     });
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    for op in stream {
+    for op in workload {
         out.write_all(op.to_line(!a.append).as_bytes())?;
         out.write_all(b"\n")?;
     }

@@ -243,7 +243,7 @@ fn output(conn: &Conn, paging: &Paging) -> anyhow::Result<()> {
         return follow::follow_all(
             conn,
             &paging.also,
-            &follow::Stream {
+            &follow::StreamRoute {
                 segments: &["patterns", "output", "stream"],
                 name: "pattern output stream",
                 render: &render,

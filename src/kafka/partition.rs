@@ -21,7 +21,7 @@ use super::watermarks::Publisher;
 use super::{blocking, SourceState};
 use crate::service::parse::{self, Framing, ParseError};
 use crate::service::strategy::BoundedOutOfOrderness;
-use crate::service::{Reply, Service, ServiceError};
+use crate::service::{Prefer, Service, ServiceError};
 
 /// Bytes asked for per fetch (the broker may return one batch more).
 const FETCH_BYTES: i32 = 4 << 20;
@@ -258,7 +258,7 @@ impl PartitionTask {
                     Err(ParseError::Empty) => return Ok(Ok(Vec::new())),
                 };
                 let ts: Vec<i64> = parsed.items.iter().map(|d| d.event.timestamp).collect();
-                match svc.ingest(&b, Framing::Json, parsed.items, Reply::Minimal) {
+                match svc.ingest(&b, Framing::Json, parsed.items, Prefer::Minimal) {
                     Ok(_) => Ok(Ok(ts)),
                     Err(ServiceError::BatchRejected(r)) => {
                         Ok(Err((r.index, r.rejection.to_string())))
@@ -296,7 +296,7 @@ impl PartitionTask {
         };
         let (svc, name) = (self.svc.clone(), self.name.clone());
         self.retry(stop, move || {
-            svc.advance(&name, w, Reply::Minimal).map(|_| ())
+            svc.advance(&name, w, Prefer::Minimal).map(|_| ())
         })
         .await?;
         self.idle = false;
@@ -309,7 +309,7 @@ impl PartitionTask {
     async fn mark_idle(&mut self, stop: &mut watch::Receiver<bool>) -> Result<(), Stop> {
         let (svc, name) = (self.svc.clone(), self.name.clone());
         self.retry(stop, move || {
-            svc.mark_idle(&name, Reply::Minimal).map(|_| ())
+            svc.mark_idle(&name, Prefer::Minimal).map(|_| ())
         })
         .await?;
         self.idle = true;

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use tokio::sync::watch;
 
 use super::{blocking, Instance};
-use crate::service::{Reply, Service, ServiceError};
+use crate::service::{Prefer, Service, ServiceError};
 
 /// A watermark record's value.
 #[derive(Debug, Deserialize)]
@@ -199,7 +199,7 @@ impl Reader {
                     let svc = self.svc.clone();
                     let p = mark.partition;
                     if let Err(e) =
-                        blocking(move || svc.mark_idle(&p, Reply::Minimal).map(|_| ())).await
+                        blocking(move || svc.mark_idle(&p, Prefer::Minimal).map(|_| ())).await
                     {
                         tracing::warn!(offset = r.offset, error = %e, "an idle record was not applied");
                     }
@@ -232,7 +232,7 @@ impl Reader {
             return;
         }
         let svc = self.svc.clone();
-        let all = blocking(move || match svc.advance_all(&advances, Reply::Minimal) {
+        let all = blocking(move || match svc.advance_all(&advances, Prefer::Minimal) {
             Ok(_) => Ok(Vec::new()),
             Err(ServiceError::BatchRejected(_) | ServiceError::Rejected(_)) => Ok(advances),
             Err(e) => Err(e),
@@ -244,7 +244,7 @@ impl Reader {
                     let svc = self.svc.clone();
                     let q = p.clone();
                     if let Err(e) =
-                        blocking(move || svc.advance(&q, w, Reply::Minimal).map(|_| ())).await
+                        blocking(move || svc.advance(&q, w, Prefer::Minimal).map(|_| ())).await
                     {
                         tracing::warn!(partition = %p, error = %e, "a watermark record was not applied");
                     }

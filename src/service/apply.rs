@@ -1,6 +1,6 @@
 //! The mutating calls of the window engine, on the one write path:
 //!
-//! 1. **Engine** (under the processor lock, nothing else): the call's
+//! 1. **Engine** (under the engines lock, nothing else): the call's
 //!    command ([`Cmd`], one type per command in `cmd/`) is applied; a rejection returns here and writes nothing.
 //!    Otherwise the call gets the next ticket and is queued on the commit
 //!    queue, still under the lock, so the queue is in engine order.
@@ -18,26 +18,26 @@ use super::parse::Framing;
 use super::queue::{json_records, Encoded, Pending};
 use super::{Metrics, Service, ServiceError};
 
-/// What the caller wants back from a mutating call (`Prefer:
-/// return=minimal`, RFC 7240): the records, or only their counts (then no
-/// answer JSON is written for them at all).
+/// How much of the answer the caller of a mutating call asks for (its
+/// `Prefer` header, RFC 7240: `return=minimal` or not): the records, or
+/// only their counts (then no answer JSON is written for them at all).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reply {
+pub enum Prefer {
     /// Every change, late record and finalized address.
     Full,
     /// Counts, offsets and the watermark only.
     Minimal,
 }
 
-/// An acknowledged `POST /events`: the outcome with its output already
-/// encoded (the bytes that were stored).
+/// The answer to an acknowledged `POST /events`, built from the engine's
+/// outcome, its output already encoded (the bytes that were stored).
 #[derive(Debug, Clone)]
 pub struct IngestAnswer {
-    /// JSON array of the changes (empty with [`Reply::Minimal`]).
+    /// JSON array of the changes (empty with [`Prefer::Minimal`]).
     pub changes: Vec<u8>,
     /// Number of changes.
     pub change_count: usize,
-    /// JSON array of the late records (empty with [`Reply::Minimal`]).
+    /// JSON array of the late records (empty with [`Prefer::Minimal`]).
     pub late: Vec<u8>,
     /// Number of late records.
     pub late_count: usize,
@@ -49,11 +49,11 @@ pub struct IngestAnswer {
     pub offsets: Vec<(String, i64)>,
 }
 
-/// What an ingest's answer needs besides its outcome.
+/// What an ingest's answer needs besides the engine's outcome.
 pub(super) struct IngestPending {
     deliveries: u64,
     touched: Vec<String>,
-    reply: Reply,
+    prefer: Prefer,
 }
 
 /// An ingest applied and handed to the commit queue, not yet committed.
@@ -77,10 +77,10 @@ impl PreparedIngest {
     }
 }
 
-/// An acknowledged `POST /watermarks` or idle call.
+/// The answer to an acknowledged `POST /watermarks` or idle call.
 #[derive(Debug, Clone)]
 pub struct TickAnswer {
-    /// JSON array of the changes (empty with [`Reply::Minimal`]).
+    /// JSON array of the changes (empty with [`Prefer::Minimal`]).
     pub changes: Vec<u8>,
     /// Number of changes.
     pub change_count: usize,
@@ -98,10 +98,10 @@ impl Service {
         raw: &[u8],
         framing: Framing,
         deliveries: Vec<DeliveryRef<'_>>,
-        reply: Reply,
+        prefer: Prefer,
     ) -> Result<IngestAnswer, ServiceError> {
         let at = &mut Held::entry();
-        let mut prepared = self.ingest_prepare(at, raw, framing, deliveries, reply)?;
+        let mut prepared = self.ingest_prepare(at, raw, framing, deliveries, prefer)?;
         // Leads the commit at once when none is running, and writes the
         // answer while it runs.
         self.lead(at);
@@ -119,9 +119,9 @@ impl Service {
         raw: &[u8],
         framing: Framing,
         deliveries: Vec<DeliveryRef<'_>>,
-        reply: Reply,
+        prefer: Prefer,
     ) -> Result<PreparedIngest, ServiceError> {
-        let (cmd, body, pending) = self.ingest_command(raw, framing, deliveries, reply)?;
+        let (cmd, body, pending) = self.ingest_command(raw, framing, deliveries, prefer)?;
         let applied = self.apply(at, cmd, body)?;
         self.ingest_applied(at, pending, applied)
     }
@@ -132,7 +132,7 @@ impl Service {
         raw: &[u8],
         framing: Framing,
         deliveries: Vec<DeliveryRef<'a>>,
-        reply: Reply,
+        prefer: Prefer,
     ) -> Result<(Ingest<'a>, StoredBody, IngestPending), ServiceError> {
         let n = deliveries.len() as u64;
         let derive = self.setup.derived.derive_for(&deliveries);
@@ -152,7 +152,7 @@ impl Service {
             IngestPending {
                 deliveries: n,
                 touched,
-                reply,
+                prefer,
             },
         ))
     }
@@ -165,7 +165,7 @@ impl Service {
         (ticket, o): (u64, crate::engine::IngestOutcome),
     ) -> Result<PreparedIngest, ServiceError> {
         let enc = Encoded::of::<Ingest<'_>>(&o);
-        let full = pending.reply == Reply::Full;
+        let full = pending.prefer == Prefer::Full;
         // the answer's late array from the records already encoded for storage
         let late = match &enc {
             Ok(e) if full => json_records(e.records()),
@@ -216,14 +216,14 @@ impl Service {
         &self,
         partition: &str,
         watermark: i64,
-        reply: Reply,
+        prefer: Prefer,
     ) -> Result<TickAnswer, ServiceError> {
         let cmd = Advance {
             partition: partition.into(),
             watermark,
         };
         let body = StoredBody::raw(cmd.body()?);
-        let out = self.tick(cmd, body, reply)?;
+        let out = self.tick(cmd, body, prefer)?;
         self.setup.derived.touch(partition);
         Ok(out)
     }
@@ -235,7 +235,7 @@ impl Service {
     pub fn advance_all(
         &self,
         advances: &[(String, i64)],
-        reply: Reply,
+        prefer: Prefer,
     ) -> Result<TickAnswer, ServiceError> {
         let cmd = AdvanceAll {
             advances: advances
@@ -247,7 +247,7 @@ impl Service {
                 .collect(),
         };
         let body = StoredBody::raw(cmd.body()?);
-        let out = self.tick(cmd, body, reply)?;
+        let out = self.tick(cmd, body, prefer)?;
         for (p, _) in advances {
             self.setup.derived.touch(p);
         }
@@ -255,26 +255,26 @@ impl Service {
     }
 
     /// `POST /partitions/{partition}/idle`.
-    pub fn mark_idle(&self, partition: &str, reply: Reply) -> Result<TickAnswer, ServiceError> {
+    pub fn mark_idle(&self, partition: &str, prefer: Prefer) -> Result<TickAnswer, ServiceError> {
         let cmd = Idle {
             partition: partition.into(),
         };
         let body = StoredBody::raw(cmd.body()?);
-        self.tick(cmd, body, reply)
+        self.tick(cmd, body, prefer)
     }
 
-    fn tick<C: Cmd<Out = TickOutcome>>(
+    fn tick<C: Cmd<Outcome = TickOutcome>>(
         &self,
         cmd: C,
         body: StoredBody,
-        reply: Reply,
+        prefer: Prefer,
     ) -> Result<TickAnswer, ServiceError> {
         let at = &mut Held::entry();
         let (ticket, o) = self.apply(at, cmd, body)?;
         let enc = Encoded::of::<C>(&o);
-        let changes = self.commit(at, ticket, enc, || match reply {
-            Reply::Full => json_array(&o.changes),
-            Reply::Minimal => Vec::new(),
+        let changes = self.commit(at, ticket, enc, || match prefer {
+            Prefer::Full => json_array(&o.changes),
+            Prefer::Minimal => Vec::new(),
         })?;
         Metrics::inc(&self.env.metrics.changes, o.changes.len() as u64);
         Ok(TickAnswer {
@@ -285,7 +285,7 @@ impl Service {
         })
     }
 
-    /// Step 1: the engine, under the processor lock (mutating calls take it
+    /// Step 1: the engine, under the engines lock (mutating calls take it
     /// in arrival order); queues the applied call with `body`, what the
     /// command log stores.
     pub(super) fn apply<C: Cmd>(
@@ -293,22 +293,22 @@ impl Service {
         at: &mut Held<Nothing>,
         cmd: C,
         body: StoredBody,
-    ) -> Result<(u64, C::Out), ServiceError> {
-        let mut turn = self.processor.turns.wait(at);
+    ) -> Result<(u64, C::Outcome), ServiceError> {
+        let mut turn = self.engines_lock.turns.wait(at);
         let mut guard = self.lock_consistent(turn.held())?;
         let (inner, at) = guard.parts();
         self.apply_locked(inner, at, cmd, body)
     }
 
-    /// [`Service::apply`] of several commands in one turn of the processor
+    /// [`Service::apply`] of several commands in one turn of the engines
     /// lock, in order; each succeeds or fails on its own (a failure to take
     /// the lock fails them all).
     pub(super) fn apply_all<C: Cmd>(
         &self,
         at: &mut Held<Nothing>,
         cmds: Vec<(C, StoredBody)>,
-    ) -> Vec<Result<(u64, C::Out), ServiceError>> {
-        let mut turn = self.processor.turns.wait(at);
+    ) -> Vec<Result<(u64, C::Outcome), ServiceError>> {
+        let mut turn = self.engines_lock.turns.wait(at);
         let mut guard = match self.lock_consistent(turn.held()) {
             Ok(g) => g,
             Err(e) => {
@@ -332,10 +332,10 @@ impl Service {
     fn apply_locked<C: Cmd>(
         &self,
         inner: &mut super::Inner,
-        at: &mut Held<super::order::Processor>,
+        at: &mut Held<super::order::Engines>,
         cmd: C,
         body: StoredBody,
-    ) -> Result<(u64, C::Out), ServiceError> {
+    ) -> Result<(u64, C::Outcome), ServiceError> {
         let (engine, kind) = (C::ENGINE, cmd.kind());
         let applied = match cmd.apply(&mut inner.engines) {
             Ok(a) => a,
@@ -349,10 +349,10 @@ impl Service {
         let heads = inner.heads();
         if engine == crate::store::EngineId::Window {
             let tail = inner.engines.window.tail_len();
-            self.processor
+            self.engines_lock
                 .tail
                 .store(tail, std::sync::atomic::Ordering::Relaxed);
-            self.processor.live.store(
+            self.engines_lock.live.store(
                 inner.engines.window.live_buckets() as u64,
                 std::sync::atomic::Ordering::Relaxed,
             );

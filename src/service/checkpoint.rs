@@ -1,6 +1,6 @@
 //! Checkpoints of the engines' state: on request (`POST /checkpoints`),
 //! automatic (every `checkpoint_every` logged commands of an engine, taken
-//! from a snapshot outside the processor lock and stored in pieces), and
+//! from a snapshot outside the engines lock and stored in pieces), and
 //! the final one of a graceful shutdown; their retention.
 //!
 //! (Not to be confused with SQLite's WAL checkpoints, which copy the
@@ -74,7 +74,7 @@ pub(super) enum Captured {
 }
 
 impl Captured {
-    /// The canonical envelope (serialized outside the processor lock).
+    /// The canonical envelope (serialized outside the engines lock).
     fn envelope(self) -> Result<Vec<u8>, ServiceError> {
         match self {
             Captured::Window(s) => s.checkpoint().map_err(ServiceError::Rejected),
@@ -145,7 +145,7 @@ impl Service {
     fn checkpoint_locked(
         &self,
         inner: &mut Inner,
-        at: &mut Held<order::Processor>,
+        at: &mut Held<order::Engines>,
         engine: EngineId,
         origin: Origin,
     ) -> Result<CheckpointMeta, ServiceError> {
@@ -253,7 +253,7 @@ impl Service {
     /// in memory)` says so, storing only what is new: the history that
     /// arrived since the last one (flushed into segments, then dropped from
     /// memory) and the live state. The snapshot is taken under the
-    /// processor lock; everything else runs outside it, one checkpoint at a
+    /// engines lock; everything else runs outside it, one checkpoint at a
     /// time. `None`: not due, or a restore moved the recovery base
     /// meanwhile (the new segments then belong to nothing and go).
     pub(super) fn window_checkpoint(
@@ -504,7 +504,7 @@ impl Service {
         let every = self.checkpoints.checkpoint_every;
         match engine {
             EngineId::Window => {
-                let live = self.processor.live.load(Ordering::Relaxed);
+                let live = self.engines_lock.live.load(Ordering::Relaxed);
                 if live >= AUTO_LIVE_FROM {
                     every.max(live)
                 } else {
@@ -518,7 +518,7 @@ impl Service {
     /// Called by the checkpointer thread when an engine has logged
     /// `checkpoint_every` commands.
     ///
-    /// Only the snapshot is taken under the processor lock (settled, so the
+    /// Only the snapshot is taken under the engines lock (settled, so the
     /// snapshot is exactly the logged commands up to the last id); the
     /// serialization, the hashing of the new history and the digest run
     /// outside it, so ingestion does not stall for the whole checkpoint.

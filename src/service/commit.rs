@@ -1,6 +1,6 @@
 //! The commit queue: group commit of the applied calls of both engines.
 //!
-//! Every mutating call is applied to its engine under the processor lock
+//! Every mutating call is applied to its engine under the engines lock
 //! (`apply`), gets the next ticket and is queued here in engine order, still
 //! under the lock. Outside the lock it encodes its output for the store
 //! ([`Encoded`]); then the first caller that finds no commit running and an
@@ -19,7 +19,7 @@
 //!
 //! Readers of the engines (`/results`, `/status`), checkpoints and restores
 //! first wait until everything applied is committed ("settled"), holding the
-//! processor lock, so they never see a state that a failed commit takes back.
+//! engines lock, so they never see a state that a failed commit takes back.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar};
@@ -91,7 +91,7 @@ impl Service {
         loop {
             let mut q = self.queue(at);
             loop {
-                if let Some(r) = q.outcomes.remove(&ticket) {
+                if let Some(r) = q.verdicts.remove(&ticket) {
                     q.waiting.remove(&ticket);
                     return r.map_err(ServiceError::Unavailable);
                 }
@@ -107,12 +107,12 @@ impl Service {
         }
     }
 
-    /// Queues an applied call (under the processor lock, in ticket order).
+    /// Queues an applied call (under the engines lock, in ticket order).
     /// Refused when a commit failed meanwhile: the call builds on state that
     /// is being taken back (the engines are rebuilt before anyone uses them).
     pub(super) fn enqueue(
         &self,
-        at: &mut Held<order::Processor>,
+        at: &mut Held<order::Engines>,
         pending: Pending,
     ) -> Result<(), ServiceError> {
         let mut q = self.queue(at);
@@ -128,7 +128,7 @@ impl Service {
 
     /// Unless a commit is running or the head of the queue is not encoded
     /// yet: commits every encoded call at the head of the queue in one
-    /// transaction, records their outcomes and wakes their callers.
+    /// transaction, records their verdicts and wakes their callers.
     pub(super) fn lead(&self, at: &mut Held<Nothing>) {
         let Some(group) = self.take_group(at) else {
             return;
@@ -158,7 +158,7 @@ impl Service {
             // The group is answered; the next leader waits for this short
             // copy (the background copier did nearly all of it).
             drop(q);
-            // Whatever the outcome, the next try waits for the next passive
+            // Whether it works or not, the next try waits for the next passive
             // round (a reader on an old snapshot may hold it up a while).
             if let Err(e) = self.writer(at).restart_wal() {
                 tracing::warn!(error = %e, "WAL restart failed (the WAL keeps the data)");
@@ -192,11 +192,11 @@ impl Service {
         res
     }
 
-    /// Records a stored group: its outcomes, the commands logged, the WAL
+    /// Records a stored group: its verdicts, the commands logged, the WAL
     /// bytes, the new heads; wakes the checkpointer when one is due.
     fn committed(&self, q: &mut CommitQueue, group: &[Pending]) {
         for p in group {
-            q.outcomes.insert(p.ticket, Ok(()));
+            q.verdicts.insert(p.ticket, Ok(()));
             *q.logged.get_mut(p.engine) += 1;
         }
         let bytes: usize = group
@@ -250,14 +250,14 @@ impl Service {
         let queued: Vec<u64> = q.queue.drain(..).map(|p| p.ticket).collect();
         for t in tickets.iter().chain(&queued) {
             Metrics::inc(&self.env.metrics.storage_failures, 1);
-            q.outcomes.insert(*t, Err(msg.to_string()));
+            q.verdicts.insert(*t, Err(msg.to_string()));
         }
     }
 
-    /// Waits (holding the processor lock) until every applied call is
+    /// Waits (holding the engines lock) until every applied call is
     /// committed or failed. True when a commit failed (the queue is
     /// poisoned).
-    pub(super) fn drain(&self, at: &mut Held<order::Processor>) -> bool {
+    pub(super) fn drain(&self, at: &mut Held<order::Engines>) -> bool {
         let mut q = self.queue(at);
         while !q.poisoned && (q.leader || !q.queue.is_empty()) {
             q.draining += 1;

@@ -1,4 +1,4 @@
-//! The gauges of `/metrics`: the current state, read under the processor
+//! The gauges of `/metrics`: the current state, read under the engines
 //! lock.
 
 use super::*;
@@ -67,7 +67,7 @@ impl Service {
             Gauge::one(
                 "streamforge_history_tail",
                 "Deliveries and late records of the window engine's history held in memory (not yet flushed into segments).",
-                self.processor.tail.load(Ordering::Relaxed) as f64,
+                self.engines_lock.tail.load(Ordering::Relaxed) as f64,
             ),
             Gauge::one(
                 "streamforge_id_index_memory_bytes",

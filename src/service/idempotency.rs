@@ -5,8 +5,8 @@
 //!
 //! Two calls with one key never run at once: a key is claimed (in memory)
 //! from its lookup to its commit, and a second call meanwhile is refused
-//! (409 `idempotency_key_in_use`: the first one's outcome is not known
-//! yet). The window engine's routes need no keys: offsets and event ids
+//! (409 `idempotency_key_in_use`: whether the first one commits is not
+//! known yet). The window engine's routes need no keys: offsets and event ids
 //! make their retries safe already.
 
 use std::collections::HashSet;

@@ -5,7 +5,7 @@
 //!
 //! The same write path as every other call (`ingest_command`, `apply_all`
 //! and `ingest_applied`: the
-//! turnstile, the processor lock, the commit queue; `ingest_finish`: the
+//! turnstile, the engines lock, the commit queue; `ingest_finish`: the
 //! group commit), only without a blocking-pool thread per call, a lock
 //! hand-over between callers and a wake-up per commit: under load the
 //! thread takes the calls queued while it committed, and they form the
@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 
 use super::order::Held;
 use super::parse::{self, Framing, ParseError};
-use super::{IngestAnswer, Reply, Service, ServiceError};
+use super::{IngestAnswer, Prefer, Service, ServiceError};
 
 /// Calls taken per round (one commit when nothing else commits).
 const MAX_ROUND: usize = 512;
@@ -51,8 +51,8 @@ pub struct IngestJob {
     pub body: Box<dyn AsRef<[u8]> + Send>,
     /// Its framing.
     pub framing: Framing,
-    /// What the caller wants back.
-    pub reply: Reply,
+    /// How much of the answer the caller asks for.
+    pub prefer: Prefer,
     /// Where the answer goes.
     pub done: tokio::sync::oneshot::Sender<Result<IngestAnswer, IngestError>>,
 }
@@ -120,7 +120,7 @@ impl IngestQueue {
         svc: &Service,
         body: Box<dyn AsRef<[u8]> + Send>,
         framing: Framing,
-        reply: Reply,
+        prefer: Prefer,
     ) -> Called {
         let alone = self.rounds.in_flight.fetch_add(1, Ordering::AcqRel) == 0;
         let _in_flight = InFlight(&self.rounds.in_flight);
@@ -128,7 +128,7 @@ impl IngestQueue {
         let job = IngestJob {
             body,
             framing,
-            reply,
+            prefer,
             done,
         };
         let queued = {
@@ -185,7 +185,7 @@ fn run(svc: Weak<Service>, rx: Receiver<IngestJob>, rounds: &Rounds) {
     }
 }
 
-/// Applies every job in one turn of the processor lock, hands them all to
+/// Applies every job in one turn of the engines lock, hands them all to
 /// the commit queue, then commits them (one group when nothing else is
 /// committing) and answers each. Between handing a call over and leading
 /// its commit the thread takes no lock that a reader settling the engines
@@ -196,17 +196,17 @@ fn round(svc: &Service, jobs: Vec<IngestJob>) {
     // The bodies stay here while the commands borrow from them.
     let (bodies, rest): (Vec<_>, Vec<_>) = jobs
         .into_iter()
-        .map(|j| (j.body, (j.framing, j.reply, j.done)))
+        .map(|j| (j.body, (j.framing, j.prefer, j.done)))
         .unzip();
     let mut cmds = Vec::with_capacity(bodies.len());
     let mut waiting = Vec::with_capacity(bodies.len());
-    for (body, (framing, reply, done)) in bodies.iter().zip(rest) {
+    for (body, (framing, prefer, done)) in bodies.iter().zip(rest) {
         let raw = (**body).as_ref();
         // Parsed and made into a command, without a lock.
         let made = catch_unwind(AssertUnwindSafe(|| {
             let parsed = parse::deliveries(raw, framing).map_err(IngestError::Parse)?;
             let batch = parsed.batch;
-            svc.ingest_command(raw, framing, parsed.items, reply)
+            svc.ingest_command(raw, framing, parsed.items, prefer)
                 .map(|c| (c, batch))
                 .map_err(|error| IngestError::Service { error, batch })
         }));

@@ -1,20 +1,20 @@
 //! The locks, in their order (see `order`): the checkpoint slot, a turn of
-//! the turnstile, the processor lock, the commit queue, the writer; and the
+//! the turnstile, the engines lock, the commit queue, the writer; and the
 //! pool of reading connections.
 
 use super::*;
 
 impl Service {
-    /// Takes the processor lock. A poisoned lock (a panic inside the critical
+    /// Takes the engines lock. A poisoned lock (a panic inside the critical
     /// section) marks the state for a rebuild from the store.
-    pub(super) fn lock<'a, L: Before<order::Processor>>(
+    pub(super) fn lock<'a, L: Before<order::Engines>>(
         &'a self,
         at: &'a mut Held<L>,
-    ) -> Locked<'a, Inner, order::Processor> {
-        let guard = match self.processor.inner.lock() {
+    ) -> Locked<'a, Inner, order::Engines> {
+        let guard = match self.engines_lock.inner.lock() {
             Ok(g) => g,
             Err(poisoned) => {
-                self.processor.inner.clear_poison();
+                self.engines_lock.inner.clear_poison();
                 let mut g = poisoned.into_inner();
                 g.broken = true;
                 g
@@ -23,12 +23,12 @@ impl Service {
         Locked::new(guard, at)
     }
 
-    /// Locks and makes sure the processor is not ahead of a failed commit
-    /// (rebuilds it from the store after a storage failure or a panic).
-    pub(super) fn lock_consistent<'a, L: Before<order::Processor>>(
+    /// Locks and makes sure the engines are not ahead of a failed commit
+    /// (rebuilds them from the store after a storage failure or a panic).
+    pub(super) fn lock_consistent<'a, L: Before<order::Engines>>(
         &'a self,
         at: &'a mut Held<L>,
-    ) -> Result<Locked<'a, Inner, order::Processor>, ServiceError> {
+    ) -> Result<Locked<'a, Inner, order::Engines>, ServiceError> {
         let mut g = self.lock(at);
         let (inner, at) = g.parts();
         if inner.broken || self.queue(at).poisoned {
@@ -37,12 +37,12 @@ impl Service {
         Ok(g)
     }
 
-    /// Locks once everything applied is committed: the processor equals
+    /// Locks once everything applied is committed: the engines equal
     /// the store (reads, checkpoints).
-    pub(super) fn lock_settled<'a, L: Before<order::Processor>>(
+    pub(super) fn lock_settled<'a, L: Before<order::Engines>>(
         &'a self,
         at: &'a mut Held<L>,
-    ) -> Result<Locked<'a, Inner, order::Processor>, ServiceError> {
+    ) -> Result<Locked<'a, Inner, order::Engines>, ServiceError> {
         let mut g = self.lock(at);
         let (inner, at) = g.parts();
         self.settle(inner, at)?;
@@ -78,7 +78,7 @@ impl Service {
         Locked::new(guard, at)
     }
 
-    /// Runs `f` on a pooled reading connection (never the processor lock).
+    /// Runs `f` on a pooled reading connection (never the engines lock).
     pub(super) fn with_reader<R>(
         &self,
         f: impl FnOnce(&mut Reader) -> store::Result<R>,

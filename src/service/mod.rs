@@ -4,7 +4,7 @@
 //! `spawn_blocking`.
 //!
 //! One write path serves both engines (the window engine and the pattern
-//! engine): one processor lock taken in arrival order, one command log, one
+//! engine): one engines lock taken in arrival order, one command log, one
 //! group commit, one recovery.
 //!
 //! - `open`: the start (database checked, engines recovered, threads
@@ -77,14 +77,14 @@ use order::{Before, Held, Locked};
 use queue::CommitQueue;
 use turnstile::Turnstile;
 
-pub use apply::{IngestAnswer, Reply, TickAnswer};
+pub use apply::{IngestAnswer, Prefer, TickAnswer};
 pub use checkpoint::Download;
 pub use error::{PatternRejection, ServiceError, StartError};
 pub use heads::Heads;
 pub use idempotency::{check_key, Keyed, KeyedRequest};
 pub use metrics::{Gauge, Metrics};
 pub use patterns::{AdvanceAnswer, PatternsRestored, PatternsStatus, PushAnswer};
-pub use restore::{RestoreOutcome, RestoreSource};
+pub use restore::{RestoreAnswer, RestoreSource};
 
 /// What the engines are set up with (fixed for the database's lifetime).
 #[derive(Debug, Clone)]
@@ -149,7 +149,7 @@ pub struct Status {
 pub struct Recovery {
     /// Logged calls replayed after the recovery base.
     pub replayed: u64,
-    /// Wall time from opening the database to the recovered processor.
+    /// Wall time from opening the database to the recovered engines.
     pub seconds: f64,
 }
 
@@ -245,7 +245,7 @@ pub enum PreferPatterns {
     Database,
 }
 
-/// What the processor lock guards (see `apply`): the engines, stepped by
+/// What the engines lock guards (see `apply`): the engines, stepped by
 /// every call in ticket order.
 struct Inner {
     engines: Engines,
@@ -279,15 +279,15 @@ impl Inner {
     }
 }
 
-/// The service (shared as `Arc<Service>`), by job: the processor lock and what guards it, the commit
+/// The service (shared as `Arc<Service>`), by job: the engines lock and what it guards, the commit
 /// path, the output readers wait on, the checkpoint policy, the setup fixed
 /// for the database's life, and its environment.
 ///
-/// Lock order: `checkpoints.checkpointing`, a turn (of `processor.turns`),
-/// `processor.inner`, `commits.queue`, `commits.writer`. The compiler keeps
+/// Lock order: `checkpoints.checkpointing`, a turn (of `engines_lock.turns`),
+/// `engines_lock.inner`, `commits.queue`, `commits.writer`. The compiler keeps
 /// it: each is taken with a token of the level before it (see `order`).
 pub struct Service {
-    processor: ProcessorLock,
+    engines_lock: EnginesLock,
     commits: Commits,
     output: OutputHeads,
     checkpoints: CheckpointPolicy,
@@ -295,13 +295,14 @@ pub struct Service {
     env: Environment,
 }
 
-/// The engines under the one processor lock.
-struct ProcessorLock {
+/// The engines lock: one lock over both engines (the window engine and
+/// the pattern engine), with what goes with it.
+struct EnginesLock {
     /// The engines. A std `Mutex`, not a tokio one: the critical section
     /// is synchronous, it is never held across an `.await`, and callers run
     /// it in `spawn_blocking` (mini-redis `db.rs`).
     inner: Mutex<Inner>,
-    /// Mutating calls take the processor lock in arrival order: with std's
+    /// Mutating calls take the engines lock in arrival order: with std's
     /// unfair `Mutex`, concurrent producers were served unevenly (measured:
     /// +10 % events/s with free-running bench clients, +4 % aligned).
     turns: Turnstile,
@@ -331,7 +332,7 @@ struct Commits {
     wal_bytes: std::sync::atomic::AtomicU64,
     /// Per engine, bumped (under the writer lock) whenever that engine's
     /// recovery base changes: a checkpoint or a restore of it. The
-    /// automatic checkpointer, which serializes outside the processor
+    /// automatic checkpointer, which serializes outside the engines
     /// lock, stores its checkpoint only if no other base change of the
     /// same engine happened since its snapshot (the other engine's
     /// checkpoints and restores do not concern it).
@@ -368,7 +369,7 @@ struct CheckpointPolicy {
     merge_due: SyncSender<()>,
     /// One window checkpoint (or restore, or deletion) at a time: each
     /// flushes or frees history the others must not see half done. Taken
-    /// before the processor lock.
+    /// before the engines lock.
     checkpointing: Mutex<()>,
 }
 

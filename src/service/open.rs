@@ -149,7 +149,7 @@ impl Service {
         )
     }
 
-    /// Opens the database, checks the pipeline and recovers the processor
+    /// Opens the database, checks the pipeline and recovers the engines
     /// (recovery base + replay). Starts the automatic-checkpoint thread.
     pub fn open(opts: Options) -> Result<Arc<Service>, StartError> {
         let fail = |what: &str, e: &dyn std::fmt::Display| start_error(&opts, what, e);
@@ -190,7 +190,7 @@ impl Service {
         let (tx, rx) = sync_channel::<()>(1);
         let (merge_tx, merge_rx) = sync_channel::<()>(1);
         let service = Arc::new(Service {
-            processor: ProcessorLock {
+            engines_lock: EnginesLock {
                 inner: Mutex::new(inner),
                 turns: Turnstile::default(),
                 tail: std::sync::atomic::AtomicU64::new(0),

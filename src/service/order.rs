@@ -2,7 +2,7 @@
 //!
 //! The service takes its locks in one order: the checkpoint slot (one
 //! window checkpoint, restore or deletion at a time), a turn (mutating
-//! calls in arrival order), the processor lock (the engines), the commit
+//! calls in arrival order), the engines lock (the engines), the commit
 //! queue, the writer (the writing connection). Taking them in any other
 //! order can deadlock, so none of them is reachable without a token that
 //! says how far down the order the caller already is:
@@ -16,10 +16,10 @@
 //!   its own level `M` ([`Locked::held`], [`Locked::parts`]) for what may
 //!   be taken inside it.
 //!
-//! So a function that takes the processor lock cannot be called by code
+//! So a function that takes the engines lock cannot be called by code
 //! holding the queue or the writer: it would need a `Held<L>` with
-//! `L: Before<Processor>`, and the only tokens such code can reach are
-//! `Held<Queue>` or `Held<Writer>` (their `Before<Processor>` does not
+//! `L: Before<Engines>`, and the only tokens such code can reach are
+//! `Held<Queue>` or `Held<Writer>` (their `Before<Engines>` does not
 //! exist). A fresh token ([`Held::entry`]) is made only where a call enters
 //! the service: its `pub fn`s, its threads' loops.
 
@@ -33,8 +33,8 @@ pub(super) enum Nothing {}
 pub(super) enum Checkpointing {}
 /// A turn of the turnstile is held.
 pub(super) enum Turn {}
-/// The processor lock is held.
-pub(super) enum Processor {}
+/// The engines lock is held.
+pub(super) enum Engines {}
 /// The commit queue is held.
 pub(super) enum Queue {}
 /// The writing connection is held.
@@ -50,7 +50,7 @@ macro_rules! order {
     };
     () => {};
 }
-order!(Nothing, Checkpointing, Turn, Processor, Queue, Writer);
+order!(Nothing, Checkpointing, Turn, Engines, Queue, Writer);
 
 /// The token of a caller whose innermost lock is at level `L`. Neither
 /// `Clone` nor `Copy`: it is lent, never duplicated.

@@ -1,5 +1,5 @@
 //! The one parser of `POST /events` bodies, shared by the api (before the
-//! processor lock) and recovery (replaying the stored raw body), so a replay
+//! engines lock) and recovery (replaying the stored raw body), so a replay
 //! reads exactly what was accepted. Deliveries borrow their strings from the
 //! body wherever the JSON has no escapes.
 

@@ -2,7 +2,7 @@
 //! `patterns::Engine::type_mismatches`): in `/metrics` as
 //! `streamforge_pattern_type_mismatches_total{pattern,condition}` and in
 //! `GET /patterns?diagnostics=true` as `type_mismatches`. Read under the
-//! processor lock when asked; counted since the process started (a restore
+//! engines lock when asked; counted since the process started (a restore
 //! or a rebuild of the engine keeps them), never stored.
 
 use std::fmt::Write as _;

@@ -149,7 +149,7 @@ impl Service {
         self.pattern_tick(PatternFinish, body, None)
     }
 
-    fn pattern_tick<C: Cmd<Out = patterns::AdvanceOutcome>>(
+    fn pattern_tick<C: Cmd<Outcome = patterns::AdvanceOutcome>>(
         &self,
         cmd: C,
         body: StoredBody,

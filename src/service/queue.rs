@@ -1,6 +1,6 @@
 //! The commit queue's data: the applied calls waiting for their commit,
 //! each with its stored body and encoded output, and the callers waiting
-//! for their outcome. The group commit that drains it is `commit`.
+//! for their commit's verdict. The group commit that drains it is `commit`.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar};
@@ -19,9 +19,10 @@ pub(super) struct CommitQueue {
     pub(super) queue: VecDeque<Pending>,
     /// A leader is committing a group.
     pub(super) leader: bool,
-    /// Decided calls whose callers have not yet collected the outcome.
-    pub(super) outcomes: HashMap<u64, Result<(), String>>,
-    /// The callers waiting for their call's outcome (or to lead), by
+    /// The verdicts of decided calls (committed, or failed and why) that
+    /// their callers have not collected yet.
+    pub(super) verdicts: HashMap<u64, Result<(), String>>,
+    /// The callers waiting for their call's verdict (or to lead), by
     /// ticket: each waits on its own thread's condition, so that a commit
     /// wakes exactly the callers it decided and the one that leads next,
     /// not every caller in flight.
@@ -56,7 +57,7 @@ pub(super) struct Pending {
     pub(super) body: StoredBody,
     /// The heads after this call.
     pub(super) heads: Heads,
-    /// Filled by the caller outside the processor lock.
+    /// Filled by the caller outside the engines lock.
     pub(super) encoded: Option<Encoded>,
 }
 
@@ -100,8 +101,8 @@ impl Pending {
     }
 }
 
-/// A call's output as stored (the answer's JSON is written while the commit
-/// runs, see `Service::commit`).
+/// A call's output encoded for its commit, as the store keeps it (the
+/// answer's JSON is written while the commit runs, see `Service::commit`).
 pub(super) struct Encoded {
     /// The changes, when the call produced any: first and last sequence,
     /// and the binary chunk ([`store::chunk`]).
@@ -123,10 +124,10 @@ pub(super) struct KeyAnswer {
 }
 
 impl Encoded {
-    /// Encodes what the store keeps of a command's outcome
-    /// ([`Cmd::stored`]). A failure fails the
-    /// call: nothing is ever logged with an empty body.
-    pub fn of<C: Cmd>(out: &C::Out) -> Result<Encoded, ServiceError> {
+    /// Encodes what the store keeps of a command's outcome: its output
+    /// ([`Cmd::stored`]). A failure fails the call: nothing is ever logged
+    /// with an empty body.
+    pub fn of<C: Cmd>(out: &C::Outcome) -> Result<Encoded, ServiceError> {
         Encoded::new(&C::stored(out))
     }
 

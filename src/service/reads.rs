@@ -24,9 +24,9 @@ impl Service {
         &self.env.db
     }
 
-    /// Whether the processor matches the store and storage works.
+    /// Whether the engines match the store and storage works.
     pub fn is_ready(&self) -> bool {
-        self.processor.healthy.load(Ordering::Relaxed)
+        self.engines_lock.healthy.load(Ordering::Relaxed)
     }
 
     /// A receiver of the head sequences (long polls, streams).

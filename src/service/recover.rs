@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::engine::checkpoint::LiveParts;
 use crate::store::{self, BaseState, EngineId, Reader, Stream, Writer};
 
-use super::cmd::{Engines, Records, Replay};
+use super::cmd::{Engines, Replay, ReplayOutcome};
 use super::order::{self, Held};
 use super::{Inner, Service, ServiceError, Setup};
 
@@ -141,7 +141,7 @@ pub(super) fn replay(
     // takes the limits in force afterwards.
     let mut engines = bases(writer, setup)?;
     type Decoded = (u64, EngineId, &'static str, Replay);
-    type Output = (u64, EngineId, &'static str, Records);
+    type Applied = (u64, EngineId, &'static str, ReplayOutcome);
     let mut logged = LogCounts::default();
     let result = std::thread::scope(|s| {
         let (cmd_tx, cmd_rx) = sync_channel::<Decoded>(16);
@@ -157,7 +157,7 @@ pub(super) fn replay(
                     .map_err(|_| RecoverError::Invalid("replay stopped".into()))
             })
         });
-        let (out_tx, out_rx) = sync_channel::<Output>(16);
+        let (out_tx, out_rx) = sync_channel::<Applied>(16);
         let verifier = s.spawn(move || -> Result<(), RecoverError> {
             let r = Reader::open(db)?;
             for (n, engine, kind, applied) in out_rx {
@@ -272,7 +272,7 @@ fn json<T: serde::Serialize>(v: &T) -> Result<String, Mismatch> {
 
 /// Every replayed change and record must be byte-identical to the one
 /// stored with its command.
-fn verify(r: &Reader, applied: &Records) -> Result<(), Mismatch> {
+fn verify(r: &Reader, applied: &ReplayOutcome) -> Result<(), Mismatch> {
     let out = applied.output();
     verify_changes(r, out.changes)?;
     for l in out.late {
@@ -327,14 +327,14 @@ fn verify_changes(r: &Reader, changes: &[Change]) -> Result<(), Mismatch> {
 }
 
 /// Recovery while serving: the engines rebuilt from the store after a
-/// failed commit or a panic under the processor lock.
+/// failed commit or a panic under the engines lock.
 impl Service {
-    /// Waits (holding the processor lock) until every applied call is
+    /// Waits (holding the engines lock) until every applied call is
     /// committed, then rebuilds if a commit failed or the state is broken.
     pub(super) fn settle(
         &self,
         inner: &mut Inner,
-        at: &mut Held<order::Processor>,
+        at: &mut Held<order::Engines>,
     ) -> Result<(), ServiceError> {
         if self.drain(at) || inner.broken {
             self.rebuild(inner, at)?;
@@ -344,11 +344,11 @@ impl Service {
 
     /// Replaces the engines with the store's state. Marks the service ready
     /// again on success; leaves it broken (and not ready) otherwise. The
-    /// caller holds the processor lock and nothing is being committed.
+    /// caller holds the engines lock and nothing is being committed.
     pub(super) fn rebuild(
         &self,
         inner: &mut Inner,
-        at: &mut Held<order::Processor>,
+        at: &mut Held<order::Engines>,
     ) -> Result<(), ServiceError> {
         let replayed = replay(&self.writer(at), &self.env.db, &self.setup);
         match replayed {
@@ -363,13 +363,13 @@ impl Service {
                 let mut q = self.queue(at);
                 q.poisoned = false;
                 q.logged = logged;
-                self.processor.healthy.store(true, Ordering::Relaxed);
+                self.engines_lock.healthy.store(true, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
                 tracing::error!(error = %e, "rebuilding the engines from the store failed");
                 inner.broken = true;
-                self.processor.healthy.store(false, Ordering::Relaxed);
+                self.engines_lock.healthy.store(false, Ordering::Relaxed);
                 Err(ServiceError::Unavailable(format!(
                     "storage failure; the state is being rebuilt: {e}"
                 )))

@@ -24,9 +24,9 @@ pub enum RestoreSource {
     Bytes(Vec<u8>),
 }
 
-/// `POST /restore` answer.
+/// The answer to `POST /restore`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RestoreOutcome {
+pub struct RestoreAnswer {
     /// The restored change sequence.
     pub sequence: u64,
     /// The restored number of late records.
@@ -37,7 +37,7 @@ pub struct RestoreOutcome {
 
 impl Service {
     /// `POST /restore` and `POST /checkpoints/{id}/restore`.
-    pub fn restore(&self, source: RestoreSource) -> Result<RestoreOutcome, ServiceError> {
+    pub fn restore(&self, source: RestoreSource) -> Result<RestoreAnswer, ServiceError> {
         let by_body = matches!(source, RestoreSource::Bytes(_));
         let at = &mut Held::entry();
         let out = {
@@ -60,10 +60,10 @@ impl Service {
         &self,
         at: &mut Held<order::Checkpointing>,
         source: RestoreSource,
-    ) -> Result<RestoreOutcome, ServiceError> {
+    ) -> Result<RestoreAnswer, ServiceError> {
         let history: Arc<dyn HistoryStore> = self.setup.history.clone();
         let pipeline = &self.setup.pipeline;
-        let outcome = |p: &Processor| RestoreOutcome {
+        let answer = |p: &Processor| RestoreAnswer {
             sequence: p.sequence(),
             late: p.late_len(),
             watermark: p.watermark(),
@@ -87,7 +87,7 @@ impl Service {
                     Processor::resume(pipeline, &live, row.state.flushed.clone(), history)
                         .map_err(invalid)?,
                 );
-                let out = outcome(&processor);
+                let out = answer(&processor);
                 self.restore_engine(
                     at,
                     &Restored {
@@ -122,7 +122,7 @@ impl Service {
                 (l.seq, String::from_utf8_lossy(&body).into_owned())
             })
             .collect::<Vec<_>>();
-        let out = outcome(&processor);
+        let out = answer(&processor);
         let epoch = self.restore_engine(
             at,
             &Restored {
@@ -146,7 +146,7 @@ impl Service {
     /// place (`replace`), once the calls in flight are committed; returns
     /// the engine's new epoch. A restore is one transaction, as durable as
     /// any acknowledged call.
-    pub(super) fn restore_engine<L: Before<order::Processor>>(
+    pub(super) fn restore_engine<L: Before<order::Engines>>(
         &self,
         at: &mut Held<L>,
         r: &Restored<'_>,

@@ -37,7 +37,7 @@ use crate::store::{EngineId, Reader, Restored, RestoredLate};
 use super::checkpoint::SEGMENT_ITEMS;
 use super::order::{self, Held};
 use super::stored_parts::StoredParts;
-use super::{RestoreOutcome, Service, ServiceError};
+use super::{RestoreAnswer, Service, ServiceError};
 
 /// Restored deliveries held in memory before they are flushed.
 const FLUSH_EVERY: u64 = 1 << 18;
@@ -181,7 +181,7 @@ impl StageSink for Stage<'_> {
 impl Service {
     /// `POST /restore` of an envelope read from `body` as it streams (see
     /// the module docs).
-    pub fn restore_stream(&self, body: impl Read) -> Result<RestoreOutcome, ServiceError> {
+    pub fn restore_stream(&self, body: impl Read) -> Result<RestoreAnswer, ServiceError> {
         let at = &mut Held::entry();
         let out = {
             let mut slot = self.checkpointing(at);
@@ -204,7 +204,7 @@ impl Service {
         &self,
         held: &mut Held<order::Checkpointing>,
         body: impl Read,
-    ) -> Result<RestoreOutcome, ServiceError> {
+    ) -> Result<RestoreAnswer, ServiceError> {
         let history: Arc<dyn HistoryStore> = self.setup.history.clone();
         // 1. Parse, staging the history.
         let mut scan = stream::EscapeScan::new(body);
@@ -352,7 +352,7 @@ impl Service {
             }
         }
         // 4. In place, as a restore by id of a hidden checkpoint.
-        let out = RestoreOutcome {
+        let out = RestoreAnswer {
             sequence: p.sequence(),
             late: p.late_len(),
             watermark: p.watermark(),

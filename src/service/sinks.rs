@@ -1,6 +1,6 @@
 //! What the webhook sinks (`crate::sinks`) use of the service: the
 //! committed heads, the writing connection for their own small
-//! transactions (never the processor lock), and reading connections.
+//! transactions (never the engines lock), and reading connections.
 //! A sink reads the stored output like a long poll does, never the
 //! engines' memory.
 
@@ -20,7 +20,7 @@ impl Service {
 
     /// Runs `f` on the writing connection (a sink's own short
     /// transactions; they queue with the group commits, not with the
-    /// processor lock).
+    /// engines lock).
     pub fn sink_write<R>(
         &self,
         f: impl FnOnce(&mut Writer) -> store::Result<R>,

@@ -1,11 +1,11 @@
-//! The turnstile: the mutating calls take the processor lock in arrival
+//! The turnstile: the mutating calls take the engines lock in arrival
 //! order (std's `Mutex` is not fair).
 
 use std::sync::Mutex;
 
 use super::order::{self, Before, Held};
 
-/// A FIFO gate in front of the processor lock for the mutating calls: each
+/// A FIFO gate in front of the engines lock for the mutating calls: each
 /// takes a ticket and waits for its turn, so concurrent producers are served
 /// in arrival order (std's `Mutex` is not fair).
 #[derive(Default)]

@@ -15,7 +15,7 @@
 //! that cannot deliver holds a cursor in the database and nothing else, so
 //! it never blocks ingestion or another sink and never grows memory. Its
 //! bookkeeping is a few small transactions on the service's writing
-//! connection (`crate::store`, sinks), outside the processor lock (only
+//! connection (`crate::store`, sinks), outside the engines lock (only
 //! reading the visible rows, [`port::SinkStore::results`], takes it, as
 //! `GET /results` does).
 //!

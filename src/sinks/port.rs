@@ -3,7 +3,7 @@
 //! and results, the sinks' own rows, their recorded batches (read a frozen
 //! range back, record new ones, move a cursor) and a sync. The workers hold
 //! an `Arc<dyn SinkStore>`; [`Service`] implements it on its writing and
-//! reading connections, outside the processor lock, except
+//! reading connections, outside the engines lock, except
 //! [`SinkStore::results`], which reads the visible rows under it as
 //! `GET /results` does (briefly, once the applied calls are committed).
 

@@ -51,7 +51,7 @@ impl From<Unreadable> for Failure {
     }
 }
 
-/// The outcome of a round.
+/// What a round found.
 enum Round {
     /// Batches to send, durable once the append counter passes the value.
     Formed(Vec<Ready>, u64),

@@ -342,7 +342,7 @@ fn a_replay_that_disagrees_with_the_store_refuses_to_start() {
     assert_eq!(first_chunk(&conn)[0].op, ChangeOp::Retract);
 }
 
-/// Automatic checkpoints serialize outside the processor lock while other
+/// Automatic checkpoints serialize outside the engines lock while other
 /// calls keep being logged: the checkpoint must remove only the commands it
 /// covers. A large state makes each checkpoint slow to serialize; two
 /// producers keep writing meanwhile, through several automatic checkpoints;

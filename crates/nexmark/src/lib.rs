@@ -16,7 +16,7 @@
 //! - Event time: `T0 + n * interval - jitter`, with `jitter` in
 //!   `0 ..= disorder` drawn from `(seed, n)`: times are out of order by at
 //!   most `disorder`.
-//! - [`Stream`] maps each source event to the deliveries of one query
+//! - [`Workload`] maps each source event to the deliveries of one query
 //!   ([`Query`]: which events it keeps, with which key and value) and spreads
 //!   them over the partitions `p0 .. p{N-1}` by a hash of the entity id (a
 //!   person's id, an auction's id; a bid goes with its auction), with
@@ -29,7 +29,7 @@
 //!   the lateness and however the partitions interleave. A partition that
 //!   delivers little (a skewed hash) reports little and holds the global
 //!   watermark back. After the last event every partition advances to
-//!   [`Stream::end`], `T0 + events * interval (+ lead)`, above every event
+//!   [`Workload::end`], `T0 + events * interval (+ lead)`, above every event
 //!   time and every earlier report.
 //! - `lead = d > 0` lets each partition report `d` more than that: events
 //!   then arrive up to `d` behind the watermark (they correct windows that
@@ -191,7 +191,7 @@ pub fn event(seed: u64, n: u64, interval: i64, disorder: i64) -> NexmarkEvent {
     NexmarkEvent { n, time, kind }
 }
 
-/// The queries a stream can be written for: which source events become
+/// The queries a workload can be written for: which source events become
 /// deliveries, with which key and value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Query {
@@ -262,10 +262,10 @@ fn entity(e: &NexmarkEvent) -> u64 {
     }
 }
 
-/// How a stream is generated.
+/// How a workload is generated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// The seed: the same configuration always gives the same stream.
+    /// The seed: the same configuration always gives the same workload.
     pub seed: u64,
     /// Source events (people, auctions and bids; a query keeps some of them).
     pub events: u64,
@@ -396,10 +396,10 @@ fn json_string(s: &str) -> String {
     out
 }
 
-/// The operations of a configuration, in order (an iterator: a stream of a
-/// million events is never held whole).
+/// A workload: the operations of a configuration, in order (an iterator:
+/// a workload of a million events is never held whole).
 #[derive(Debug, Clone)]
-pub struct Stream {
+pub struct Workload {
     config: Config,
     /// The next source event.
     next: u64,
@@ -417,14 +417,14 @@ pub struct Stream {
     ended: bool,
 }
 
-impl Stream {
-    /// The stream of `config` (`partitions` and `watermark_every` are taken
+impl Workload {
+    /// The workload of `config` (`partitions` and `watermark_every` are taken
     /// as at least 1).
-    pub fn new(mut config: Config) -> Stream {
+    pub fn new(mut config: Config) -> Workload {
         config.partitions = config.partitions.max(1);
         config.watermark_every = config.watermark_every.max(1);
         let n = config.partitions as usize;
-        Stream {
+        Workload {
             config,
             next: 0,
             offsets: vec![0; n],
@@ -442,7 +442,7 @@ impl Stream {
     }
 
     /// The watermark every partition reports after the last event: above
-    /// every event time of the stream.
+    /// every event time of the workload.
     pub fn end(&self) -> i64 {
         T0 + self.config.events as i64 * self.config.interval + self.config.lead.max(0)
     }
@@ -496,7 +496,7 @@ impl Stream {
     }
 }
 
-impl Iterator for Stream {
+impl Iterator for Workload {
     type Item = Op;
 
     fn next(&mut self) -> Option<Op> {
@@ -557,16 +557,16 @@ mod tests {
     fn a_pure_function_of_seed_and_position() {
         assert_eq!(event(7, 123, 10, 500), event(7, 123, 10, 500));
         assert_ne!(event(7, 123, 10, 500), event(8, 123, 10, 500));
-        let a: Vec<Op> = Stream::new(Config::default()).collect();
+        let a: Vec<Op> = Workload::new(Config::default()).collect();
         assert!(a.len() > 900);
-        let b: Vec<Op> = Stream::new(Config::default()).collect();
+        let b: Vec<Op> = Workload::new(Config::default()).collect();
         assert_eq!(a, b);
     }
 
     #[test]
     fn no_event_is_behind_its_partitions_watermark() {
         for query in Query::ALL {
-            let s = Stream::new(Config {
+            let s = Workload::new(Config {
                 seed: 5,
                 events: 20_000,
                 query,
@@ -609,7 +609,7 @@ mod tests {
 
     #[test]
     fn a_lead_puts_events_behind_the_watermark_by_at_most_the_lead() {
-        let s = Stream::new(Config {
+        let s = Workload::new(Config {
             seed: 5,
             events: 5000,
             lead: 300,
@@ -641,7 +641,7 @@ mod tests {
 
     #[test]
     fn late_every_moves_events_behind() {
-        let s = Stream::new(Config {
+        let s = Workload::new(Config {
             seed: 5,
             events: 5000,
             late_every: 10,

@@ -3,7 +3,7 @@
 //!
 //! One database file holds the pipeline, the command log since the recovery
 //! base, the changelog and late pages, the stored checkpoints and the recovery
-//! base. The service owns one [`Writer`] (behind its processor lock) and any
+//! base. The service owns one [`Writer`] (behind its engines lock) and any
 //! number of [`Reader`]s for the pages, which never wait for that lock.
 //!
 //! # Durability

@@ -28,7 +28,7 @@ impl Advance<'_> {
 
 impl Cmd for Advance<'_> {
     const ENGINE: EngineId = EngineId::Window;
-    type Out = TickOutcome;
+    type Outcome = TickOutcome;
 
     fn kind(&self) -> &'static str {
         "advance"

@@ -27,7 +27,7 @@ impl AdvanceAll<'_> {
 
 impl Cmd for AdvanceAll<'_> {
     const ENGINE: EngineId = EngineId::Window;
-    type Out = TickOutcome;
+    type Outcome = TickOutcome;
 
     fn kind(&self) -> &'static str {
         "advances"

@@ -25,7 +25,7 @@ impl Idle<'_> {
 
 impl Cmd for Idle<'_> {
     const ENGINE: EngineId = EngineId::Window;
-    type Out = TickOutcome;
+    type Outcome = TickOutcome;
 
     fn kind(&self) -> &'static str {
         "idle"

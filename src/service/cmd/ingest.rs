@@ -58,7 +58,7 @@ impl Ingest<'_> {
 
 impl Cmd for Ingest<'_> {
     const ENGINE: EngineId = EngineId::Window;
-    type Out = IngestOutcome;
+    type Outcome = IngestOutcome;
 
     fn kind(&self) -> &'static str {
         match (self.framing, self.derive.is_empty()) {

@@ -31,7 +31,7 @@ use crate::store::EngineId;
 
 use super::error::ServiceError;
 
-/// The engines the service drives, under its one processor lock.
+/// The engines the service drives, under its one engines lock.
 pub(in crate::service) struct Engines {
     /// The windowed-aggregation engine.
     pub window: Processor,
@@ -50,21 +50,22 @@ pub(in crate::service) struct Output<'a> {
     pub patterns: &'a [patterns::Output],
 }
 
-/// A replayed command's outcome, holding what the store keeps of it
-/// ([`Cmd::stored`]); a replay hands it to its checker thread.
-pub(in crate::service) struct Records(Box<dyn StoredOutcome>);
+/// A replayed command's outcome, boxed (any command type), saying what
+/// the store keeps of it ([`Cmd::stored`]); a replay hands it to its
+/// checker thread, which compares that output with the store's.
+pub(in crate::service) struct ReplayOutcome(Box<dyn StoredOutcome>);
 
-impl Records {
+impl ReplayOutcome {
     /// What the store keeps, borrowed.
     pub fn output(&self) -> Output<'_> {
         self.0.output()
     }
 }
 
-impl std::fmt::Debug for Records {
+impl std::fmt::Debug for ReplayOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let o = self.output();
-        f.debug_struct("Records")
+        f.debug_struct("ReplayOutcome")
             .field("changes", &o.changes.len())
             .field("late", &o.late.len())
             .field("patterns", &o.patterns.len())
@@ -78,41 +79,42 @@ trait StoredOutcome: Send {
 }
 
 /// The outcome of a command of type `C`.
-struct Outcome<C: Cmd>(C::Out, std::marker::PhantomData<fn() -> C>);
+struct OutcomeOf<C: Cmd>(C::Outcome, std::marker::PhantomData<fn() -> C>);
 
-impl<C: Cmd> StoredOutcome for Outcome<C>
+impl<C: Cmd> StoredOutcome for OutcomeOf<C>
 where
-    C::Out: Send,
+    C::Outcome: Send,
 {
     fn output(&self) -> Output<'_> {
         C::stored(&self.0)
     }
 }
 
-impl Records {
-    fn of<C: Cmd + 'static>(out: C::Out) -> Records
+impl ReplayOutcome {
+    fn of<C: Cmd + 'static>(out: C::Outcome) -> ReplayOutcome
     where
-        C::Out: Send + 'static,
+        C::Outcome: Send + 'static,
     {
-        Records(Box::new(Outcome::<C>(out, std::marker::PhantomData)))
+        ReplayOutcome(Box::new(OutcomeOf::<C>(out, std::marker::PhantomData)))
     }
 }
 
-/// A mutating call: applied to one engine under the processor lock, logged
+/// A mutating call: applied to one engine under the engines lock, logged
 /// under [`Cmd::kind`].
 pub(in crate::service) trait Cmd: Sized {
     /// The engine it applies to.
     const ENGINE: EngineId;
-    /// What applying it produced (the verb's answer is built from it).
-    type Out;
+    /// What applying it to its engine produced: its outcome (the call's
+    /// answer is built from it, the store keeps its output).
+    type Outcome;
     /// Its kind in the command log.
     fn kind(&self) -> &'static str;
     /// Applies it to its engine; a rejection changes nothing.
-    fn apply(self, engines: &mut Engines) -> Result<Self::Out, ServiceError>;
+    fn apply(self, engines: &mut Engines) -> Result<Self::Outcome, ServiceError>;
     /// What the store keeps of its outcome: the live path encodes it for
     /// the commit, and recovery checks a replay's against the store (the
     /// one declaration of what a command stores).
-    fn stored(out: &Self::Out) -> Output<'_>;
+    fn stored(out: &Self::Outcome) -> Output<'_>;
 }
 
 /// A command as the log reads it back: owned (it crosses from the log
@@ -162,10 +164,10 @@ macro_rules! registry {
                 }
             }
 
-            /// Applies it ([`Cmd::apply`]) and returns its records.
-            pub fn apply(self, engines: &mut Engines) -> Result<Records, ServiceError> {
+            /// Applies it ([`Cmd::apply`]) and returns its outcome.
+            pub fn apply(self, engines: &mut Engines) -> Result<ReplayOutcome, ServiceError> {
                 match self {
-                    $(Replay::$name(c) => c.apply(engines).map(Records::of::<$ty>),)*
+                    $(Replay::$name(c) => c.apply(engines).map(ReplayOutcome::of::<$ty>),)*
                 }
             }
         }

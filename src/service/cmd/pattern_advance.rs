@@ -25,7 +25,7 @@ impl PatternAdvance {
 
 impl Cmd for PatternAdvance {
     const ENGINE: EngineId = EngineId::Patterns;
-    type Out = AdvanceOutcome;
+    type Outcome = AdvanceOutcome;
 
     fn kind(&self) -> &'static str {
         "advance"

@@ -17,7 +17,7 @@ pub(in crate::service) struct PatternDocument {
 
 impl Cmd for PatternDocument {
     const ENGINE: EngineId = EngineId::Patterns;
-    type Out = DocumentChange;
+    type Outcome = DocumentChange;
 
     fn kind(&self) -> &'static str {
         "document"

@@ -20,7 +20,7 @@ impl PatternFinish {
 
 impl Cmd for PatternFinish {
     const ENGINE: EngineId = EngineId::Patterns;
-    type Out = AdvanceOutcome;
+    type Outcome = AdvanceOutcome;
 
     fn kind(&self) -> &'static str {
         "finish"

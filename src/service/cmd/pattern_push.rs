@@ -20,7 +20,7 @@ pub(in crate::service) struct PatternPush {
 
 impl Cmd for PatternPush {
     const ENGINE: EngineId = EngineId::Patterns;
-    type Out = PushOutcome;
+    type Outcome = PushOutcome;
 
     fn kind(&self) -> &'static str {
         self.framing.kind()

@@ -321,7 +321,7 @@ impl Plan {
         }
     }
 
-    fn stream_config(&self) -> nexmark::Config {
+    fn workload_config(&self) -> nexmark::Config {
         nexmark::Config {
             seed: self.seed,
             events: self.events,
@@ -1021,9 +1021,9 @@ impl Run {
         let log = self.dir.join("server.log");
 
         // the workload, split by producer
-        let stream = nexmark::Stream::new(plan.stream_config());
-        let end_w = stream.end();
-        let ops: Vec<nexmark::Op> = stream.collect();
+        let workload = nexmark::Workload::new(plan.workload_config());
+        let end_w = workload.end();
+        let ops: Vec<nexmark::Op> = workload.collect();
         let mut events = Vec::new();
         let mut lengths: BTreeMap<u32, i64> = BTreeMap::new();
         for op in &ops {
