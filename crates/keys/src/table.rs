@@ -6,7 +6,7 @@
 //!   looking one up reads one slot, not a slot and a separately allocated
 //!   string.
 //! - The names are kept in chunks of [`CHUNK`] behind `Arc`s, so that the
-//!   frozen copy a checkpoint takes under the engines' lock
+//!   frozen copy a checkpoint takes under the engines lock
 //!   ([`KeyTable::frozen`]) shares every full chunk instead of copying
 //!   every key ever seen: it costs one pointer per chunk and at most one
 //!   partial chunk, whatever the number of keys.
