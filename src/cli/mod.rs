@@ -233,7 +233,7 @@ pub enum ClientCommand {
         #[command(flatten)]
         conn: Conn,
         /// Ask GET /readyz instead (readiness): 200 only once recovery has
-        /// finished and the processor matches the database, where /healthz
+        /// finished and the engines match the database, where /healthz
         /// answers 200 whenever the process serves requests, during
         /// recovery too.
         #[arg(long)]

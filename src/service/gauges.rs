@@ -110,7 +110,7 @@ impl Service {
             ),
             Gauge::one(
                 "streamforge_ready",
-                "1 when the processor matches the store.",
+                "1 when the engines match the store.",
                 f64::from(u8::from(self.is_ready())),
             ),
         ];
