@@ -6,9 +6,9 @@
 //!
 //! A segment is written by a short transaction of its own before the
 //! checkpoint that names it (`checkpoint_lists`, with the chain of
-//! `segments.prev`: `super::window`); a segment that no checkpoint names (a
-//! crash between the two) is deleted at the next open. Freeing is "delete
-//! what nothing points at" (`refs = 0`, kept by triggers; each deletion
+//! `segments.prev`: `super::window_checkpoints`); a segment that no
+//! checkpoint names (a crash between the two) is deleted at the next open.
+//! Freeing is "delete what nothing points at" (`refs = 0`, kept by triggers; each deletion
 //! frees the segment before it in turn:
 //! [`Writer::drop_unreferenced_segments`]), without a scan of what is kept.
 
