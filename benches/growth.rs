@@ -68,7 +68,6 @@
 //!
 //! The summary prints the targets beside the figures; it asserts
 //! nothing. MB are 10^6 bytes.
-
 //!
 //! The phases live in `benches/growth/`, one file each: `setup.rs` (the
 //! directory, the configuration lines, the first server), `ingest.rs` (the

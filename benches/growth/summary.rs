@@ -17,12 +17,15 @@ type Row = (String, String, &'static str);
 
 /// The figures the rows compare.
 struct Ends<'a> {
-    /// The first, the next to last and the last tenth.
+    /// The first tenth.
     f: &'a Tenth,
+    /// The next to last tenth.
     prev: &'a Tenth,
+    /// The last tenth.
     l: &'a Tenth,
-    /// The first and the last restart.
+    /// The first restart.
     r0: &'a Restart,
+    /// The last restart.
     r1: &'a Restart,
     rss_growth: f64,
     disk_per_event: f64,
