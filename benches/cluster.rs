@@ -22,7 +22,7 @@
 //! beside them. Runs alternate N within each round; the figures are
 //! medians.
 
-#[path = "http_support.rs"]
+#[path = "support/http.rs"]
 mod http_support;
 
 use std::collections::BTreeMap;

@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-#[path = "http_support.rs"]
+#[path = "support/http.rs"]
 mod http_support;
 use http_support::{binary, cpu_seconds, proc_kib, Conn, Server};
 

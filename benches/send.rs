@@ -24,7 +24,7 @@
 //! The partition counts alternate within each run; the figures are the
 //! medians, and the ratios are of medians measured in the same process.
 
-#[path = "http_support.rs"]
+#[path = "support/http.rs"]
 mod http_support;
 
 use std::path::{Path, PathBuf};

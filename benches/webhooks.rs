@@ -24,7 +24,7 @@
 //! server's `--checkpoint-every`, 1000), `BENCH_SHAPES` (a comma-separated
 //! subset; `events` first when ratios are wanted), `STREAMFORGE_BIN`.
 
-#[path = "http_support.rs"]
+#[path = "support/http.rs"]
 mod http_support;
 
 use std::path::Path;

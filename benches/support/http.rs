@@ -1,5 +1,6 @@
 //! HTTP bench helpers shared by the benches that drive `streamforge serve`
-//! (`benches/http.rs`, `benches/patterns_http.rs`, `growth.rs`, `send.rs`):
+//! (`benches/http.rs`, `patterns_http.rs`, `growth.rs`, `send.rs`, `cluster.rs`,
+//! `webhooks.rs`, each including this file with `#[path]`):
 //! a minimal keep-alive HTTP/1.1 client (no client library in the measured
 //! path) and the binary's path; starting the server and reading `/proc`
 //! come from the `streamforge-testkit` crate, which the tests use too.
