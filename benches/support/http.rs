@@ -55,47 +55,22 @@ impl Conn {
         req.extend_from_slice(body);
         self.stream.get_mut().write_all(&req).expect("write");
         let mut line = String::new();
-        self.stream.read_line(&mut line).expect("status line");
-        let status: u16 = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("bad status line {line:?}"));
-        let mut len = None;
-        loop {
-            line.clear();
-            self.stream.read_line(&mut line).expect("header");
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse::<usize>().ok();
-                }
-            }
-        }
+        let (status, len, _) = self.read_head(&mut line);
         // 204 and 304 answers have no body (and no content-length).
         let len = match status {
             204 | 304 => len.unwrap_or(0),
             _ => len.expect("the server answers with content-length"),
         };
-        self.body.resize(len, 0);
+        self.body.resize(len as usize, 0);
         self.stream.read_exact(&mut self.body).expect("body");
         status
     }
 
-    /// Sends `GET path` and copies the answer's body to `out` as it arrives
-    /// (a `content-length` or a chunked body; nothing of it is held in
-    /// memory here); returns the status and the body's length.
-    pub fn download(&mut self, path: &str, out: &mut impl Write) -> (u16, u64) {
-        let head = format!("GET {path} HTTP/1.1\r\nhost: {}\r\n\r\n", self.addr);
-        self.stream
-            .get_mut()
-            .write_all(head.as_bytes())
-            .expect("write");
-        let mut line = String::new();
-        self.stream.read_line(&mut line).expect("status line");
+    /// Reads an answer's status line and headers: the status, its
+    /// `content-length` and whether its body is chunked.
+    fn read_head(&mut self, line: &mut String) -> (u16, Option<u64>, bool) {
+        line.clear();
+        self.stream.read_line(line).expect("status line");
         let status: u16 = line
             .split_whitespace()
             .nth(1)
@@ -104,7 +79,7 @@ impl Conn {
         let (mut len, mut chunked) = (None, false);
         loop {
             line.clear();
-            self.stream.read_line(&mut line).expect("header");
+            self.stream.read_line(line).expect("header");
             let l = line.trim_end();
             if l.is_empty() {
                 break;
@@ -117,6 +92,20 @@ impl Conn {
                 }
             }
         }
+        (status, len, chunked)
+    }
+
+    /// Sends `GET path` and copies the answer's body to `out` as it arrives
+    /// (a `content-length` or a chunked body; nothing of it is held in
+    /// memory here); returns the status and the body's length.
+    pub fn download(&mut self, path: &str, out: &mut impl Write) -> (u16, u64) {
+        let head = format!("GET {path} HTTP/1.1\r\nhost: {}\r\n\r\n", self.addr);
+        self.stream
+            .get_mut()
+            .write_all(head.as_bytes())
+            .expect("write");
+        let mut line = String::new();
+        let (status, len, chunked) = self.read_head(&mut line);
         if !chunked {
             let len = len.unwrap_or(0);
             let n = std::io::copy(&mut (&mut self.stream).take(len), out).expect("body");
