@@ -139,7 +139,7 @@ impl StageSink for Stage<'_> {
             s.text.push(b',');
         }
         let start = s.text.len();
-        crate::engine::segment::write_late(
+        crate::engine::segment_text::write_late(
             &mut s.text,
             &e.id,
             &e.key,
@@ -169,7 +169,7 @@ impl StageSink for Stage<'_> {
         if s.count > 0 {
             s.text.push(b',');
         }
-        crate::engine::segment::write_event(&mut s.text, &e.id, &e.key, e.timestamp, e.value);
+        crate::engine::segment_text::write_event(&mut s.text, &e.id, &e.key, e.timestamp, e.value);
         s.count += 1;
         if s.text.len() >= STAGE_BYTES {
             self.put(SegKind::Sources, Some(i))?;
@@ -265,7 +265,7 @@ impl Service {
                 reader
                     .segment_blocks(seg.id, |text| {
                         for (a, b) in crate::store::segments::item_ranges(text)? {
-                            let e = crate::engine::segment::parse_event(&text[a..b])
+                            let e = crate::engine::segment_text::parse_event(&text[a..b])
                                 .map_err(crate::store::Error::Corrupt)?;
                             if let Err(m) = r.push(p, name, e) {
                                 failure = Some(m);
@@ -438,7 +438,7 @@ impl LateItems<'_> {
             let read = self.reader.segment_blocks(seg.id, |text| {
                 for (a, b) in crate::store::segments::item_ranges(text)? {
                     items.push(
-                        crate::engine::segment::parse_late(&text[a..b])
+                        crate::engine::segment_text::parse_late(&text[a..b])
                             .map_err(crate::store::Error::Corrupt)?,
                     );
                 }

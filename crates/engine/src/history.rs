@@ -299,16 +299,16 @@ impl HistoryStore for MemHistory {
 
     fn event(&self, seg: SegId, index: u64) -> Result<Event, StoreFault> {
         let text = self.segment(seg, SegKind::Sources)?;
-        let item = super::segment::item(&text, index)
+        let item = super::segment_text::item(&text, index)
             .ok_or_else(|| StoreFault(format!("segment {seg} has no item {index}")))?;
-        super::segment::parse_event(item).map_err(StoreFault)
+        super::segment_text::parse_event(item).map_err(StoreFault)
     }
 
     fn late(&self, seg: SegId, index: u64) -> Result<(Event, i64), StoreFault> {
         let text = self.segment(seg, SegKind::Late)?;
-        let item = super::segment::item(&text, index)
+        let item = super::segment_text::item(&text, index)
             .ok_or_else(|| StoreFault(format!("segment {seg} has no item {index}")))?;
-        super::segment::parse_late(item).map_err(StoreFault)
+        super::segment_text::parse_late(item).map_err(StoreFault)
     }
 
     fn text(&self, seg: SegId, out: &mut Vec<u8>) -> Result<(), StoreFault> {
@@ -334,7 +334,9 @@ impl HistoryStore for MemHistory {
                 .map(|(_, t)| t.clone())
                 .ok_or_else(|| StoreFault(format!("no segment {seg}")))?
         };
-        for item in super::segment::items(&text).skip(usize::try_from(from).unwrap_or(usize::MAX)) {
+        for item in
+            super::segment_text::items(&text).skip(usize::try_from(from).unwrap_or(usize::MAX))
+        {
             each(item);
         }
         Ok(())

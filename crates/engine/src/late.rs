@@ -133,7 +133,7 @@ impl LateOutput {
                 out.push(b',');
             }
             first = false;
-            super::segment::write_late(out, &e.id, &e.key, e.timestamp, e.value, *w);
+            super::segment_text::write_late(out, &e.id, &e.key, e.timestamp, e.value, *w);
         }
         Ok(())
     }
@@ -151,7 +151,7 @@ impl LateOutput {
                 text.push(b',');
             }
             let start = text.len();
-            super::segment::write_late(&mut text, &e.id, &e.key, e.timestamp, e.value, *w);
+            super::segment_text::write_late(&mut text, &e.id, &e.key, e.timestamp, e.value, *w);
             chunks.extend(chain.push(&text[start..]));
         }
         Some(NewSegment {
@@ -174,7 +174,7 @@ impl LateOutput {
         let mut buf = Vec::with_capacity(128);
         for (e, w) in &self.tail {
             buf.clear();
-            super::segment::write_late(&mut buf, &e.id, &e.key, e.timestamp, e.value, *w);
+            super::segment_text::write_late(&mut buf, &e.id, &e.key, e.timestamp, e.value, *w);
             chain.push(&buf);
         }
         chain.value()

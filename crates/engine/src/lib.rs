@@ -93,7 +93,7 @@ mod keywork;
 pub mod late;
 mod live;
 mod num;
-pub mod segment;
+pub mod segment_text;
 mod shards;
 pub use shards::{Executor, MAX_SHARDS};
 mod sources;

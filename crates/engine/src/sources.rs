@@ -565,7 +565,7 @@ impl Sources {
             }
             first = false;
             if let Some(e) = self.event(no) {
-                super::segment::write_event(
+                super::segment_text::write_event(
                     out,
                     e.id.as_str(),
                     keys.name(e.key),
@@ -614,7 +614,7 @@ impl Sources {
                         text.push(b',');
                     }
                     let start = text.len();
-                    super::segment::write_event_bytes(
+                    super::segment_text::write_event_bytes(
                         &mut text,
                         e.id.as_bytes(),
                         keys.name(e.key),
@@ -743,7 +743,7 @@ impl Sources {
         for &no in part.tail.iter() {
             if let Some(e) = self.event(no) {
                 buf.clear();
-                super::segment::write_event(
+                super::segment_text::write_event(
                     &mut buf,
                     e.id.as_str(),
                     keys.name(e.key),

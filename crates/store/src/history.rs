@@ -123,10 +123,10 @@ impl HistoryDb {
                 for (a, b) in item_ranges(text)? {
                     let item = &text[a..b];
                     // Most ids have no escapes: hashed from the item's bytes.
-                    let hash = match streamforge_engine::segment::item_id(item) {
+                    let hash = match streamforge_engine::segment_text::item_id(item) {
                         Some(id) => streamforge_engine::history::id_hash_bytes(id),
                         None => {
-                            let e = streamforge_engine::segment::parse_event(item)
+                            let e = streamforge_engine::segment_text::parse_event(item)
                                 .map_err(|m| Error::Corrupt(format!("segment {seg}: {m}")))?;
                             streamforge_engine::history::id_hash(&e.id)
                         }
@@ -271,7 +271,7 @@ impl HistoryDb {
 
     fn item(&self, seg: SegId, index: u64) -> Result<Vec<u8>> {
         let text = self.block(seg, index / BLOCK_ITEMS)?;
-        streamforge_engine::segment::item(&text, index % BLOCK_ITEMS)
+        streamforge_engine::segment_text::item(&text, index % BLOCK_ITEMS)
             .map(<[u8]>::to_vec)
             .ok_or_else(|| Error::Corrupt(format!("segment {seg} has no item {index}")))
     }
@@ -305,7 +305,7 @@ impl streamforge_engine::history::HistoryStore for HistoryDb {
     ) -> std::result::Result<streamforge_engine::Event, streamforge_engine::history::StoreFault>
     {
         let item = self.item(seg, index).map_err(fault)?;
-        streamforge_engine::segment::parse_event(&item)
+        streamforge_engine::segment_text::parse_event(&item)
             .map_err(streamforge_engine::history::StoreFault)
     }
 
@@ -318,7 +318,7 @@ impl streamforge_engine::history::HistoryStore for HistoryDb {
         streamforge_engine::history::StoreFault,
     > {
         let item = self.item(seg, index).map_err(fault)?;
-        streamforge_engine::segment::parse_late(&item)
+        streamforge_engine::segment_text::parse_late(&item)
             .map_err(streamforge_engine::history::StoreFault)
     }
 
@@ -340,7 +340,7 @@ impl streamforge_engine::history::HistoryStore for HistoryDb {
         let mut skip = from % BLOCK_ITEMS;
         let conn = self.reader();
         while let Some(text) = block_text(&conn, seg, block).map_err(fault)? {
-            for item in streamforge_engine::segment::items(&text).skip(skip as usize) {
+            for item in streamforge_engine::segment_text::items(&text).skip(skip as usize) {
                 each(item);
             }
             skip = 0;

@@ -394,7 +394,7 @@ fn restore_late(tx: &rusqlite::Transaction<'_>, late: RestoredLate<'_>) -> Resul
                 super::segments::for_each_block(tx, seg.id, |text| {
                     for (a, b) in super::segments::item_ranges(text)? {
                         let (event, watermark) =
-                            streamforge_engine::segment::parse_late(&text[a..b])
+                            streamforge_engine::segment_text::parse_late(&text[a..b])
                                 .map_err(|m| Error::Corrupt(format!("segment {}: {m}", seg.id)))?;
                         seq += 1;
                         let mut body = Vec::with_capacity(96);

@@ -475,7 +475,7 @@ mod tests {
             if i > 0 {
                 text.push(b',');
             }
-            streamforge_engine::segment::write_event(
+            streamforge_engine::segment_text::write_event(
                 &mut text,
                 &format!("e{i}"),
                 "k,]",
@@ -519,7 +519,7 @@ mod tests {
                 text.push(b',');
             }
             let at = text.len();
-            streamforge_engine::segment::write_event(&mut text, &format!("e{i}"), "k", 1, 2);
+            streamforge_engine::segment_text::write_event(&mut text, &format!("e{i}"), "k", 1, 2);
             chunks.extend(chain.push(&text[at..]));
         }
         let id = w

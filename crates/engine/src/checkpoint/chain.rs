@@ -174,7 +174,7 @@ impl Chain {
                 (rest, &[])
             } else {
                 // The `room`-th item ends at the `room`-th comma.
-                let at = crate::segment::comma(rest, room)
+                let at = crate::segment_text::comma(rest, room)
                     .ok_or_else(|| format!("a run of {count} items holds fewer"))?;
                 (&rest[..at], &rest[at + 1..])
             };
@@ -294,7 +294,7 @@ mod tests {
         (0..n)
             .map(|i| {
                 let mut b = Vec::new();
-                crate::segment::write_event(
+                crate::segment_text::write_event(
                     &mut b,
                     &format!("e{i},]"),
                     "[k",

@@ -221,7 +221,7 @@ pub struct ChangelogDoc<'a> {
 }
 
 /// Writes `[id,key,timestamp,value]`.
-pub use crate::segment::write_event;
+pub use crate::segment_text::write_event;
 
 /// Writes a Result object with sorted keys.
 #[allow(clippy::too_many_arguments)]
@@ -364,7 +364,7 @@ impl StateDoc<'_> {
         let mut late = super::chain::Chain::new();
         for ((id, k, ts, v), w) in &self.late {
             buf.clear();
-            crate::segment::write_late(&mut buf, id, k, *ts, *v, *w);
+            crate::segment_text::write_late(&mut buf, id, k, *ts, *v, *w);
             late.push(&buf);
         }
         (sources, late.value())
