@@ -1,5 +1,5 @@
 //! What the integration tests (`tests/it/support/server`) and the benches
-//! (`benches/http_support.rs`) share, so neither keeps its own copy:
+//! (`benches/support/http.rs`) share, so neither keeps its own copy:
 //!
 //! - [`spawn_serve`]: starts `streamforge serve` on a free port (`--addr
 //!   127.0.0.1:0`), reads the address from its `listening on ADDR` line and
