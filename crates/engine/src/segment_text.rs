@@ -80,6 +80,29 @@ pub fn comma(text: &[u8], n: u64) -> Option<usize> {
     }
 }
 
+/// The byte ranges of every item of a list of items, in one pass, or
+/// `None` when the text is not such a list (a bracket closed that was not
+/// open, or the text ends inside an item or a string).
+pub fn item_ranges(text: &[u8]) -> Option<Vec<(usize, usize)>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    loop {
+        match walk(&text[start..], 1) {
+            Walk::Comma(at) => {
+                out.push((start, start + at));
+                start += at + 1;
+            }
+            Walk::End(true) => {
+                if start < text.len() {
+                    out.push((start, text.len()));
+                }
+                return Some(out);
+            }
+            _ => return None,
+        }
+    }
+}
+
 /// The items of a list of items, in order.
 pub fn items(text: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut rest = Some(text).filter(|t| !t.is_empty());
@@ -98,9 +121,11 @@ pub fn items(text: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
-type EventDoc<'a> = (Cow<'a, str>, Cow<'a, str>, i64, i64);
+/// An event as an item holds it: `[id, key, timestamp, value]`.
+pub(crate) type EventDoc<'a> = (Cow<'a, str>, Cow<'a, str>, i64, i64);
 
-fn to_event((id, key, timestamp, value): EventDoc<'_>) -> Event {
+/// The event an item (or a checkpoint's event list) holds.
+pub(crate) fn to_event((id, key, timestamp, value): EventDoc<'_>) -> Event {
     Event {
         id: id.into_owned(),
         key: key.into_owned(),

@@ -30,46 +30,10 @@ fn kind_name(kind: SegKind) -> &'static str {
 }
 
 /// The byte ranges of the items of a segment's text (items at depth 0,
-/// separated by commas).
+/// separated by commas: the engine's reading of it).
 pub fn item_ranges(text: &[u8]) -> Result<Vec<(usize, usize)>> {
-    let mut out = Vec::new();
-    let mut depth = 0u32;
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut start = 0usize;
-    for (i, &b) in text.iter().enumerate() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => depth += 1,
-            b']' | b'}' => {
-                depth = depth
-                    .checked_sub(1)
-                    .ok_or_else(|| Error::Corrupt("segment text is not a list of items".into()))?
-            }
-            b',' if depth == 0 => {
-                out.push((start, i));
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if depth != 0 || in_string {
-        return Err(Error::Corrupt("segment text ends inside an item".into()));
-    }
-    if start < text.len() {
-        out.push((start, text.len()));
-    }
-    Ok(out)
+    streamforge_engine::segment_text::item_ranges(text)
+        .ok_or_else(|| Error::Corrupt("segment text is not a list of items".into()))
 }
 
 pub(super) fn i64_of(n: u64, what: &str) -> Result<i64> {

@@ -25,13 +25,14 @@
 //!   bucket with `end <= W`, `sequence >=` the number of visible rows;
 //! - late: every record is a delivered event with a watermark `<= W`.
 
+use crate::segment_text::to_event;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::sha256_hex;
 use super::state::{
-    check_envelope, ChangelogDoc, ClockDoc, EnvelopeDoc, EventDoc, PipelineDoc, ResultDoc, StateDoc,
+    check_envelope, ChangelogDoc, ClockDoc, EnvelopeDoc, PipelineDoc, ResultDoc, StateDoc,
 };
 use super::LiveParts;
 use crate::aggregate::Agg;
@@ -341,15 +342,6 @@ impl Restorer {
         p.changelog = changelog;
         p.late = late;
         Ok(self.p)
-    }
-}
-
-fn to_event((id, key, timestamp, value): EventDoc<'_>) -> Event {
-    Event {
-        id: id.into_owned(),
-        key: key.into_owned(),
-        timestamp,
-        value,
     }
 }
 

@@ -17,8 +17,7 @@ use crate::WindowDef;
 use streamforge_canonical::writer::{int, key, opt_int, string};
 use streamforge_canonical::UniqueMap;
 
-/// `[id, key, timestamp, value]`.
-pub type EventDoc<'a> = (Cow<'a, str>, Cow<'a, str>, i64, i64);
+pub(crate) use crate::segment_text::EventDoc;
 
 /// The envelope, of either version: a version 2 envelope has exactly
 /// `digest`, `format`, `state` and `version`, a version 1 envelope

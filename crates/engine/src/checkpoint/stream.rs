@@ -6,6 +6,7 @@
 //! small rest; the checks that need all of it (names, identities, the
 //! checksum) are the caller's, once everything is staged.
 
+use crate::segment_text::to_event;
 use std::fmt;
 use std::io::Read;
 
@@ -229,15 +230,6 @@ impl Visitor<'static> for StateSeed<'_> {
             windows: windows.ok_or_else(|| A::Error::missing_field("windows"))?,
             source_names: sources.ok_or_else(|| A::Error::missing_field("sources"))?,
         })
-    }
-}
-
-fn to_event((id, key, timestamp, value): EventDoc<'_>) -> Event {
-    Event {
-        id: id.into_owned(),
-        key: key.into_owned(),
-        timestamp,
-        value,
     }
 }
 
