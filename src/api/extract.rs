@@ -282,11 +282,7 @@ pub const ADVANCE: &str = "a watermark object {\"partition\", \"watermark\"}";
 /// one per line (blank lines skipped; `index` counts advances, not lines).
 /// Each item is read exactly as a `POST /watermarks` body.
 pub fn advances(body: &[u8], framing: Framing) -> Result<Vec<(String, i64)>, ApiError> {
-    let one = |item: &[u8], index: usize| -> Result<(String, i64), ApiError> {
-        let w: crate::api::dto::WatermarkBody =
-            json(item, ADVANCE).map_err(|e| e.at(Some(index)))?;
-        Ok((w.partition, w.watermark))
-    };
+    let one = advance_item;
     let mut out = Vec::new();
     if framing == Framing::Ndjson {
         for line in body.split(|b| *b == b'\n') {
@@ -310,6 +306,83 @@ pub fn advances(body: &[u8], framing: Framing) -> Result<Vec<(String, i64)>, Api
         return Err(ApiError::invalid_request("the batch is empty"));
     }
     Ok(out)
+}
+
+/// Whether a batch item is an advance: a JSON object with a top-level
+/// `watermark` field (a delivery has none).
+pub fn is_advance(item: &[u8]) -> bool {
+    use std::collections::HashMap;
+    serde_json::from_slice::<HashMap<std::borrow::Cow<'_, str>, serde::de::IgnoredAny>>(item)
+        .is_ok_and(|m| m.contains_key("watermark"))
+}
+
+/// The two parts of a `POST /batch` body: the deliveries, as the
+/// `POST /events` body of the same framing that the command log stores
+/// (borrowed for NDJSON, written again for a JSON array or a single
+/// object), and the items after the last delivery, the advances, each
+/// still to be read ([`advance_item`]). Blank NDJSON lines are skipped.
+#[allow(clippy::type_complexity)]
+pub fn batch_parts(
+    body: &[u8],
+    framing: Framing,
+) -> Result<(std::borrow::Cow<'_, [u8]>, Vec<&[u8]>), ApiError> {
+    let mut advances = Vec::new();
+    if framing == Framing::Ndjson {
+        // From the end, while the lines are advances.
+        let mut cut = body.len();
+        while cut > 0 {
+            let start = memchr::memrchr(b'\n', &body[..cut]).map_or(0, |i| i + 1);
+            let line = &body[start..cut];
+            if !line.iter().all(u8::is_ascii_whitespace) {
+                if !is_advance(line) {
+                    break;
+                }
+                advances.push(line);
+            }
+            cut = start.saturating_sub(1);
+        }
+        advances.reverse();
+        return Ok((std::borrow::Cow::Borrowed(&body[..cut]), advances));
+    }
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    let items: Vec<&serde_json::value::RawValue> = if first == Some(&b'[') {
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "invalid JSON body{}: expected an array of deliveries and advances",
+                parse::located(body, &e)
+            ))
+        })?
+    } else {
+        let one: &serde_json::value::RawValue = serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("invalid JSON body{}", parse::located(body, &e)))
+        })?;
+        vec![one]
+    };
+    let split = items
+        .iter()
+        .rposition(|i| !is_advance(i.get().as_bytes()))
+        .map_or(0, |i| i + 1);
+    advances.extend(items[split..].iter().map(|i| i.get().as_bytes()));
+    if split == 0 {
+        return Ok((std::borrow::Cow::Borrowed(&[][..]), advances));
+    }
+    let mut deliveries = Vec::with_capacity(body.len() + 2);
+    deliveries.push(b'[');
+    for (i, item) in items[..split].iter().enumerate() {
+        if i > 0 {
+            deliveries.push(b',');
+        }
+        deliveries.extend_from_slice(item.get().as_bytes());
+    }
+    deliveries.push(b']');
+    Ok((std::borrow::Cow::Owned(deliveries), advances))
+}
+
+/// One advance of a batch, read exactly as a `POST /watermarks` body;
+/// errors name its `index`.
+pub fn advance_item(item: &[u8], index: usize) -> Result<(String, i64), ApiError> {
+    let w: crate::api::dto::WatermarkBody = json(item, ADVANCE).map_err(|e| e.at(Some(index)))?;
+    Ok((w.partition, w.watermark))
 }
 
 /// Query parameters as given (duplicates rejected by the accessors).

@@ -16,7 +16,7 @@ use super::extract::{self, NotInCluster, PartitionName, Svc, WriteCall};
 use super::routes::{blocking, json_response};
 use super::AppState;
 use crate::service::ingest_thread::{Called, IngestError};
-use crate::service::parse::Framing;
+use crate::service::parse::{Framing, ParseError};
 use crate::service::{IngestAnswer, Prefer, TickAnswer};
 use axum::extract::State;
 
@@ -222,6 +222,79 @@ pub async fn post_watermarks_batch(_: NotInCluster, call: WriteCall) -> Result<R
     })
     .await
     .map(|b| answer(prefer, b))
+}
+
+/// `POST /batch`: deliveries, then the advances that close them, in one
+/// atomic call (the service's `batch`). Always a batch: errors carry the
+/// failing item's `index`, the deliveries counted first.
+pub async fn post_batch(_: NotInCluster, call: WriteCall) -> Result<Response, ApiError> {
+    let WriteCall {
+        svc,
+        body,
+        framing,
+        prefer,
+    } = call;
+    blocking(move || {
+        let (raw, items) = extract::batch_parts(&body, framing)?;
+        let deliveries = if raw.iter().all(u8::is_ascii_whitespace) {
+            Vec::new()
+        } else {
+            crate::service::parse::deliveries(&raw, framing)
+                .map_err(|e| advance_among_deliveries(&raw, framing, e))?
+                .items
+        };
+        let n = deliveries.len();
+        let advances = items
+            .iter()
+            .enumerate()
+            .map(|(j, item)| extract::advance_item(item, n + j))
+            .collect::<Result<Vec<_>, _>>()?;
+        if n == 0 && advances.is_empty() {
+            return Err(ApiError::invalid_request("the batch is empty"));
+        }
+        let out = svc
+            .batch(&raw, framing, deliveries, &advances, prefer)
+            .map_err(|e| ApiError::from_service(e, true))?;
+        let mut b = ingest_body(&out.ingest, prefer);
+        b.pop();
+        b.extend_from_slice(b",\"finalized\":");
+        match prefer {
+            Prefer::Full => write_json_array(&mut b, &out.finalized),
+            Prefer::Minimal => int(&mut b, out.finalized.len() as u64),
+        }
+        b.push(b'}');
+        Ok(b)
+    })
+    .await
+    .map(|b| answer(prefer, b))
+}
+
+/// A batch's deliveries that do not parse: when the failing item is an
+/// advance followed by a delivery, says so (422); else the parse error.
+fn advance_among_deliveries(raw: &[u8], framing: Framing, e: ParseError) -> ApiError {
+    let index = match &e {
+        ParseError::Malformed {
+            index: Some(index), ..
+        } => *index,
+        _ => return extract::parse_error(e),
+    };
+    let item: Option<Vec<u8>> = match framing {
+        Framing::Ndjson => raw
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+            .nth(index)
+            .map(<[u8]>::to_vec),
+        Framing::Json => serde_json::from_slice::<Vec<&serde_json::value::RawValue>>(raw)
+            .ok()
+            .and_then(|items| items.get(index).map(|i| i.get().as_bytes().to_vec())),
+    };
+    if item.is_some_and(|i| extract::is_advance(&i)) {
+        return ApiError::invalid_request(format!(
+            "item {index} is an advance, and a delivery follows it: a batch's advances come after all its deliveries"
+        ))
+        .at(Some(index));
+    }
+    extract::parse_error(e)
 }
 
 /// `POST /partitions/{partition}/idle`.

@@ -133,6 +133,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/events"),
     ("post", "/watermarks"),
     ("post", "/watermarks/batch"),
+    ("post", "/batch"),
     ("post", "/partitions/{partition}/idle"),
     ("get", "/changes"),
     ("get", "/changes/stream"),
@@ -208,6 +209,7 @@ pub fn router(
         .route("/events", post(ingest::post_events))
         .route("/watermarks", post(ingest::post_watermarks))
         .route("/watermarks/batch", post(ingest::post_watermarks_batch))
+        .route("/batch", post(ingest::post_batch))
         .route("/partitions/{partition}/idle", post(ingest::post_idle))
         .route("/changes", get(routes::get_changes))
         .route("/changes/stream", get(stream::get_stream))

@@ -20,6 +20,11 @@ impl Batch {
         self.lines.push(line_no);
     }
 
+    /// The NDJSON body held.
+    pub(super) fn body(&self) -> &[u8] {
+        &self.body
+    }
+
     /// Items held.
     pub(super) fn len(&self) -> usize {
         self.lines.len()

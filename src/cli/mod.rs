@@ -115,7 +115,8 @@ pub enum ClientCommand {
         conn: Conn,
         /// NDJSON file of operations, or - for standard input.
         file: PathBuf,
-        /// Deliveries per POST /events.
+        /// Deliveries per call (POST /events, or POST /batch with the
+        /// advance lines that follow them).
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
         batch: u32,
         /// What the server answers each call with: `minimal` (counts only:

@@ -9,8 +9,10 @@
 //!   Delivery without `"op"`: consecutive deliveries are batched (`--batch`)
 //!   and POSTed to `/events` as NDJSON, with `"op"` stripped (the server
 //!   rejects unknown fields). An omitted offset is append mode.
-//! - `{"op":"advance","partition":"p0","watermark":100}`: `POST /watermarks`;
-//!   consecutive advance lines go together as one `POST /watermarks/batch`.
+//! - `{"op":"advance","partition":"p0","watermark":100}`: the advance lines
+//!   after a batch of deliveries go with it as one `POST /batch` (one commit
+//!   instead of two); consecutive advance lines without deliveries before
+//!   them as one `POST /watermarks/batch` (one alone as `POST /watermarks`).
 //! - `{"op":"idle","partition":"p0"}`: `POST /partitions/p0/idle`.
 //!
 //! Blank lines are skipped. Lines are checked before they are sent: a bad line
@@ -198,9 +200,13 @@ struct Sender<'a> {
     api: &'a Api,
     batch_size: usize,
     batch: Batch,
-    /// Consecutive advance lines not sent yet: they go as one `POST
+    /// Consecutive advance lines not sent yet: they go with the deliveries
+    /// before them as one `POST /batch`, or without deliveries as one `POST
     /// /watermarks/batch` (one alone as `POST /watermarks`).
     advances: Vec<(u64, String, i64)>,
+    /// The server has no `POST /batch` (an older one): deliveries and
+    /// advances go in calls of their own.
+    no_batch_route: bool,
     tally: Tally,
     wording: &'static Wording,
 }
@@ -212,48 +218,114 @@ impl<'a> Sender<'a> {
             batch_size: batch_size.max(1),
             batch: Batch::default(),
             advances: Vec::new(),
+            no_batch_route: false,
             tally: Tally::default(),
             wording,
         }
     }
 
-    /// Handles one operation; the deliveries it sent (a full batch).
+    /// Handles one operation; the deliveries it sent. A full batch waits
+    /// for the next line: the advances that follow it go in its call.
     fn op(&mut self, line_no: u64, op: Operation) -> anyhow::Result<u64> {
         match op {
             Operation::Deliver { json, .. } => {
-                self.flush_advances()?;
+                let sent = if !self.advances.is_empty() || self.batch.len() >= self.batch_size {
+                    self.flush()?
+                } else {
+                    0
+                };
                 self.batch.add(line_no, &json);
-                if self.batch.len() >= self.batch_size {
-                    return self.flush_deliveries();
-                }
-                Ok(0)
+                Ok(sent)
             }
             Operation::Advance {
                 partition,
                 watermark,
             } => {
-                // The deliveries before it go first; consecutive advances
-                // go together (the same effect as one by one).
-                let sent = self.flush_deliveries()?;
+                // Consecutive advances go together, after the deliveries
+                // before them (the same effect as one by one).
                 self.advances.push((line_no, partition, watermark));
                 if self.advances.len() >= self.batch_size {
-                    self.flush_advances()?;
+                    return self.flush();
                 }
-                Ok(sent)
+                Ok(0)
             }
             op => {
-                self.flush_advances()?;
-                self.tick(line_no, &op)
+                let sent = self.flush()?;
+                self.tick(line_no, &op)?;
+                Ok(sent)
             }
         }
     }
 
-    /// Sends whatever is pending (deliveries or advances: never both);
-    /// the deliveries sent.
+    /// Sends whatever is pending: deliveries and the advances after them
+    /// as one `POST /batch`, or either alone; the deliveries sent.
     fn flush(&mut self) -> anyhow::Result<u64> {
-        let sent = self.flush_deliveries()?;
-        self.flush_advances()?;
-        Ok(sent)
+        if self.advances.is_empty() {
+            return self.flush_deliveries();
+        }
+        if self.batch.len() == 0 || self.no_batch_route {
+            let sent = self.flush_deliveries()?;
+            self.flush_advances()?;
+            return Ok(sent);
+        }
+        self.flush_batch()
+    }
+
+    /// Sends the pending deliveries and the advances after them as one
+    /// atomic `POST /batch` (one commit on the server instead of two).
+    /// When the server refuses an advance (an unknown partition: nothing
+    /// was applied), or has no such route, they go as separate calls, which
+    /// give the outcome and the error of sending the lines one by one.
+    fn flush_batch(&mut self) -> anyhow::Result<u64> {
+        let n = self.batch.len();
+        let mut body = self.batch.body().to_vec();
+        let mut lines = self.batch.lines.clone();
+        for (line_no, partition, watermark) in &self.advances {
+            body.push(b'\n');
+            body.extend(serde_json::to_vec(&Advance {
+                partition,
+                watermark: *watermark,
+            })?);
+            lines.push(*line_no);
+        }
+        match self
+            .api
+            .post_text(&["batch"], "application/x-ndjson", Some(body))
+        {
+            Ok(answer) => {
+                let done: Ingested = parse(&answer)
+                    .with_context(|| format!("line {}: the answer to POST /batch", lines[0]))?;
+                self.batch = Batch::default();
+                self.tally.deliveries += n as u64;
+                self.tally.batches += 1;
+                self.tally.advances += std::mem::take(&mut self.advances).len() as u64;
+                self.tally.changes += done.changes.0;
+                self.tally.late += done.late.0;
+                Ok(n as u64)
+            }
+            Err(CallError::Problem(p)) if p.index.is_some_and(|i| i >= n as u64) => {
+                let sent = self.flush_deliveries()?;
+                self.flush_advances()?;
+                Ok(sent)
+            }
+            Err(CallError::Problem(p)) if p.index.is_none() && matches!(p.status, 404 | 405) => {
+                self.no_batch_route = true;
+                self.flush()
+            }
+            Err(CallError::Status {
+                status: 404 | 405, ..
+            }) => {
+                self.no_batch_route = true;
+                self.flush()
+            }
+            Err(e) => {
+                let wording = Wording {
+                    item: "delivery",
+                    ..*self.wording
+                };
+                Err(batch_error(e, &lines, &wording))
+            }
+        }
     }
 
     /// Sends the pending advances: one alone as `POST /watermarks`, several
@@ -337,9 +409,8 @@ impl<'a> Sender<'a> {
         Ok(n)
     }
 
-    /// An advance or idle call, after the pending batch; the deliveries sent.
-    fn tick(&mut self, line_no: u64, op: &Operation) -> anyhow::Result<u64> {
-        let sent = self.flush_deliveries()?;
+    /// An advance or idle call (nothing else pending).
+    fn tick(&mut self, line_no: u64, op: &Operation) -> anyhow::Result<()> {
         let (answer, what) = match op {
             Operation::Advance {
                 partition,
@@ -369,7 +440,7 @@ impl<'a> Sender<'a> {
         let ticked: TickCount =
             parse(&answer).with_context(|| format!("line {line_no} ({what})"))?;
         self.tally.changes += ticked.changes.0;
-        Ok(sent)
+        Ok(())
     }
 }
 

@@ -329,7 +329,7 @@ impl Service {
             .collect()
     }
 
-    fn apply_locked<C: Cmd>(
+    pub(super) fn apply_locked<C: Cmd>(
         &self,
         inner: &mut super::Inner,
         at: &mut Held<super::order::Engines>,

@@ -14,7 +14,8 @@
 //! - `cmd`: the logged commands, one type and file per command: their
 //!   engine, kind, log body, decoding and application (shared by the live
 //!   path and recovery, which are generic over them).
-//! - `apply`: the window engine's verbs (lock → engine → queue).
+//! - `apply`: the window engine's verbs (lock → engine → queue); `batch`:
+//!   deliveries and the advances that close them as one call.
 //! - `queue`: the commit queue's data (applied calls, their encoded
 //!   output, the waiting callers); `commit`: the group commit that drains
 //!   it (encode outside the lock; one SQLite transaction for every queued
@@ -34,6 +35,7 @@
 //! `tokio::sync::watch` only.
 
 mod apply;
+mod batch;
 mod checkpoint;
 mod cmd;
 mod commit;
@@ -78,6 +80,7 @@ use queue::CommitQueue;
 use turnstile::Turnstile;
 
 pub use apply::{IngestAnswer, Prefer, TickAnswer};
+pub use batch::BatchAnswer;
 pub use checkpoint::Download;
 pub use error::{PatternRejection, ServiceError, StartError};
 pub use heads::Heads;

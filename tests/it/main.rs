@@ -33,6 +33,7 @@ mod api_concurrency;
 mod api_contract;
 mod api_errors;
 mod api_fuzz;
+mod batch_call;
 mod checkpoint_format;
 mod container;
 mod dashboard;

@@ -209,10 +209,14 @@ fn send_coalesces_consecutive_advances_and_ends_in_the_same_state() {
     let out = sf(&sent, &["send", file.to_str().expect("path")]).ok();
     let said = format!("{}{}", out.stdout, out.stderr);
     assert!(said.contains("80 advances"), "{said}");
-    let batches = sent.metric(
-        "streamforge_request_duration_seconds_count{route=\"/watermarks/batch\",status=\"200\"}",
+    // Each group of four advances goes with the deliveries before it, as
+    // one `POST /batch`.
+    let batches =
+        sent.metric("streamforge_request_duration_seconds_count{route=\"/batch\",status=\"200\"}");
+    assert_eq!(
+        batches, 20.0,
+        "one batch per group of deliveries and four advances"
     );
-    assert_eq!(batches, 20.0, "one batch per group of four advances");
     let one = start(&dir.path().join("one.db"), &[]);
     for line in &lines {
         let v: Value = serde_json::from_str(line).expect("json");

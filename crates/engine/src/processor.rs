@@ -92,6 +92,12 @@ impl Processor {
         &self.pipeline
     }
 
+    /// Whether `name` is a partition of the pipeline: the rejection of a
+    /// call naming another (the one every call gives for it).
+    pub fn check_partition(&self, name: &str) -> Result<(), Rejection> {
+        self.partition(name).map(|_| ())
+    }
+
     fn partition(&self, name: &str) -> Result<usize, Rejection> {
         self.pipeline
             .partition_index(name)
