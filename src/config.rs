@@ -75,8 +75,8 @@ pub struct ServeArgs {
     #[arg(long, env = "STREAMFORGE_MAX_RESTORE_BYTES", default_value_t = 0)]
     pub max_restore_bytes: u64,
     /// Logged commands between automatic checkpoints (0 disables them).
-    /// For a window engine with 4,096 live buckets or more, also at least
-    /// as many as it has live buckets: a checkpoint writes the live state, and this
+    /// For a window engine with 1,024 live buckets or more, also at least
+    /// four per live bucket: a checkpoint writes the live state, and this
     /// bounds what it costs per call when calls carry one event each.
     #[arg(long, env = "STREAMFORGE_CHECKPOINT_EVERY", default_value_t = 1000)]
     pub checkpoint_every: u64,

@@ -22,10 +22,17 @@ use super::{Inner, Metrics, Service, ServiceError};
 pub(super) const SEGMENT_ITEMS: u64 = 1 << 16;
 
 /// See [`Service::auto_threshold`]: from this many live buckets on, the
-/// window engine's automatic checkpoints wait for as many logged calls
-/// (below it, a checkpoint is small and `--checkpoint-every` alone
-/// decides).
-const AUTO_LIVE_FROM: u64 = 4_096;
+/// window engine's automatic checkpoints wait for [`CALLS_PER_LIVE`] logged
+/// calls per live bucket (below it, a checkpoint is small and
+/// `--checkpoint-every` alone decides).
+const AUTO_LIVE_FROM: u64 = 1_024;
+
+/// Logged calls per live bucket an automatic checkpoint of a large window
+/// state waits for: a call of one event pays a quarter of a live bucket's
+/// worth of checkpoint (at 1: 8.9% of the server's CPU at 64 connections
+/// of one event per request, BENCHMARKS.md), and a restart replays at most
+/// four calls per live bucket.
+const CALLS_PER_LIVE: u64 = 4;
 
 /// Deliveries (and late records) in memory from which the window engine
 /// flushes its history with an automatic checkpoint, whatever
@@ -492,21 +499,21 @@ impl Service {
     }
 
     /// The logged commands after which an engine's automatic checkpoint is
-    /// due: `--checkpoint-every`, and for the window engine with 4,096 live
-    /// buckets or more at least as many as there are live buckets. A
-    /// checkpoint writes the live state, so with calls of one event each
-    /// (webhooks) and a large state, a fixed count would make checkpoints
-    /// cost per call what the state costs; this way a call pays at most
-    /// about one live bucket's worth of checkpoint, and the log since the
-    /// last checkpoint (what a restart replays) stays within the state's
-    /// size in calls.
+    /// due: `--checkpoint-every`, and for the window engine with 1,024 live
+    /// buckets or more at least four per live bucket. A checkpoint writes
+    /// the live state, so with calls of one event each (webhooks) and a
+    /// large state, a fixed count would make checkpoints cost per call what
+    /// the state costs; this way a call pays at most about a quarter of a
+    /// live bucket's worth of checkpoint, and the log since the last
+    /// checkpoint (what a restart replays) stays within four calls per
+    /// live bucket.
     pub(super) fn auto_threshold(&self, engine: EngineId) -> u64 {
         let every = self.checkpoints.checkpoint_every;
         match engine {
             EngineId::Window => {
                 let live = self.engines_lock.live.load(Ordering::Relaxed);
                 if live >= AUTO_LIVE_FROM {
-                    every.max(live)
+                    every.max(live.saturating_mul(CALLS_PER_LIVE))
                 } else {
                     every
                 }
