@@ -20,6 +20,19 @@ impl Batch {
         self.lines.push(line_no);
     }
 
+    /// Appends every item of `other`, after this one's.
+    pub(super) fn append(&mut self, other: Batch) {
+        if self.lines.is_empty() {
+            *self = other;
+            return;
+        }
+        if !other.lines.is_empty() {
+            self.body.push(b'\n');
+            self.body.extend_from_slice(&other.body);
+            self.lines.extend(other.lines);
+        }
+    }
+
     /// The NDJSON body held.
     pub(super) fn body(&self) -> &[u8] {
         &self.body

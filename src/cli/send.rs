@@ -87,6 +87,9 @@ enum Operation {
         watermark: i64,
     },
     Idle(String),
+    /// Consecutive deliveries of one lane, put together by the reader
+    /// (while the lane's call is in flight) and handed over at once.
+    Run(Batch),
 }
 
 /// The generator's delivery lines start so.
@@ -229,12 +232,19 @@ impl<'a> Sender<'a> {
     fn op(&mut self, line_no: u64, op: Operation) -> anyhow::Result<u64> {
         match op {
             Operation::Deliver { json, .. } => {
-                let sent = if !self.advances.is_empty() || self.batch.len() >= self.batch_size {
+                let mut run = Batch::default();
+                run.add(line_no, &json);
+                self.op(line_no, Operation::Run(run))
+            }
+            Operation::Run(run) => {
+                let sent = if !self.advances.is_empty()
+                    || (self.batch.len() > 0 && self.batch.len() + run.len() > self.batch_size)
+                {
                     self.flush()?
                 } else {
                     0
                 };
-                self.batch.add(line_no, &json);
+                self.batch.append(run);
                 Ok(sent)
             }
             Operation::Advance {
@@ -434,7 +444,9 @@ impl<'a> Sender<'a> {
                     "idle",
                 )
             }
-            Operation::Deliver { .. } => unreachable!("deliveries are batched"),
+            Operation::Deliver { .. } | Operation::Run(_) => {
+                anyhow::bail!("line {line_no}: deliveries go in batches, not alone")
+            }
         };
         let answer = answer.with_context(|| format!("line {line_no} ({what})"))?;
         let ticked: TickCount =
@@ -595,6 +607,10 @@ struct Lanes<'scope, 'env> {
     parallel: bool,
     lane_of: HashMap<String, usize>,
     inboxes: Vec<SyncSender<(u64, Operation)>>,
+    /// Each lane's deliveries read and not handed over yet: they go as one
+    /// [`Operation::Run`] of up to `batch_size`, so the lane's thread takes
+    /// a batch at once instead of line by line.
+    runs: Vec<Batch>,
     handles: Vec<std::thread::ScopedJoinHandle<'scope, anyhow::Result<Tally>>>,
     shared: Arc<LaneShared>,
     /// The counts of the lanes that ended.
@@ -616,6 +632,8 @@ impl<'scope, 'env> Lanes<'scope, 'env> {
             Operation::Deliver { partition, .. } => partition,
             Operation::Advance { partition, .. } => partition,
             Operation::Idle(p) => p,
+            // (made by the reader after it chose the lane)
+            Operation::Run(_) => "",
         }
     }
 
@@ -658,6 +676,7 @@ impl<'scope, 'env> Lanes<'scope, 'env> {
                 Ok(sender.tally)
             }));
             self.inboxes.push(tx);
+            self.runs.push(Batch::default());
             self.inboxes.len() - 1
         } else {
             self.lane_of.len() % self.max
@@ -670,7 +689,12 @@ impl<'scope, 'env> Lanes<'scope, 'env> {
     /// `total`; the first failure. Lanes are started again by the next
     /// operation, so it is only called at the end (or to report a failure).
     fn finish(&mut self) -> anyhow::Result<()> {
+        for lane in 0..self.inboxes.len() {
+            // (a lane that ended early reports its failure below)
+            let _ = self.hand_run(lane);
+        }
         self.inboxes.clear();
+        self.runs.clear();
         self.lane_of.clear();
         let mut failure = None;
         for h in self.handles.drain(..) {
@@ -692,6 +716,19 @@ impl<'scope, 'env> Lanes<'scope, 'env> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// Hands `lane` its deliveries read so far, if any; false if the lane
+    /// ended early.
+    fn hand_run(&mut self, lane: usize) -> bool {
+        if self.runs[lane].len() == 0 {
+            return true;
+        }
+        let run = std::mem::take(&mut self.runs[lane]);
+        let first = run.lines.first().copied().unwrap_or_default();
+        self.inboxes[lane]
+            .send((first, Operation::Run(run)))
+            .is_ok()
     }
 
     /// The failure of a lane that ended early.
@@ -718,7 +755,14 @@ impl Replay for Lanes<'_, '_> {
             return Err(self.failed());
         }
         let lane = self.lane(Self::partition(&op));
-        if self.inboxes[lane].send((line_no, op)).is_err() {
+        let handed = match op {
+            Operation::Deliver { json, .. } => {
+                self.runs[lane].add(line_no, &json);
+                self.runs[lane].len() < self.batch_size || self.hand_run(lane)
+            }
+            op => self.hand_run(lane) && self.inboxes[lane].send((line_no, op)).is_ok(),
+        };
+        if !handed {
             // the lane ended early: it failed
             return Err(self.failed());
         }
@@ -757,6 +801,7 @@ pub fn run(api: &Api, path: &Path, batch_size: usize, lanes: usize) -> anyhow::R
             parallel: lanes > 1,
             lane_of: HashMap::new(),
             inboxes: Vec::new(),
+            runs: Vec::new(),
             handles: Vec::new(),
             shared: Arc::default(),
             total: Tally::default(),
