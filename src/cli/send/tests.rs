@@ -8,6 +8,7 @@ fn body(op: &Operation) -> String {
             watermark,
         } => format!("advance {partition} {watermark}"),
         Operation::Idle(p) => format!("idle {p}"),
+        Operation::Run(run) => String::from_utf8(run.body().to_vec()).unwrap(),
     }
 }
 
