@@ -121,3 +121,30 @@ pub(super) fn batch_error(e: CallError, lines: &[u64], wording: &Wording) -> any
         (wording.advice)(first)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Batch;
+
+    fn of(items: &[(u64, &str)]) -> Batch {
+        let mut b = Batch::default();
+        for (line, json) in items {
+            b.add(*line, json.as_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn appending_is_adding_the_items_one_by_one() {
+        let mut a = of(&[(1, "{\"a\":1}"), (2, "{\"b\":2}")]);
+        a.append(of(&[(4, "{\"c\":3}")]));
+        let want = of(&[(1, "{\"a\":1}"), (2, "{\"b\":2}"), (4, "{\"c\":3}")]);
+        assert_eq!((a.body(), &a.lines), (want.body(), &want.lines));
+        let mut empty = Batch::default();
+        empty.append(of(&[(9, "{}")]));
+        assert_eq!((empty.body(), &empty.lines[..]), (&b"{}"[..], &[9][..]));
+        let mut kept = of(&[(3, "{}")]);
+        kept.append(Batch::default());
+        assert_eq!((kept.body(), &kept.lines[..]), (&b"{}"[..], &[3][..]));
+    }
+}

@@ -237,15 +237,7 @@ impl Service {
         advances: &[(String, i64)],
         prefer: Prefer,
     ) -> Result<TickAnswer, ServiceError> {
-        let cmd = AdvanceAll {
-            advances: advances
-                .iter()
-                .map(|(partition, watermark)| Advance {
-                    partition: partition.as_str().into(),
-                    watermark: *watermark,
-                })
-                .collect(),
-        };
+        let cmd = AdvanceAll::of(advances);
         let body = StoredBody::raw(cmd.body()?);
         let out = self.tick(cmd, body, prefer)?;
         for (p, _) in advances {

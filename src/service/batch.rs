@@ -19,7 +19,7 @@ use crate::engine::{json_array, BatchRejection, DeliveryRef};
 use crate::store::StoredBody;
 
 use super::apply::{IngestAnswer, Prefer, PreparedIngest, TickAnswer};
-use super::cmd::{Advance, AdvanceAll};
+use super::cmd::AdvanceAll;
 use super::order::Held;
 use super::parse::Framing;
 use super::queue::Encoded;
@@ -55,15 +55,7 @@ impl Service {
         let tick = match advances.len() {
             0 => None,
             _ => {
-                let cmd = AdvanceAll {
-                    advances: advances
-                        .iter()
-                        .map(|(partition, watermark)| Advance {
-                            partition: partition.as_str().into(),
-                            watermark: *watermark,
-                        })
-                        .collect(),
-                };
+                let cmd = AdvanceAll::of(advances);
                 let body = StoredBody::raw(cmd.body()?);
                 Some((cmd, body))
             }

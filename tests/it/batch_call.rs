@@ -88,15 +88,6 @@ fn folded(answers: &[Value]) -> Value {
     })
 }
 
-fn envelope(s: &Server) -> String {
-    let r = s.post("/checkpoints", "");
-    assert_eq!(r.status, 201, "{}", r.body);
-    let id = r.json()["id"].as_i64().expect("id");
-    let r = s.get(&format!("/checkpoints/{id}"));
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.body
-}
-
 /// Refusals anywhere in a batch: each names its item and changes nothing.
 fn refusals(s: &Server, delivery_items: &[String]) {
     let before = s.snapshot();
@@ -198,8 +189,8 @@ fn a_batch_is_exactly_its_deliveries_then_its_advances() {
     assert_eq!(batch.all_late(), one.all_late());
     assert_eq!(batch.snapshot(), one.snapshot());
     assert_eq!(
-        envelope(&batch),
-        envelope(&one),
+        batch.window_envelope(),
+        one.window_envelope(),
         "checkpoint envelopes differ"
     );
     batch.kill();

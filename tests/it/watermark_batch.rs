@@ -77,15 +77,6 @@ fn folded(answers: &[Value]) -> Value {
     })
 }
 
-fn envelope(s: &Server) -> String {
-    let r = s.post("/checkpoints", "");
-    assert_eq!(r.status, 201, "{}", r.body);
-    let id = r.json()["id"].as_i64().expect("id");
-    let r = s.get(&format!("/checkpoints/{id}"));
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.body
-}
-
 #[test]
 fn a_batch_of_advances_is_exactly_the_advances_one_by_one() {
     let dir = tempdir();
@@ -168,8 +159,8 @@ fn a_batch_of_advances_is_exactly_the_advances_one_by_one() {
     assert_eq!(batch.all_late(), one.all_late());
     assert_eq!(batch.snapshot(), one.snapshot());
     assert_eq!(
-        envelope(&batch),
-        envelope(&one),
+        batch.window_envelope(),
+        one.window_envelope(),
         "checkpoint envelopes differ"
     );
     batch.kill();
@@ -237,7 +228,7 @@ fn send_coalesces_consecutive_advances_and_ends_in_the_same_state() {
     }
     assert_eq!(sent.all_changes(), one.all_changes());
     assert_eq!(sent.snapshot(), one.snapshot());
-    assert_eq!(envelope(&sent), envelope(&one));
+    assert_eq!(sent.window_envelope(), one.window_envelope());
 }
 
 #[test]

@@ -18,6 +18,19 @@ pub(in crate::service) struct AdvanceAll<'a> {
 }
 
 impl AdvanceAll<'_> {
+    /// The advances `(partition, watermark)`, in order.
+    pub fn of(advances: &[(String, i64)]) -> AdvanceAll<'_> {
+        AdvanceAll {
+            advances: advances
+                .iter()
+                .map(|(partition, watermark)| Advance {
+                    partition: partition.as_str().into(),
+                    watermark: *watermark,
+                })
+                .collect(),
+        }
+    }
+
     /// The body the command log stores.
     pub fn body(&self) -> Result<Vec<u8>, ServiceError> {
         serde_json::to_vec(&self.advances)

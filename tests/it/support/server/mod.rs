@@ -172,6 +172,17 @@ impl Resp {
 }
 
 impl Server {
+    /// Takes a checkpoint (`POST /checkpoints`) and returns its envelope as
+    /// `GET /checkpoints/{id}` serves it.
+    pub fn window_envelope(&self) -> String {
+        let r = self.post("/checkpoints", "");
+        assert_eq!(r.status, 201, "{}", r.body);
+        let id = r.json()["id"].as_i64().expect("id");
+        let r = self.get(&format!("/checkpoints/{id}"));
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body
+    }
+
     /// The value of a Prometheus metric line `name value` from `/metrics`.
     pub fn metric(&self, name: &str) -> f64 {
         let text = self.get("/metrics").body;
