@@ -27,10 +27,10 @@
 //! change): their first byte is `[` or `{`, never [`MAGIC`].
 
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use streamforge_engine::{Change, ChangeOp, WindowResult};
+use streamforge_keys::FxMap;
 
 /// First byte of a binary chunk.
 pub const MAGIC: u8 = 0xB1;
@@ -54,7 +54,11 @@ fn put_i(out: &mut Vec<u8>, v: i128) {
 /// The chunk-local table of window names or keys.
 #[derive(Default)]
 struct Names<'a> {
-    index: HashMap<&'a str, usize>,
+    index: FxMap<&'a str, usize>,
+    /// The name looked up last and its number: consecutive changes mostly
+    /// name the same key and window (the very same string), so most
+    /// lookups end here without hashing.
+    last: Option<(&'a str, usize)>,
 }
 
 /// A name as written: a reference into the table, or new.
@@ -65,14 +69,21 @@ enum Name<'a> {
 
 impl<'a> Names<'a> {
     fn lookup(&mut self, name: &'a str) -> Name<'a> {
-        let next = self.index.len();
-        match self.index.entry(name) {
-            Entry::Occupied(e) => Name::Seen(*e.get()),
-            Entry::Vacant(e) => {
-                e.insert(next);
-                Name::New(name)
+        if let Some((last, i)) = self.last {
+            if std::ptr::eq(last, name) {
+                return Name::Seen(i);
             }
         }
+        let next = self.index.len();
+        let (i, found) = match self.index.entry(name) {
+            Entry::Occupied(e) => (*e.get(), Name::Seen(*e.get())),
+            Entry::Vacant(e) => {
+                e.insert(next);
+                (next, Name::New(name))
+            }
+        };
+        self.last = Some((name, i));
+        found
     }
 }
 
@@ -91,7 +102,12 @@ pub fn encode(changes: &[Change]) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + changes.len() * 24);
     out.push(MAGIC);
     put_u(&mut out, changes.len() as u128);
-    let (mut windows, mut keys) = (Names::default(), Names::default());
+    // (sized for every change naming another key: no growing on the way)
+    let mut keys = Names {
+        index: FxMap::with_capacity_and_hasher(changes.len(), Default::default()),
+        last: None,
+    };
+    let mut windows = Names::default();
     let mut prev_start = 0i128;
     for c in changes {
         let r = &c.result;
