@@ -52,14 +52,6 @@ fn items(deliveries: &[Op], advances: &[Op]) -> Vec<String> {
     out
 }
 
-fn body(items: &[String], ndjson: bool) -> String {
-    if ndjson {
-        items.join("\n") + "\n"
-    } else {
-        format!("[{}]", items.join(","))
-    }
-}
-
 /// The separate answers folded as one batch answers: changes, late and
 /// finalized concatenated, the offsets of every partition the deliveries
 /// touched (the last value), the last watermark.
@@ -96,7 +88,7 @@ fn refusals(s: &Server, delivery_items: &[String]) {
     bad.push(good_advance.clone());
     bad.push(r#"{"partition":"nope","watermark":1}"#.into());
     let p = s
-        .post("/batch", &body(&bad, false))
+        .post("/batch", &batch_text(&bad, false))
         .problem(422, "unknown_partition");
     assert_eq!(p["index"], delivery_items.len() + 1, "{p}");
     // The deliveries again (their offsets were consumed: a redelivery of
@@ -107,12 +99,12 @@ fn refusals(s: &Server, delivery_items: &[String]) {
     let mut bad = vec![conflict.to_string()];
     bad.push(good_advance.clone());
     let p = s
-        .post_ndjson("/batch", &body(&bad, true))
+        .post_ndjson("/batch", &batch_text(&bad, true))
         .problem(409, "offset_conflict");
     assert_eq!(p["index"], 0, "{p}");
     let bad = [good_advance.clone(), delivery_items[0].clone()];
     let p = s
-        .post_ndjson("/batch", &body(&bad, true))
+        .post_ndjson("/batch", &batch_text(&bad, true))
         .problem(422, "invalid_request");
     assert_eq!(p["index"], 0, "{p}");
     let bad = [
@@ -120,7 +112,7 @@ fn refusals(s: &Server, delivery_items: &[String]) {
         r#"{"partition":"p0","watermark":1.5}"#.into(),
     ];
     let p = s
-        .post("/batch", &body(&bad, false))
+        .post("/batch", &batch_text(&bad, false))
         .problem(400, "bad_request");
     assert_eq!(p["index"], 1, "{p}");
     s.post("/batch", "[]").problem(422, "invalid_request");
@@ -165,7 +157,7 @@ fn a_batch_is_exactly_its_deliveries_then_its_advances() {
             .collect();
         let all = items(deliveries, advances);
         let ndjson = n % 2 == 1;
-        let text = body(&all, ndjson);
+        let text = batch_text(&all, ndjson);
         let r = if ndjson {
             batch.post_ndjson("/batch", &text)
         } else {
@@ -210,7 +202,7 @@ fn a_minimal_batch_answer_counts_what_the_full_one_lists() {
             op.send(&minimal);
             continue;
         }
-        let text = body(&items(deliveries, advances), true);
+        let text = batch_text(&items(deliveries, advances), true);
         let a = full.post_ndjson("/batch", &text);
         assert_eq!(a.status, 200, "group {n}: {}", a.body);
         let b = minimal

@@ -54,11 +54,7 @@ fn batch_body(group: &[Op], ndjson: bool) -> String {
             other => panic!("not an advance: {other:?}"),
         })
         .collect();
-    if ndjson {
-        items.join("\n") + "\n"
-    } else {
-        format!("[{}]", items.join(","))
-    }
+    batch_text(&items, ndjson)
 }
 
 /// The answers of a group sent one by one, folded as one batch answers:

@@ -171,6 +171,17 @@ impl Resp {
     }
 }
 
+/// The body of a batch call from its items' JSON texts: NDJSON (one per
+/// line, with a final newline) or a JSON array.
+pub fn batch_text<S: AsRef<str>>(items: &[S], ndjson: bool) -> String {
+    let items: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    if ndjson {
+        items.join("\n") + "\n"
+    } else {
+        format!("[{}]", items.join(","))
+    }
+}
+
 impl Server {
     /// Takes a checkpoint (`POST /checkpoints`) and returns its envelope as
     /// `GET /checkpoints/{id}` serves it.
