@@ -44,23 +44,14 @@ pub fn string_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
 /// Appends an integer in plain decimal.
 pub fn int(buf: &mut Vec<u8>, n: impl Into<i128>) {
     let n: i128 = n.into();
-    let mut tmp = [0u8; 40];
-    let mut i = tmp.len();
-    let neg = n < 0;
-    let mut m = n.unsigned_abs();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (m % 10) as u8;
-        m /= 10;
-        if m == 0 {
-            break;
-        }
-    }
-    if neg {
-        i -= 1;
-        tmp[i] = b'-';
-    }
-    buf.extend_from_slice(&tmp[i..]);
+    let mut digits = itoa::Buffer::new();
+    // Nearly every integer written fits in 64 bits, where the digits come
+    // from 64-bit divisions.
+    let text = match i64::try_from(n) {
+        Ok(n) => digits.format(n),
+        Err(_) => digits.format(n),
+    };
+    buf.extend_from_slice(text.as_bytes());
 }
 
 /// Appends an optional integer (`null` for none).
