@@ -42,7 +42,8 @@
 //!   Kafka-protocol topic through the same write path (docs/cluster.md).
 //! - [`shard_pool`]: the threads the window engine's key-hash shards run on.
 //! - [`server`]: binds, recovers, serves, drains on shutdown, final
-//!   checkpoint. [`config`]: the `serve` flags and the embedded pipeline.
+//!   checkpoint; [`serve`]: its accept loop (axum's, with each
+//!   connection's task kept from rescheduling itself). [`config`]: the `serve` flags and the embedded pipeline.
 //! - [`cli`]: the client subcommands (`send`, `changes`, `checkpoint`, ...):
 //!   a blocking reqwest client of the HTTP API, plus `verify`, which checks a
 //!   checkpoint file offline with the engine. It talks to the service only
@@ -61,6 +62,7 @@ pub mod kafka;
 pub use streamforge_engine as engine;
 pub use streamforge_nexmark as nexmark;
 pub use streamforge_patterns as patterns;
+pub mod serve;
 pub mod server;
 pub mod service;
 pub mod shard_pool;

@@ -247,11 +247,7 @@ pub async fn run(
         // Err: the receiver is gone because the server already stopped.
         let _ = stopping_tx.send(());
     };
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(graceful)
-            .await
-    });
+    let server = tokio::spawn(async move { crate::serve::serve(listener, app, graceful).await });
     let opts = config.service.clone();
     let opened = tokio::task::spawn_blocking(move || Service::open(opts))
         .await
