@@ -26,9 +26,10 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
+use atomic_waker::AtomicWaker;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
@@ -143,8 +144,8 @@ pub struct Inline<F> {
 /// The waker an [`Inline`] future's inner future sees.
 struct InlineWaker {
     state: AtomicU8,
-    /// The task's waker, as of the last poll.
-    task: Mutex<Waker>,
+    /// The task's waker, registered by each poll (taken by a wake).
+    task: AtomicWaker,
 }
 
 impl Wake for InlineWaker {
@@ -160,11 +161,7 @@ impl Wake for InlineWaker {
             .compare_exchange(POLLING, WOKEN, Ordering::AcqRel, Ordering::Acquire)
         {
             Ok(_) | Err(WOKEN) => {}
-            Err(_) => self
-                .task
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .wake_by_ref(),
+            Err(_) => self.task.wake(),
         }
     }
 }
@@ -174,7 +171,7 @@ impl<F: Future<Output = ()>> Inline<F> {
     pub fn new(future: F) -> Inline<F> {
         let waker = Arc::new(InlineWaker {
             state: AtomicU8::new(IDLE),
-            task: Mutex::new(Waker::noop().clone()),
+            task: AtomicWaker::new(),
         });
         Inline {
             future: Box::pin(future),
@@ -189,12 +186,7 @@ impl<F: Future<Output = ()>> Future for Inline<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        {
-            let mut task = this.waker.task.lock().unwrap_or_else(|p| p.into_inner());
-            if !task.will_wake(cx.waker()) {
-                task.clone_from(cx.waker());
-            }
-        }
+        this.waker.task.register(cx.waker());
         let mut inner = Context::from_waker(&this.as_waker);
         for _ in 0..MAX_REPOLLS {
             this.waker.state.store(POLLING, Ordering::Release);
@@ -224,6 +216,7 @@ impl<F: Future<Output = ()>> Future for Inline<F> {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
+    use std::sync::Mutex;
 
     /// Counts the wakes of the task it is polled in.
     struct Counter(AtomicUsize);
