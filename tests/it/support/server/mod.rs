@@ -194,6 +194,20 @@ impl Server {
         r.body
     }
 
+    /// Asserts that `self` and `other` (twin servers fed the same calls
+    /// differently) hold the same window state: changelog, late output,
+    /// snapshot, and checkpoint envelope.
+    pub fn assert_same_window_state(&self, other: &Server) {
+        assert_eq!(self.all_changes(), other.all_changes());
+        assert_eq!(self.all_late(), other.all_late());
+        assert_eq!(self.snapshot(), other.snapshot());
+        assert_eq!(
+            self.window_envelope(),
+            other.window_envelope(),
+            "checkpoint envelopes differ"
+        );
+    }
+
     /// The value of a Prometheus metric line `name value` from `/metrics`.
     pub fn metric(&self, name: &str) -> f64 {
         let text = self.get("/metrics").body;
