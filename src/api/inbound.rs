@@ -553,9 +553,6 @@ fn ingest(
     let first_id;
     match (&source.target, &mapped.events) {
         (Target::Window { partition, .. }, Events::Window(events)) => {
-            let raw = mapping::deliveries_body(partition, events);
-            // The deliveries the logged body reads back as (a test in
-            // `mapping` keeps the two equal), without parsing it again.
             let items: Vec<DeliveryRef<'_>> = events
                 .iter()
                 .map(|e| DeliveryRef {
@@ -569,7 +566,7 @@ fn ingest(
                     },
                 })
                 .collect();
-            let out = match svc.ingest(&raw, Framing::Json, items, Prefer::Minimal) {
+            let out = match svc.ingest(items, Prefer::Minimal) {
                 Ok(out) => out,
                 Err(ServiceError::BatchRejected(r)) => {
                     // Append mode, a partition of the pipeline: only the

@@ -183,7 +183,7 @@ pub async fn post_events(
         let parsed = extract::deliveries(&body, framing)?;
         let batch = parsed.batch;
         let out = svc
-            .ingest(&body, framing, parsed.items, prefer)
+            .ingest(parsed.items, prefer)
             .map_err(|e| ApiError::from_service(e, batch))?;
         Ok(ingest_body(&out, prefer))
     })
@@ -253,7 +253,7 @@ pub async fn post_batch(_: NotInCluster, call: WriteCall) -> Result<Response, Ap
             return Err(ApiError::invalid_request("the batch is empty"));
         }
         let out = svc
-            .batch(&raw, framing, deliveries, &advances, prefer)
+            .batch(deliveries, &advances, prefer)
             .map_err(|e| ApiError::from_service(e, true))?;
         let mut b = ingest_body(&out.ingest, prefer);
         b.pop();

@@ -258,7 +258,7 @@ impl PartitionTask {
                     Err(ParseError::Empty) => return Ok(Ok(Vec::new())),
                 };
                 let ts: Vec<i64> = parsed.items.iter().map(|d| d.event.timestamp).collect();
-                match svc.ingest(&b, Framing::Json, parsed.items, Prefer::Minimal) {
+                match svc.ingest(parsed.items, Prefer::Minimal) {
                     Ok(_) => Ok(Ok(ts)),
                     Err(ServiceError::BatchRejected(r)) => {
                         Ok(Err((r.index, r.rejection.to_string())))

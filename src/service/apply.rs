@@ -14,7 +14,6 @@ use crate::store::StoredBody;
 
 use super::cmd::{Advance, AdvanceAll, Cmd, Idle, Ingest};
 use super::order::{Held, Nothing};
-use super::parse::Framing;
 use super::queue::{json_records, Encoded, Pending};
 use super::{Metrics, Service, ServiceError};
 
@@ -91,17 +90,15 @@ pub struct TickAnswer {
 }
 
 impl Service {
-    /// `POST /events`: `raw` is the body as received (stored as the command
-    /// row), `deliveries` its parse.
+    /// `POST /events`: the deliveries of a body (logged in their binary
+    /// form, `cmd/deliveries_body.rs`).
     pub fn ingest(
         &self,
-        raw: &[u8],
-        framing: Framing,
         deliveries: Vec<DeliveryRef<'_>>,
         prefer: Prefer,
     ) -> Result<IngestAnswer, ServiceError> {
         let at = &mut Held::entry();
-        let mut prepared = self.ingest_prepare(at, raw, framing, deliveries, prefer)?;
+        let mut prepared = self.ingest_prepare(at, deliveries, prefer)?;
         // Leads the commit at once when none is running, and writes the
         // answer while it runs.
         self.lead(at);
@@ -116,12 +113,10 @@ impl Service {
     pub(super) fn ingest_prepare(
         &self,
         at: &mut Held<Nothing>,
-        raw: &[u8],
-        framing: Framing,
         deliveries: Vec<DeliveryRef<'_>>,
         prefer: Prefer,
     ) -> Result<PreparedIngest, ServiceError> {
-        let (cmd, body, pending) = self.ingest_command(raw, framing, deliveries, prefer)?;
+        let (cmd, body, pending) = self.ingest_command(deliveries, prefer)?;
         let applied = self.apply(at, cmd, body)?;
         self.ingest_applied(at, pending, applied)
     }
@@ -129,23 +124,14 @@ impl Service {
     /// An ingest's command and its stored body, and what its answer needs.
     pub(super) fn ingest_command<'a>(
         &self,
-        raw: &[u8],
-        framing: Framing,
         deliveries: Vec<DeliveryRef<'a>>,
         prefer: Prefer,
     ) -> Result<(Ingest<'a>, StoredBody, IngestPending), ServiceError> {
         let n = deliveries.len() as u64;
         let derive = self.setup.derived.derive_for(&deliveries);
         let touched: Vec<String> = derive.iter().map(|(p, _)| p.clone()).collect();
-        let cmd = Ingest {
-            framing,
-            deliveries,
-            derive,
-        };
-        let body = match cmd.body(raw)? {
-            Some(derived) => StoredBody::pack(&derived),
-            None => StoredBody::pack(raw),
-        };
+        let cmd = Ingest { deliveries, derive };
+        let body = StoredBody::raw(cmd.body());
         Ok((
             cmd,
             body,

@@ -21,7 +21,6 @@ use crate::store::StoredBody;
 use super::apply::{IngestAnswer, Prefer, PreparedIngest, TickAnswer};
 use super::cmd::AdvanceAll;
 use super::order::Held;
-use super::parse::Framing;
 use super::queue::Encoded;
 use super::{Metrics, Service, ServiceError};
 
@@ -36,13 +35,10 @@ pub struct BatchAnswer {
 }
 
 impl Service {
-    /// `POST /batch`: `raw` is the deliveries' part of the body as the
-    /// command log stores it (a `POST /events` body), `deliveries` its
-    /// parse, `advances` the `(partition, watermark)` that follow them.
+    /// `POST /batch`: the deliveries of the body, then `advances`, the
+    /// `(partition, watermark)` that follow them.
     pub fn batch(
         &self,
-        raw: &[u8],
-        framing: Framing,
         deliveries: Vec<DeliveryRef<'_>>,
         advances: &[(String, i64)],
         prefer: Prefer,
@@ -50,7 +46,7 @@ impl Service {
         let n = deliveries.len();
         let ingest = match n {
             0 => None,
-            _ => Some(self.ingest_command(raw, framing, deliveries, prefer)?),
+            _ => Some(self.ingest_command(deliveries, prefer)?),
         };
         let tick = match advances.len() {
             0 => None,

@@ -206,7 +206,7 @@ fn round(svc: &Service, jobs: Vec<IngestJob>) {
         let made = catch_unwind(AssertUnwindSafe(|| {
             let parsed = parse::deliveries(raw, framing).map_err(IngestError::Parse)?;
             let batch = parsed.batch;
-            svc.ingest_command(raw, framing, parsed.items, prefer)
+            svc.ingest_command(parsed.items, prefer)
                 .map(|c| (c, batch))
                 .map_err(|error| IngestError::Service { error, batch })
         }));

@@ -411,13 +411,17 @@ fn automatic_checkpoints_under_concurrent_ingest_cover_exactly_their_commands() 
     assert_eq!(s.all_late(), late);
 }
 
-/// Large request bodies are logged LZ4-compressed (`commands.encoding` 1):
-/// a process killed after them replays the exact bytes on restart. The
-/// workload's batches are merged into bodies of many deliveries over four
-/// partitions and several windows; every restart must agree with an
-/// uninterrupted run, byte for byte.
+/// Deliveries are logged in their binary form (kind `deliveries`, about a
+/// fifth of the JSON received): a process killed after them replays the
+/// same deliveries on restart. Then the same log, rewritten as logs were
+/// written before the binary form (kind `events`: the request body as
+/// received, LZ4-compressed from 1 KiB, `commands.encoding` 1), replays the
+/// same way. The workload's batches are merged into bodies of many
+/// deliveries over four partitions and several windows; every restart must
+/// agree with an uninterrupted run, byte for byte (a replay that disagrees
+/// with the stored output refuses to start).
 #[test]
-fn compressed_command_bodies_replay_exactly_after_sigkill() {
+fn command_bodies_replay_exactly_after_sigkill_in_both_forms() {
     let dir = tempdir();
     // consecutive batches merged into one large JSON array each
     let mut ops: Vec<Op> = Vec::new();
@@ -464,30 +468,56 @@ fn compressed_command_bodies_replay_exactly_after_sigkill() {
             s = start(&db, &args);
         }
     }
-    // the log holds compressed rows, smaller than what was received, and
-    // every restart above replayed them (a mismatch refuses to start)
+    // one row per call, the deliveries far smaller than what was
+    // received; every restart above replayed them
     let conn = rusqlite::Connection::open(&db).unwrap();
-    let (packed, stored): (i64, i64) = conn
-        .query_row(
-            "SELECT count(*), coalesce(sum(length(body)), 0) FROM commands WHERE encoding = 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+    let rows: Vec<(i64, String, i64, Vec<u8>)> = conn
+        .prepare("SELECT id, kind, encoding, body FROM commands ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
         .unwrap();
-    assert!(packed >= 10, "only {packed} compressed bodies");
-    let received: usize = ops
-        .iter()
-        .filter_map(|o| match o {
-            Op::Batch(b) if b.len() >= 2048 => Some(b.len()),
-            _ => None,
-        })
-        .sum();
+    assert_eq!(rows.len(), ops.len());
+    let (mut stored, mut received) = (0, 0);
+    for (row, op) in rows.iter().zip(&ops) {
+        if let Op::Batch(b) = op {
+            assert_eq!((row.1.as_str(), row.2), ("deliveries", 0));
+            stored += row.3.len();
+            received += b.len();
+        }
+    }
     assert!(
-        (stored as usize) * 2 < received,
+        stored * 4 < received,
         "{stored} bytes stored for {received} received"
     );
-    drop(conn);
     s.kill();
+    let mut s = start(&db, &args);
+    assert_eq!(s.metric("streamforge_logged_commands") as usize, ops.len());
+    assert_eq!(s.all_changes(), reference.0, "changelog differs");
+    assert_eq!(s.all_late(), reference.1);
+    assert_eq!(s.snapshot(), reference.2);
+    s.kill();
+
+    // The same log as an earlier version wrote it.
+    let mut packed = 0;
+    for ((id, ..), op) in rows.iter().zip(&ops) {
+        if let Op::Batch(b) = op {
+            let (encoding, body) = if b.len() >= 1024 {
+                packed += 1;
+                (1, lz4_flex::block::compress_prepend_size(b.as_bytes()))
+            } else {
+                (0, b.as_bytes().to_vec())
+            };
+            conn.execute(
+                "UPDATE commands SET kind = 'events', encoding = ?1, body = ?2 WHERE id = ?3",
+                rusqlite::params![encoding, body, id],
+            )
+            .unwrap();
+        }
+    }
+    assert!(packed >= 10, "only {packed} compressed bodies");
+    drop(conn);
     let s = start(&db, &args);
     assert_eq!(s.metric("streamforge_logged_commands") as usize, ops.len());
     assert_eq!(s.all_changes(), reference.0, "changelog differs");

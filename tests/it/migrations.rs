@@ -159,7 +159,33 @@ fn a_version_2_database_is_upgraded_and_keeps_serving_its_changes() {
         )
         .unwrap();
     }
-    // version 2 stored every body as received
+    // version 2 stored every body as received (kind `events`), where
+    // deliveries are now stored in a binary form: the rows left after the
+    // checkpoint are the last calls
+    let commands: Vec<(i64, String)> = c
+        .prepare("SELECT id, kind FROM commands ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(commands.len() >= 10 && commands.len() < before.len());
+    let mut rewritten = 0;
+    for ((id, kind), op) in commands
+        .iter()
+        .zip(&before[before.len() - commands.len()..])
+    {
+        if let Op::Batch(b) = op {
+            assert_eq!(kind, "deliveries");
+            c.execute(
+                "UPDATE commands SET kind = 'events', body = ?1 WHERE id = ?2",
+                rusqlite::params![b.as_bytes(), id],
+            )
+            .unwrap();
+            rewritten += 1;
+        }
+    }
+    assert!(rewritten >= 5, "{rewritten}");
     let packed: i64 = c
         .query_row(
             "SELECT count(*) FROM commands WHERE encoding <> 0",

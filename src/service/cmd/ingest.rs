@@ -1,16 +1,20 @@
 //! `POST /events` (and `POST /ingest/{source}` of the window engine):
-//! deliveries to the window engine, logged as the request body (kind
-//! `events` for JSON, `ndjson` for NDJSON).
+//! deliveries to the window engine, logged as kind `deliveries`: the parsed
+//! deliveries in the binary form of [`deliveries_body`](super::deliveries_body),
+//! which also carries the watermark strategies the call applied.
 //!
 //! When a touched partition derives its watermark from its events (a
-//! pipeline's `"watermarks"`, docs/webhooks.md), the command also carries
-//! each such partition's strategy, and applying it advances the partition
-//! to what [`derive`] gives for the deliveries' largest timestamp, in the
-//! same atomic call. It is then logged as kind `events_derived` /
-//! `ndjson_derived`: a first line `{"derive":[[P,BOUND|null],...]}`, then
-//! the body. A replay applies the logged strategy to the replayed state, so
-//! the derived advances are the same whatever the service's configuration
-//! is when it replays.
+//! pipeline's `"watermarks"`, docs/webhooks.md), the command carries each
+//! such partition's strategy, and applying it advances the partition to
+//! what [`derive`] gives for the deliveries' largest timestamp, in the same
+//! atomic call. A replay applies the logged strategy to the replayed state,
+//! so the derived advances are the same whatever the service's
+//! configuration is when it replays.
+//!
+//! Logs written before the binary form hold kinds `events` / `ndjson` (the
+//! request body as received) and `events_derived` / `ndjson_derived` (a
+//! first line `{"derive":[[P,BOUND|null],...]}`, then the body); they are
+//! still read back.
 
 use std::borrow::Cow;
 
@@ -20,39 +24,29 @@ use crate::service::strategy::derive;
 use crate::service::ServiceError;
 use crate::store::EngineId;
 
+use super::deliveries_body;
 use super::{unreadable, Cmd, Engines, Logged, Output};
 
 /// Deliveries, borrowed from their request (live) or owned (replay).
 #[derive(Debug)]
 pub(in crate::service) struct Ingest<'a> {
-    pub framing: Framing,
     pub deliveries: Vec<DeliveryRef<'a>>,
     /// The touched partitions that derive their watermark, with their
     /// bound (None: idleness only), in pipeline order.
     pub derive: Vec<(String, Option<i64>)>,
 }
 
-/// The first line of a derived command's body.
-#[derive(serde::Serialize, serde::Deserialize)]
+/// The first line of a derived command's body (logs before the binary form).
+#[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Derive {
     derive: Vec<(String, Option<i64>)>,
 }
 
 impl Ingest<'_> {
-    /// What the command log stores: `raw` itself, or the strategy line and
-    /// `raw` when the command derives watermarks.
-    pub fn body(&self, raw: &[u8]) -> Result<Option<Vec<u8>>, ServiceError> {
-        if self.derive.is_empty() {
-            return Ok(None);
-        }
-        let mut out = serde_json::to_vec(&Derive {
-            derive: self.derive.clone(),
-        })
-        .map_err(|e| ServiceError::Unavailable(format!("cannot encode the command: {e}")))?;
-        out.push(b'\n');
-        out.extend_from_slice(raw);
-        Ok(Some(out))
+    /// What the command log stores.
+    pub fn body(&self) -> Vec<u8> {
+        deliveries_body::encode(&self.deliveries, &self.derive)
     }
 }
 
@@ -61,11 +55,7 @@ impl Cmd for Ingest<'_> {
     type Outcome = IngestOutcome;
 
     fn kind(&self) -> &'static str {
-        match (self.framing, self.derive.is_empty()) {
-            (f, true) => f.kind(),
-            (Framing::Json, false) => "events_derived",
-            (Framing::Ndjson, false) => "ndjson_derived",
-        }
+        "deliveries"
     }
 
     fn apply(self, engines: &mut Engines) -> Result<IngestOutcome, ServiceError> {
@@ -114,9 +104,13 @@ impl Cmd for Ingest<'_> {
 
 impl Logged for Ingest<'static> {
     const KINDS: &'static [&'static str] =
-        &["events", "ndjson", "events_derived", "ndjson_derived"];
+        &["deliveries", "events", "ndjson", "events_derived", "ndjson_derived"];
 
     fn decode(kind: &str, body: &[u8]) -> Result<Self, String> {
+        if kind == "deliveries" {
+            let (deliveries, derive) = deliveries_body::decode(body).map_err(unreadable)?;
+            return Ok(Ingest { deliveries, derive });
+        }
         let framing = if kind.starts_with("events") {
             Framing::Json
         } else {
@@ -134,7 +128,6 @@ impl Logged for Ingest<'static> {
         };
         let parsed = parse::deliveries(body, framing).map_err(unreadable)?;
         Ok(Ingest {
-            framing,
             deliveries: parsed.items.into_iter().map(owned).collect(),
             derive,
         })
@@ -155,5 +148,56 @@ fn owned(d: DeliveryRef<'_>) -> DeliveryRef<'static> {
             timestamp: d.event.timestamp,
             value: d.event.value,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delivery(offset: Option<i64>, id: &str, ts: i64) -> DeliveryRef<'static> {
+        DeliveryRef {
+            partition: Cow::Borrowed("p0"),
+            offset,
+            event: EventRef {
+                id: Cow::Owned(id.into()),
+                key: Cow::Borrowed("k"),
+                timestamp: ts,
+                value: -2,
+            },
+        }
+    }
+
+    /// A command is logged in the binary form and read back as itself,
+    /// and the four kinds of logs written before it still read back.
+    #[test]
+    fn logged_commands_read_back_in_every_kind() {
+        let deliveries = vec![delivery(Some(3), "a", 10), delivery(None, "b\"", -4)];
+        let derive = vec![("p0".to_string(), Some(300)), ("p1".to_string(), None)];
+        let cmd = Ingest {
+            deliveries: deliveries.clone(),
+            derive: derive.clone(),
+        };
+        assert_eq!(cmd.kind(), "deliveries");
+        let back = Ingest::decode("deliveries", &cmd.body()).unwrap();
+        assert_eq!((back.deliveries, back.derive), (deliveries.clone(), derive.clone()));
+
+        let json = r#"[{"partition":"p0","offset":3,"event":{"id":"a","key":"k","timestamp":10,"value":-2}},
+            {"partition":"p0","event":{"id":"b\"","key":"k","timestamp":-4,"value":-2}}]"#;
+        let ndjson = r#"{"partition":"p0","offset":3,"event":{"id":"a","key":"k","timestamp":10,"value":-2}}
+{"event":{"id":"b\"","key":"k","timestamp":-4,"value":-2},"partition":"p0"}"#;
+        let strategy = r#"{"derive":[["p0",300],["p1",null]]}"#;
+        for (kind, body, with_derive) in [
+            ("events", json.to_string(), false),
+            ("ndjson", ndjson.to_string(), false),
+            ("events_derived", format!("{strategy}\n{json}"), true),
+            ("ndjson_derived", format!("{strategy}\n{ndjson}"), true),
+        ] {
+            let back = Ingest::decode(kind, body.as_bytes()).unwrap();
+            assert_eq!(back.deliveries, deliveries, "{kind}");
+            assert_eq!(back.derive, if with_derive { derive.clone() } else { vec![] }, "{kind}");
+        }
+        assert!(Ingest::decode("deliveries", json.as_bytes()).is_err());
+        assert!(Ingest::decode("events_derived", json.as_bytes()).is_err());
     }
 }

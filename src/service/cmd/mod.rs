@@ -10,8 +10,8 @@
 //!
 //! | engine | kind | body | file |
 //! | --- | --- | --- | --- |
-//! | `window` | `events` | a `POST /events` JSON body, as received | `ingest.rs` |
-//! | `window` | `ndjson` | a `POST /events` NDJSON body, as received | `ingest.rs` |
+//! | `window` | `deliveries` | the deliveries of a `POST /events` (or `/batch`, or a webhook), binary (`deliveries_body.rs`) | `ingest.rs` |
+//! | `window` | `events`, `ndjson` (read only) | a `POST /events` body as received, in logs written before `deliveries` | `ingest.rs` |
 //! | `window` | `advance` | `{"partition":P,"watermark":W}` | `advance.rs` |
 //! | `window` | `advances` | `[{"partition":P,"watermark":W},...]` | `advance_all.rs` |
 //! | `window` | `idle` | the partition name as a JSON string | `idle.rs` |
@@ -30,6 +30,8 @@ use crate::patterns;
 use crate::store::EngineId;
 
 use super::error::ServiceError;
+
+mod deliveries_body;
 
 /// The engines the service drives, under its one engines lock.
 pub(in crate::service) struct Engines {
