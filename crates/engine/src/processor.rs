@@ -341,7 +341,13 @@ impl Processor {
     fn tick(&mut self, before: Option<i64>) -> TickOutcome {
         let after = self.clock.global;
         if let Some(w) = after {
-            if self.live.parallel() && self.changelog.nothing_pending() {
+            // Only a moved watermark is worth handing to the shards: when
+            // it did not move (most advances of a partition that is not the
+            // slowest), nothing becomes ready and finalization finds
+            // nothing new, which the caller checks faster than it wakes a
+            // shard thread (16 partitions, one advance each per batch:
+            // 16 hand-overs per batch otherwise).
+            if before != after && self.live.parallel() && self.changelog.nothing_pending() {
                 return self.tick_sharded(before, w);
             }
         }
