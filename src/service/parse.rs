@@ -1,5 +1,6 @@
 //! The one parser of `POST /events` bodies, shared by the api (before the
-//! engines lock) and recovery (replaying the stored raw body), so a replay
+//! engines lock) and recovery (replaying the raw bodies of logs written
+//! before deliveries were logged in binary), so a replay
 //! reads exactly what was accepted. Deliveries borrow their strings from the
 //! body wherever the JSON has no escapes.
 

@@ -1,8 +1,9 @@
 //! How a logged command's body is stored: as received, or LZ4-compressed.
 //!
-//! A command row holds the request body exactly as it arrived (events,
-//! NDJSON) or its compact form (watermarks, idle). Large bodies are stored
-//! as an LZ4 block (`lz4_flex`, pure Rust) behind the raw length as a
+//! A command row holds what the service gives it: the deliveries of an
+//! ingest in their binary form, a compact form of watermarks and idle
+//! calls, a pattern push's request body as it arrived. Large bodies may
+//! be stored as an LZ4 block (`lz4_flex`, pure Rust) behind the raw length as a
 //! little-endian `u32`; `commands.encoding` says which (migration 0007; rows
 //! logged before it are `0`, as received). Recovery gets the exact bytes
 //! back and replays them as before.

@@ -570,10 +570,10 @@ replay_reads!(Reader);
 pub struct CommandRow<'a> {
     /// The engine it was applied to.
     pub engine: EngineId,
-    /// Its kind within the engine (`events`, `ndjson`, `advance`, ...).
+    /// Its kind within the engine (`deliveries`, `advance`, ...).
     pub kind: &'a str,
-    /// The request as received (events) or its compact form (watermarks),
-    /// as stored: see [`super::body`].
+    /// The command's stored form (deliveries in binary, watermarks in a
+    /// compact JSON form, pattern pushes as received): see [`super::body`].
     pub body: &'a [u8],
     /// How `body` is stored ([`super::body::RAW`] or [`super::body::LZ4`]).
     pub encoding: i64,
