@@ -56,19 +56,38 @@ pub(super) fn encode(deliveries: &[DeliveryRef<'_>], derive: &Derive) -> Vec<u8>
             None => out.push(0),
         }
     }
-    // Partition names in order of first use (a batch names one or a few).
+    // Partition names in order of first use. A batch names one or a few:
+    // the previous delivery's name is tried first, then the list; past
+    // `SCAN` names a map finds them (a batch over hundreds of partitions
+    // would otherwise compare each delivery with every name).
+    const SCAN: usize = 8;
     let mut names: Vec<&str> = Vec::new();
+    let mut index: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
     let mut numbers = Vec::with_capacity(deliveries.len());
+    let mut last: Option<(&str, u64)> = None;
     for d in deliveries {
         let name = &*d.partition;
-        let n = match names.iter().position(|p| *p == name) {
-            Some(n) => n,
-            None => {
-                names.push(name);
-                names.len() - 1
+        let n = match last {
+            Some((l, n)) if l == name => n,
+            _ => {
+                let found = if names.len() <= SCAN {
+                    names.iter().position(|p| *p == name).map(|n| n as u64)
+                } else {
+                    index.get(name).copied()
+                };
+                found.unwrap_or_else(|| {
+                    names.push(name);
+                    if names.len() == SCAN + 1 {
+                        index.extend(names.iter().enumerate().map(|(i, p)| (*p, i as u64)));
+                    } else if names.len() > SCAN + 1 {
+                        index.insert(name, names.len() as u64 - 1);
+                    }
+                    names.len() as u64 - 1
+                })
             }
         };
-        numbers.push(n as u64);
+        last = Some((name, n));
+        numbers.push(n);
     }
     varint(&mut out, names.len() as u64);
     for name in &names {
@@ -292,6 +311,13 @@ mod tests {
                 ],
             ),
             (vec![], vec![]),
+            // many partitions, interleaved (names found through the map)
+            (
+                (0..200)
+                    .map(|i| d(&format!("p{}", i * 7 % 23), Some(i / 23), "e", "k", i, i))
+                    .collect(),
+                vec![],
+            ),
         ]
     }
 
