@@ -31,6 +31,12 @@ pub struct ServeArgs {
     /// SQLite database file (created if missing).
     #[arg(long, env = "STREAMFORGE_DB", default_value = "./streamforge.db")]
     pub db: PathBuf,
+    /// Let other processes open the database while the server runs (for
+    /// example `sqlite3` to inspect it). By default the server holds it
+    /// exclusively, which saves six lock system calls per commit; another
+    /// process that opens it gets "database is locked".
+    #[arg(long, env = "STREAMFORGE_DB_SHARED")]
+    pub db_shared: bool,
     /// Pipeline JSON file for a fresh database (default: the embedded demo
     /// pipeline). A database that holds a non-equivalent pipeline is refused.
     #[arg(long, env = "STREAMFORGE_PIPELINE")]

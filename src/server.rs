@@ -30,6 +30,9 @@ pub struct Config {
     pub sinks: crate::sinks::Options,
     /// The Kafka-protocol source (`--kafka`), if any.
     pub kafka: Option<crate::kafka::Options>,
+    /// `--db-shared`: other processes may open the database meanwhile
+    /// ([`crate::store::set_shared_access`]).
+    pub db_shared: bool,
 }
 
 impl Config {
@@ -66,6 +69,7 @@ impl Config {
         };
         Ok(Config {
             kafka,
+            db_shared: args.db_shared,
             service: Options {
                 db: PathBuf::from(&args.db),
                 pipeline,
@@ -249,6 +253,7 @@ pub async fn run(
     };
     let server = tokio::spawn(async move { crate::serve::serve(listener, app, graceful).await });
     let opts = config.service.clone();
+    crate::store::set_shared_access(config.db_shared);
     let opened = tokio::task::spawn_blocking(move || Service::open(opts))
         .await
         .map_err(|e| ServerError(format!("recovery panicked: {e}")))?;

@@ -366,7 +366,10 @@ fn checkpoints_name_their_lists_by_their_last_segment_and_old_databases_upgrade(
         assert!(&again == env, "checkpoint {} changed", c["id"]);
     }
     assert_eq!(s.snapshot(), snapshot);
+    // (read with the server stopped: it holds its database exclusively)
+    s.kill();
     assert_eq!(manifest(&db).1, rows, "the same lists");
+    let mut s = start(&db, &args);
     // A branch: back to the older checkpoint, then on (new segments after
     // its lists, beside the newer checkpoint's).
     let r = s.post_empty(&format!("/checkpoints/{}/restore", older["id"]));
@@ -382,7 +385,9 @@ fn checkpoints_name_their_lists_by_their_last_segment_and_old_databases_upgrade(
     let at = listed.iter().position(|c| c["id"] == newer["id"]).unwrap();
     assert!(again == envelopes[at], "the other branch changed");
     // Deleting every checkpoint but the last frees what only they named.
+    s.kill();
     let (_, _, all, _) = manifest(&db);
+    let mut s = start(&db, &args);
     for c in s.get("/checkpoints").json()["checkpoints"]
         .as_array()
         .unwrap()
@@ -520,9 +525,11 @@ fn a_staging_left_by_a_killed_restore_ends_at_the_next_start() {
         c.execute("UPDATE segments SET staged = 1", []).unwrap();
     });
     assert_eq!(segments(&db), (count, count));
-    let s = start(&db, &args);
-    assert_eq!(segments(&db), (count, 0), "the staging ended at open");
+    let mut s = start(&db, &args);
     assert_eq!(s.snapshot(), snapshot);
+    // (read with the server stopped: it holds its database exclusively)
+    s.kill();
+    assert_eq!(segments(&db), (count, 0), "the staging ended at open");
 }
 
 /// Flips one byte of block `block` of the first sources segment of

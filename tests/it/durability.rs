@@ -219,7 +219,8 @@ fn graceful_shutdown_checkpoints_and_restart_replays_nothing() {
 fn storage_failure_answers_503_and_keeps_state_consistent() {
     let dir = tempdir();
     let db = dir.path().join("db");
-    let s = start(&db, &[]);
+    // Shared: the test opens the database while the server runs.
+    let s = start(&db, &["--db-shared"]);
     for p in ["p0", "p1", "p2", "p3"] {
         s.ok(
             "/watermarks",
@@ -269,6 +270,9 @@ fn storage_failure_answers_503_and_keeps_state_consistent() {
     // And a restart agrees with the running process.
     let snap = (s.snapshot(), s.all_changes());
     drop(s);
+    // (closed: the server, started without --db-shared, holds the
+    // database exclusively)
+    drop(conn);
     let s = start(&db, &[]);
     assert_eq!((s.snapshot(), s.all_changes()), snap);
 }
@@ -469,9 +473,11 @@ fn command_bodies_replay_exactly_after_sigkill_in_both_forms() {
         }
     }
     // one row per call, the deliveries far smaller than what was
-    // received; every restart above replayed them
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    let rows: Vec<(i64, String, i64, Vec<u8>)> = conn
+    // received; every restart above replayed them (read with the server
+    // stopped: it holds its database exclusively)
+    s.kill();
+    let rows: Vec<(i64, String, i64, Vec<u8>)> = rusqlite::Connection::open(&db)
+        .unwrap()
         .prepare("SELECT id, kind, encoding, body FROM commands ORDER BY id")
         .unwrap()
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
@@ -491,13 +497,13 @@ fn command_bodies_replay_exactly_after_sigkill_in_both_forms() {
         stored * 4 < received,
         "{stored} bytes stored for {received} received"
     );
-    s.kill();
     let mut s = start(&db, &args);
     assert_eq!(s.metric("streamforge_logged_commands") as usize, ops.len());
     assert_eq!(s.all_changes(), reference.0, "changelog differs");
     assert_eq!(s.all_late(), reference.1);
     assert_eq!(s.snapshot(), reference.2);
     s.kill();
+    let conn = rusqlite::Connection::open(&db).unwrap();
 
     // The same log as an earlier version wrote it.
     let mut packed = 0;
@@ -523,6 +529,39 @@ fn command_bodies_replay_exactly_after_sigkill_in_both_forms() {
     assert_eq!(s.all_changes(), reference.0, "changelog differs");
     assert_eq!(s.all_late(), reference.1);
     assert_eq!(s.snapshot(), reference.2);
+}
+
+/// The server holds its database exclusively (SQLite's `unix-excl`: no
+/// lock system calls per commit, no `-shm` file): another process cannot
+/// read it while the server runs, and can once it stops; with
+/// `--db-shared` it can meanwhile, and both open the same file in turn.
+#[test]
+fn the_database_is_held_exclusively_unless_shared() {
+    let dir = tempdir();
+    let db = dir.path().join("db");
+    let shm = std::path::PathBuf::from(format!("{}-shm", db.display()));
+    let logged = |db: &std::path::Path| -> rusqlite::Result<i64> {
+        let c = rusqlite::Connection::open(db)?;
+        c.busy_timeout(Duration::from_millis(50))?;
+        c.query_row("SELECT count(*) FROM commands", [], |r| r.get(0))
+    };
+    let mut s = start(&db, &[]);
+    s.ok("/events", &delivery("p0", Some(0), "a", "k", 5, 1));
+    let e = logged(&db).expect_err("another process read the database");
+    assert!(e.to_string().contains("locked"), "{e}");
+    assert!(!shm.exists(), "the WAL index is in the server's memory");
+    s.kill();
+    assert_eq!(logged(&db).unwrap(), 1);
+    let mut s = start(&db, &["--db-shared"]);
+    s.ok("/events", &delivery("p0", Some(1), "b", "k", 6, 1));
+    assert_eq!(logged(&db).unwrap(), 2, "read while the server runs");
+    assert!(shm.exists());
+    s.kill();
+    let mut s = start(&db, &[]);
+    s.ok("/events", &delivery("p0", Some(2), "c", "k", 7, 1));
+    assert!(logged(&db).is_err());
+    s.kill();
+    assert_eq!(logged(&db).unwrap(), 3);
 }
 
 /// Runs `streamforge serve` on `db` expecting it to exit by itself (a

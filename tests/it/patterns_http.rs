@@ -2376,7 +2376,13 @@ fn concurrent_producers_equal_a_sequential_replay_in_commit_order() {
 #[test]
 fn a_storage_failure_answers_503_and_applies_nothing() {
     let dir = tempdir();
-    let mut s = serve(dir.path(), "db", &doc(), &["--checkpoint-every", "0"]);
+    // Shared: the test opens the database while the server runs.
+    let mut s = serve(
+        dir.path(),
+        "db",
+        &doc(),
+        &["--checkpoint-every", "0", "--db-shared"],
+    );
     s.pushed(&array(&[
         pev("v1", "k", "v", 1, ""),
         pev("a1", "k", "a", 2, r#""n":1"#),
@@ -2411,6 +2417,9 @@ fn a_storage_failure_answers_503_and_applies_nothing() {
     assert_eq!(s.get("/readyz").status, 200);
     let after = s.pstate();
     s.kill();
+    // (closed: the server, started without --db-shared, holds the
+    // database exclusively)
+    drop(conn);
     let s = serve(dir.path(), "db", &doc(), &["--checkpoint-every", "0"]);
     assert_eq!(s.pstate(), after);
 }

@@ -88,7 +88,7 @@ impl HistoryDb {
     /// dropped): the id index, and the ids of the sources segments it has
     /// not stored yet (those after its mark), added back from the segments.
     pub fn open(path: &std::path::Path) -> Result<HistoryDb> {
-        let conn = Connection::open_with_flags(
+        let conn = super::open_conn(
             path,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )

@@ -45,7 +45,8 @@ pub struct RejectedStore {
 impl RejectedStore {
     /// Opens its connection to a database a [`super::Writer`] has migrated.
     pub fn open(path: &Path) -> Result<RejectedStore> {
-        let conn = Connection::open(path).op("open database (rejected payloads)")?;
+        let conn = super::open_conn(path, rusqlite::OpenFlags::default())
+            .op("open database (rejected payloads)")?;
         pragmas(&conn)?;
         Ok(RejectedStore {
             conn: Mutex::new(conn),

@@ -926,9 +926,16 @@ const FRAME_HEADER: usize = 24;
 /// Cuts the last transaction's commit frame short in the `-wal` file of
 /// `db`, if SQLite has not copied (or started copying) it into the
 /// database yet. Returns what was done.
+///
+/// The server holds its database exclusively, with the WAL index in its
+/// memory (no `-shm` file says how far the copy got), so the copy is read
+/// from the database file: a page of the last transaction whose bytes in
+/// the database are already the frame's may have been copied, and then
+/// the tail is left whole. (A page the copy has not reached holds an
+/// older version; a copied page cannot be half written, since a killed
+/// process never ends a `pwrite` midway.)
 fn tear_wal(db: &Path) -> Result<String, String> {
     let wal_path = PathBuf::from(format!("{}-wal", db.display()));
-    let shm_path = PathBuf::from(format!("{}-shm", db.display()));
     let wal = std::fs::read(&wal_path).map_err(|e| format!("read the WAL: {e}"))?;
     if wal.len() < WAL_HEADER {
         return Ok("not torn: no WAL".into());
@@ -954,20 +961,18 @@ fn tear_wal(db: &Path) -> Result<String, String> {
         return Ok("not torn: no commit in the WAL".into());
     };
     let first_of_last = commits.len().checked_sub(2).map_or(1, |k| commits[k] + 1);
-    let shm = std::fs::read(&shm_path).unwrap_or_default();
-    if shm.len() < 136 {
-        return Ok("not torn: no WAL index".into());
-    }
-    let ne =
-        |at: usize| u32::from_ne_bytes([shm[at], shm[at + 1], shm[at + 2], shm[at + 3]]) as usize;
-    // WalCkptInfo after the two 48-byte index headers: nBackfill at 96,
-    // nBackfillAttempted at 128
-    let (backfilled, attempted) = (ne(96), ne(128));
-    if backfilled >= first_of_last || attempted >= first_of_last {
-        return Ok(format!(
-            "not torn: frames up to {} were being copied into the database",
-            backfilled.max(attempted)
-        ));
+    let file = std::fs::read(db).map_err(|e| format!("read the database: {e}"))?;
+    for n in first_of_last..=last {
+        let at = WAL_HEADER + (n - 1) * frame;
+        let number = be(&wal, at) as usize;
+        let in_db = number
+            .checked_sub(1)
+            .and_then(|p| file.get(p * page..(p + 1) * page));
+        if in_db == Some(&wal[at + FRAME_HEADER..at + frame]) {
+            return Ok(format!(
+                "not torn: page {number} of frame {n} may have been copied into the database"
+            ));
+        }
     }
     let cut_to = WAL_HEADER + (last - 1) * frame + FRAME_HEADER + page / 2;
     let f = std::fs::OpenOptions::new()
