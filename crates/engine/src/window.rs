@@ -23,14 +23,19 @@ pub fn aligned_start(t: i64, size: i64) -> i128 {
 /// `step` in `(t - size, t]`.
 #[inline]
 pub fn sliding_starts(t: i64, size: i64, step: i64) -> impl Iterator<Item = i128> {
-    let (t, size, step) = (t as i128, size as i128, step as i128);
-    let first = align_down(t - size, step) + step;
-    let last = align_down(t, step);
+    let first = align_down(t as i128 - size as i128, step as i128) + step as i128;
+    let last = align_down(t as i128, step as i128);
+    // `first > t - size` and `last <= t`: the difference is below `size`,
+    // so it divides in 64 bits.
     let n = if last >= first {
-        (last - first) / step + 1
+        match i64::try_from(last - first) {
+            Ok(d) => i128::from(d / step) + 1,
+            Err(_) => (last - first) / step as i128 + 1,
+        }
     } else {
         0
     };
+    let step = step as i128;
     (0..n).map(move |i| first + i * step)
 }
 
