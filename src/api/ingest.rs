@@ -80,7 +80,7 @@ fn tick_body(a: &TickAnswer, prefer: Prefer) -> Vec<u8> {
     out.extend_from_slice(b",\"finalized\":");
     match prefer {
         Prefer::Full => write_json_array(&mut out, &a.finalized),
-        Prefer::Minimal => int(&mut out, a.finalized.len() as u64),
+        Prefer::Minimal => int(&mut out, a.finalized_count as u64),
     }
     out.push(b'}');
     out
@@ -260,7 +260,7 @@ pub async fn post_batch(_: NotInCluster, call: WriteCall) -> Result<Response, Ap
         b.extend_from_slice(b",\"finalized\":");
         match prefer {
             Prefer::Full => write_json_array(&mut b, &out.finalized),
-            Prefer::Minimal => int(&mut b, out.finalized.len() as u64),
+            Prefer::Minimal => int(&mut b, out.finalized_count as u64),
         }
         b.push(b'}');
         Ok(b)
@@ -370,6 +370,7 @@ mod tests {
             change_count: 0,
             watermark: None,
             finalized: finalized.clone(),
+            finalized_count: finalized.len(),
         };
         let want = serde_json::to_vec(&dto::TickResponse {
             changes: &[],

@@ -28,6 +28,17 @@ pub enum Prefer {
     Minimal,
 }
 
+impl Prefer {
+    /// What the window engine reports of the buckets a watermark call
+    /// finalizes for such an answer: a minimal one shows their number only.
+    pub(super) fn finalized(self) -> crate::engine::Finalized {
+        match self {
+            Prefer::Full => crate::engine::Finalized::Addresses,
+            Prefer::Minimal => crate::engine::Finalized::Count,
+        }
+    }
+}
+
 /// The answer to an acknowledged `POST /events`, built from the engine's
 /// outcome, its output already encoded (the bytes that were stored).
 #[derive(Debug, Clone)]
@@ -85,8 +96,11 @@ pub struct TickAnswer {
     pub change_count: usize,
     /// The global watermark after the call.
     pub watermark: Option<i64>,
-    /// Addresses finalized by the call, in address order.
+    /// Addresses finalized by the call, in address order (empty with
+    /// [`Prefer::Minimal`]).
     pub finalized: Vec<Address>,
+    /// How many buckets the call finalized.
+    pub finalized_count: usize,
 }
 
 impl Service {
@@ -207,6 +221,7 @@ impl Service {
         let cmd = Advance {
             partition: partition.into(),
             watermark,
+            detail: prefer.finalized(),
         };
         let body = StoredBody::raw(cmd.body()?);
         let out = self.tick(cmd, body, prefer)?;
@@ -223,7 +238,7 @@ impl Service {
         advances: &[(String, i64)],
         prefer: Prefer,
     ) -> Result<TickAnswer, ServiceError> {
-        let cmd = AdvanceAll::of(advances);
+        let cmd = AdvanceAll::of(advances, prefer.finalized());
         let body = StoredBody::raw(cmd.body()?);
         let out = self.tick(cmd, body, prefer)?;
         for (p, _) in advances {
@@ -236,6 +251,7 @@ impl Service {
     pub fn mark_idle(&self, partition: &str, prefer: Prefer) -> Result<TickAnswer, ServiceError> {
         let cmd = Idle {
             partition: partition.into(),
+            detail: prefer.finalized(),
         };
         let body = StoredBody::raw(cmd.body()?);
         self.tick(cmd, body, prefer)
@@ -260,6 +276,7 @@ impl Service {
             change_count: o.changes.len(),
             watermark: o.watermark,
             finalized: o.finalized,
+            finalized_count: o.finalized_count,
         })
     }
 

@@ -30,8 +30,11 @@ pub struct BatchAnswer {
     /// The deliveries' part: their changes, late records and offsets
     /// (`changes` holds the advances' changes after theirs).
     pub ingest: IngestAnswer,
-    /// The addresses the advances finalized, in address order per advance.
+    /// The addresses the advances finalized, in address order per advance
+    /// (empty with [`Prefer::Minimal`]).
     pub finalized: Vec<crate::engine::Address>,
+    /// How many buckets the advances finalized.
+    pub finalized_count: usize,
 }
 
 impl Service {
@@ -51,7 +54,7 @@ impl Service {
         let tick = match advances.len() {
             0 => None,
             _ => {
-                let cmd = AdvanceAll::of(advances);
+                let cmd = AdvanceAll::of(advances, prefer.finalized());
                 let body = StoredBody::raw(cmd.body()?);
                 Some((cmd, body))
             }
@@ -122,6 +125,7 @@ impl Service {
             return Ok(BatchAnswer {
                 ingest,
                 finalized: Vec::new(),
+                finalized_count: 0,
             });
         };
         self.finish(at, ticket)?;
@@ -134,6 +138,7 @@ impl Service {
             change_count: o.changes.len(),
             watermark: o.watermark,
             finalized: o.finalized,
+            finalized_count: o.finalized_count,
         };
         ingest.changes = join_arrays(std::mem::take(&mut ingest.changes), &tick.changes);
         ingest.change_count += tick.change_count;
@@ -141,6 +146,7 @@ impl Service {
         Ok(BatchAnswer {
             ingest,
             finalized: tick.finalized,
+            finalized_count: tick.finalized_count,
         })
     }
 }

@@ -144,8 +144,9 @@ pub fn run_jobs(
 
 /// A shard's share of a watermark tick: the buckets that became ready
 /// (`before < end <= w`, `None` if the watermark did not move) with their
-/// rows, then the buckets finalized below `threshold`; each list sorted in
-/// address order (`ranked`: see [`KeyTable::prepare_ranks`]).
+/// rows, then the buckets finalized below `threshold`; the ready list
+/// sorted in address order (`ranked`: see [`KeyTable::prepare_ranks`]),
+/// the finalized one too when `sort_finalized`.
 #[allow(clippy::type_complexity)]
 pub fn tick_share(
     live: &mut LiveIndex,
@@ -153,6 +154,7 @@ pub fn tick_share(
     threshold: i128,
     keys: &KeyTable,
     ranked: bool,
+    sort_finalized: bool,
 ) -> (Vec<(BucketRef, Agg)>, Vec<(BucketRef, ())>) {
     let mut ready = Vec::new();
     if let Some((before, w)) = newly {
@@ -169,6 +171,8 @@ pub fn tick_share(
         .map(|b| (b, ()))
         .collect();
     sort_prepared(keys, ranked, &mut ready, |x| &x.0);
-    sort_prepared(keys, ranked, &mut finalized, |x| &x.0);
+    if sort_finalized {
+        sort_prepared(keys, ranked, &mut finalized, |x| &x.0);
+    }
     (ready, finalized)
 }

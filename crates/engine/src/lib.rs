@@ -62,8 +62,23 @@ pub struct TickOutcome {
     pub changes: Vec<Change>,
     /// The global watermark after the call.
     pub watermark: Option<i64>,
-    /// Addresses finalized by the call, in address order.
+    /// Addresses finalized by the call, in address order (empty when the
+    /// call asked for [`Finalized::Count`]).
     pub finalized: Vec<Address>,
+    /// How many buckets the call finalized (with either [`Finalized`]).
+    pub finalized_count: usize,
+}
+
+/// What a watermark call reports of the buckets it finalizes: their
+/// addresses in address order, or only how many (which spares sorting and
+/// naming them when nobody reads them: a minimal answer, a replay).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Finalized {
+    /// Their addresses, sorted ([`TickOutcome::finalized`]).
+    Addresses,
+    /// Their number only ([`TickOutcome::finalized_count`]).
+    #[default]
+    Count,
 }
 
 /// A partition's consumption and watermark state.

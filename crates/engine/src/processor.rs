@@ -291,10 +291,21 @@ impl Processor {
 
     /// `advance(partition, w)`.
     pub fn advance(&mut self, partition: &str, watermark: i64) -> Result<TickOutcome, Rejection> {
+        self.advance_with(partition, watermark, Finalized::Addresses)
+    }
+
+    /// [`Processor::advance`], reporting the finalized buckets as `detail`
+    /// says.
+    pub fn advance_with(
+        &mut self,
+        partition: &str,
+        watermark: i64,
+        detail: Finalized,
+    ) -> Result<TickOutcome, Rejection> {
         let p = self.partition(partition)?;
         let before = self.clock.global;
         self.clock.advance(p, watermark);
-        Ok(self.tick(before))
+        Ok(self.tick(before, detail))
     }
 
     /// Several advances in one atomic call, with exactly the effect of
@@ -306,6 +317,16 @@ impl Processor {
     pub fn advance_all<P: AsRef<str>>(
         &mut self,
         advances: &[(P, i64)],
+    ) -> Result<TickOutcome, BatchRejection> {
+        self.advance_all_with(advances, Finalized::Addresses)
+    }
+
+    /// [`Processor::advance_all`], reporting the finalized buckets as
+    /// `detail` says.
+    pub fn advance_all_with<P: AsRef<str>>(
+        &mut self,
+        advances: &[(P, i64)],
+        detail: Finalized,
     ) -> Result<TickOutcome, BatchRejection> {
         let mut at = Vec::with_capacity(advances.len());
         for (index, (partition, watermark)) in advances.iter().enumerate() {
@@ -321,9 +342,10 @@ impl Processor {
         for (p, watermark) in at {
             let before = self.clock.global;
             self.clock.advance(p, watermark);
-            let t = self.tick(before);
+            let t = self.tick(before, detail);
             out.changes.extend(t.changes);
             out.finalized.extend(t.finalized);
+            out.finalized_count += t.finalized_count;
             out.watermark = t.watermark;
         }
         Ok(out)
@@ -331,14 +353,24 @@ impl Processor {
 
     /// `mark_idle(partition)`.
     pub fn mark_idle(&mut self, partition: &str) -> Result<TickOutcome, Rejection> {
+        self.mark_idle_with(partition, Finalized::Addresses)
+    }
+
+    /// [`Processor::mark_idle`], reporting the finalized buckets as
+    /// `detail` says.
+    pub fn mark_idle_with(
+        &mut self,
+        partition: &str,
+        detail: Finalized,
+    ) -> Result<TickOutcome, Rejection> {
         let p = self.partition(partition)?;
         let before = self.clock.global;
         self.clock.mark_idle(p);
-        Ok(self.tick(before))
+        Ok(self.tick(before, detail))
     }
 
     /// After a watermark call: upsert the newly ready buckets, then finalize.
-    fn tick(&mut self, before: Option<i64>) -> TickOutcome {
+    fn tick(&mut self, before: Option<i64>, detail: Finalized) -> TickOutcome {
         let after = self.clock.global;
         if let Some(w) = after {
             // Only a moved watermark is worth handing to the shards: when
@@ -348,7 +380,7 @@ impl Processor {
             // shard thread (16 partitions, one advance each per batch:
             // 16 hand-overs per batch otherwise).
             if before != after && self.live.parallel() && self.changelog.nothing_pending() {
-                return self.tick_sharded(before, w);
+                return self.tick_sharded(before, w, detail);
             }
         }
         let mut out = TickOutcome {
@@ -369,8 +401,11 @@ impl Processor {
             let mut finalized = self
                 .live
                 .finalize_below(w as i128 - self.pipeline.lateness() as i128);
-            sort_by_address(&mut self.keys, &mut finalized, |b| b);
-            out.finalized = finalized.iter().map(|b| self.address(b)).collect();
+            out.finalized_count = finalized.len();
+            if detail == Finalized::Addresses {
+                sort_by_address(&mut self.keys, &mut finalized, |b| b);
+                out.finalized = finalized.iter().map(|b| self.address(b)).collect();
+            }
         }
         out
     }
@@ -379,7 +414,7 @@ impl Processor {
     /// and finalized buckets, then sorts and renders them; here the sorted
     /// lists are merged into address order and the upserts numbered. With
     /// nothing pending, a tick's changes are exactly those upserts.
-    fn tick_sharded(&mut self, before: Option<i64>, w: i64) -> TickOutcome {
+    fn tick_sharded(&mut self, before: Option<i64>, w: i64, detail: Finalized) -> TickOutcome {
         let k = self.live.shard_count();
         let newly = (before != Some(w)).then(|| (before.map(|b| b as i128), w as i128));
         let threshold = w as i128 - self.pipeline.lateness() as i128;
@@ -387,7 +422,14 @@ impl Processor {
         let ranked = self.keys.prepare_ranks(self.live.len() / 8);
         let keys = &self.keys;
         let parts = self.live.run(vec![(); k], |_, live, ()| {
-            keywork::tick_share(live, newly, threshold, keys, ranked)
+            keywork::tick_share(
+                live,
+                newly,
+                threshold,
+                keys,
+                ranked,
+                detail == Finalized::Addresses,
+            )
         });
         let (ready, finalized): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
         let mut out = TickOutcome {
@@ -403,10 +445,13 @@ impl Processor {
                 result: row(names, keys, &b, &agg),
             })
         });
-        out.finalized.reserve(finalized.iter().map(Vec::len).sum());
-        merge_sorted(keys, ranked, finalized, |(b, ())| {
-            out.finalized.push(self.address(&b))
-        });
+        out.finalized_count = finalized.iter().map(Vec::len).sum();
+        if detail == Finalized::Addresses {
+            out.finalized.reserve(out.finalized_count);
+            merge_sorted(keys, ranked, finalized, |(b, ())| {
+                out.finalized.push(self.address(&b))
+            });
+        }
         out
     }
 
@@ -703,5 +748,74 @@ mod tests {
         assert_eq!(&*t.changes[65_536].result.window, "b65535");
         let back = Processor::restore(&p.checkpoint().unwrap(), &pipeline).unwrap();
         assert_eq!(back.checkpoint().unwrap(), p.checkpoint().unwrap());
+    }
+
+    /// A watermark call asked for the count of its finalized buckets does
+    /// exactly what one asked for their addresses does (the same changes,
+    /// watermark and state) and reports as many; on one shard and on
+    /// several (the two ways a tick runs), with fixed, sliding and session
+    /// windows over two partitions.
+    #[test]
+    fn counting_the_finalized_buckets_changes_nothing_else() {
+        let windows = vec![
+            ("f".to_string(), WindowDef::Fixed { size: 10 }),
+            ("s".to_string(), WindowDef::Sliding { size: 10, step: 5 }),
+            ("x".to_string(), WindowDef::Session { gap: 4 }),
+        ];
+        /// Runs the shards' parts one after another (the sharded tick
+        /// needs an executor).
+        #[derive(Debug)]
+        struct InTurn;
+        impl Executor for InTurn {
+            fn run(&self, n: usize, f: &(dyn Fn(usize) + Sync)) {
+                (0..n).for_each(f);
+            }
+        }
+        let pipeline = Pipeline::new(vec!["a".into(), "b".into()], windows, 3).unwrap();
+        for k in [1, 3] {
+            let mut full = Processor::new(pipeline.clone());
+            full.set_shards(k, Some(Arc::new(InTurn))).unwrap();
+            assert_eq!(full.live.parallel(), k > 1);
+            full.set_shard_min_events(1);
+            let mut counted = full.clone();
+            let mut finalized = 0;
+            for round in 0..12i64 {
+                let batch: Vec<Delivery> = (0..20i64)
+                    .map(|i| Delivery {
+                        partition: if i % 2 == 0 { "a" } else { "b" }.into(),
+                        offset: None,
+                        event: Event {
+                            id: format!("e{round}-{i}"),
+                            key: format!("k{}", (i * 7 + round) % 5),
+                            timestamp: round * 10 + (i * 3) % 13,
+                            value: i - 9,
+                        },
+                    })
+                    .collect();
+                assert_eq!(
+                    full.ingest(batch.clone()).unwrap(),
+                    counted.ingest(batch).unwrap()
+                );
+                let advances = [("a", round * 10 - 2), ("b", round * 10)];
+                let mut want = full.advance_all(&advances).unwrap();
+                let got = counted
+                    .advance_all_with(&advances, Finalized::Count)
+                    .unwrap();
+                assert_eq!(got.finalized_count, want.finalized.len(), "round {round}");
+                assert!(got.finalized.is_empty());
+                want.finalized.clear();
+                assert_eq!(got, want, "round {round}");
+                finalized += got.finalized_count;
+            }
+            let idle = counted.mark_idle_with("b", Finalized::Count).unwrap();
+            let want = full.mark_idle("b").unwrap();
+            assert_eq!(idle.finalized_count, want.finalized.len());
+            let one = counted.advance_with("a", 500, Finalized::Count).unwrap();
+            let want = full.advance("a", 500).unwrap();
+            assert_eq!(one.finalized_count, want.finalized.len());
+            assert_eq!(one.changes, want.changes);
+            assert!(finalized + one.finalized_count > 20, "{finalized}");
+            assert_eq!(counted.checkpoint().unwrap(), full.checkpoint().unwrap());
+        }
     }
 }

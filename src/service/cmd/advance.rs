@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use crate::engine::TickOutcome;
+use crate::engine::{Finalized, TickOutcome};
 use crate::service::ServiceError;
 use crate::store::EngineId;
 
@@ -16,6 +16,10 @@ pub(in crate::service) struct Advance<'a> {
     #[serde(borrow)]
     pub partition: Cow<'a, str>,
     pub watermark: i64,
+    /// What the answer shows of the finalized buckets (not logged: a
+    /// replay needs their number only).
+    #[serde(skip)]
+    pub detail: Finalized,
 }
 
 impl Advance<'_> {
@@ -37,7 +41,7 @@ impl Cmd for Advance<'_> {
     fn apply(self, engines: &mut Engines) -> Result<TickOutcome, ServiceError> {
         engines
             .window
-            .advance(&self.partition, self.watermark)
+            .advance_with(&self.partition, self.watermark, self.detail)
             .map_err(ServiceError::Rejected)
     }
 
@@ -57,6 +61,7 @@ impl Logged for Advance<'static> {
         Ok(Advance {
             partition: Cow::Owned(row.partition.into_owned()),
             watermark: row.watermark,
+            detail: Finalized::Count,
         })
     }
 }

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use crate::engine::TickOutcome;
+use crate::engine::{Finalized, TickOutcome};
 use crate::service::ServiceError;
 use crate::store::EngineId;
 
@@ -15,19 +15,23 @@ use super::{unreadable, Advance, Cmd, Engines, Logged, Output};
 #[derive(Debug)]
 pub(in crate::service) struct AdvanceAll<'a> {
     pub advances: Vec<Advance<'a>>,
+    /// What the answer shows of the finalized buckets (not logged).
+    pub detail: Finalized,
 }
 
 impl AdvanceAll<'_> {
     /// The advances `(partition, watermark)`, in order.
-    pub fn of(advances: &[(String, i64)]) -> AdvanceAll<'_> {
+    pub fn of(advances: &[(String, i64)], detail: Finalized) -> AdvanceAll<'_> {
         AdvanceAll {
             advances: advances
                 .iter()
                 .map(|(partition, watermark)| Advance {
                     partition: partition.as_str().into(),
                     watermark: *watermark,
+                    detail,
                 })
                 .collect(),
+            detail,
         }
     }
 
@@ -54,7 +58,7 @@ impl Cmd for AdvanceAll<'_> {
             .collect();
         engines
             .window
-            .advance_all(&items)
+            .advance_all_with(&items, self.detail)
             .map_err(ServiceError::BatchRejected)
     }
 
@@ -77,8 +81,10 @@ impl Logged for AdvanceAll<'static> {
                 .map(|a| Advance {
                     partition: Cow::Owned(a.partition.into_owned()),
                     watermark: a.watermark,
+                    detail: Finalized::Count,
                 })
                 .collect(),
+            detail: Finalized::Count,
         })
     }
 }

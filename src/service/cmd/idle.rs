@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use crate::engine::TickOutcome;
+use crate::engine::{Finalized, TickOutcome};
 use crate::service::ServiceError;
 use crate::store::EngineId;
 
@@ -13,6 +13,8 @@ use super::{unreadable, Cmd, Engines, Logged, Output};
 #[derive(Debug)]
 pub(in crate::service) struct Idle<'a> {
     pub partition: Cow<'a, str>,
+    /// What the answer shows of the finalized buckets (not logged).
+    pub detail: Finalized,
 }
 
 impl Idle<'_> {
@@ -34,7 +36,7 @@ impl Cmd for Idle<'_> {
     fn apply(self, engines: &mut Engines) -> Result<TickOutcome, ServiceError> {
         engines
             .window
-            .mark_idle(&self.partition)
+            .mark_idle_with(&self.partition, self.detail)
             .map_err(ServiceError::Rejected)
     }
 
@@ -53,6 +55,7 @@ impl Logged for Idle<'static> {
         let partition: String = serde_json::from_slice(body).map_err(unreadable)?;
         Ok(Idle {
             partition: Cow::Owned(partition),
+            detail: Finalized::Count,
         })
     }
 }

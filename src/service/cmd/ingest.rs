@@ -83,8 +83,9 @@ impl Cmd for Ingest<'_> {
             if let Some(to) = derive(*bound, progress, idle, largest) {
                 // A partition of the pipeline (its deliveries were just
                 // consumed): an advance cannot be refused.
+                // (its finalized buckets are not in the answer)
                 let t = w
-                    .advance(p, to)
+                    .advance_with(p, to, crate::engine::Finalized::Count)
                     .map_err(|r| ServiceError::Unavailable(r.to_string()))?;
                 out.changes.extend(t.changes);
                 out.watermark = t.watermark;

@@ -450,6 +450,7 @@ impl Model {
         TickOutcome {
             changes,
             watermark: self.watermark,
+            finalized_count: finalized.len(),
             finalized,
         }
     }
