@@ -121,7 +121,7 @@ pub fn row(names: &[Arc<str>], keys: &KeyTable, b: &BucketRef, agg: &Agg) -> Win
         start: b.start,
         end: b.end,
         count: agg.count,
-        sum: agg.sum,
+        sum: agg.sum(),
         min: agg.min,
         max: agg.max,
     }

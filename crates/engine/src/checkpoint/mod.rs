@@ -252,7 +252,7 @@ fn write_live_rows(p: &Processor, rows: &[(BucketRef, &Agg)], buf: &mut Vec<u8>)
             b.start,
             b.end,
             agg.count,
-            agg.sum,
+            agg.sum(),
             agg.min,
             agg.max,
         );

@@ -451,12 +451,7 @@ fn bucket_of(
             r.start, r.end
         ));
     }
-    let agg = Agg {
-        count: r.count,
-        sum: r.sum,
-        min: r.min,
-        max: r.max,
-    };
+    let agg = Agg::new(r.count, r.sum, r.min, r.max);
     let b = BucketRef {
         window,
         key: keys.intern(&r.key),
