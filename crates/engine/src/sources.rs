@@ -717,9 +717,11 @@ impl Sources {
         self.reindex();
     }
 
-    /// Rebuilds the tail's id index.
+    /// Rebuilds the tail's id index (in the table it had: the tail grows
+    /// back to about the size it was flushed at).
     fn reindex(&mut self) {
-        let mut index = StrIndex::default();
+        let mut index = std::mem::take(&mut self.index);
+        index.clear();
         for (i, r) in self.records.iter().enumerate() {
             let h = StrIndex::hash(r.id.as_str());
             let records = &self.records;

@@ -25,6 +25,14 @@ impl Default for StrIndex {
 }
 
 impl StrIndex {
+    /// Empties the index, keeping its table: an index refilled to the size
+    /// it had (the history tail after each flush) does not grow through
+    /// every doubling again.
+    pub fn clear(&mut self) {
+        self.slots.fill(EMPTY);
+        self.len = 0;
+    }
+
     #[inline]
     fn mask(&self) -> usize {
         self.slots.len() - 1
