@@ -343,8 +343,18 @@ impl Processor {
             let before = self.clock.global;
             self.clock.advance(p, watermark);
             let t = self.tick(before, detail);
-            out.changes.extend(t.changes);
-            out.finalized.extend(t.finalized);
+            // (the first advance's lists are taken as they are: a tick
+            // moves thousands of changes, and most calls advance once)
+            if out.changes.is_empty() {
+                out.changes = t.changes;
+            } else {
+                out.changes.extend(t.changes);
+            }
+            if out.finalized.is_empty() {
+                out.finalized = t.finalized;
+            } else {
+                out.finalized.extend(t.finalized);
+            }
             out.finalized_count += t.finalized_count;
             out.watermark = t.watermark;
         }
