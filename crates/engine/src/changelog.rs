@@ -284,7 +284,7 @@ impl Changelog {
         }
         let mut pending = std::collections::HashSet::default();
         if let Some(w) = watermark {
-            live.for_each_ending_in(None, w as i128, |b| {
+            live.for_each_ending_in(None, w as i128, |b, _| {
                 if !visible_set.contains(&b) {
                     pending.insert(b);
                 }

@@ -144,9 +144,9 @@ pub fn run_jobs(
 
 /// A shard's share of a watermark tick: the buckets that became ready
 /// (`before < end <= w`, `None` if the watermark did not move) with their
-/// rows, then the buckets finalized below `threshold`; the ready list
-/// sorted in address order (`ranked`: see [`KeyTable::prepare_ranks`]),
-/// the finalized one too when `sort_finalized`.
+/// rows, sorted in address order (`ranked`: see
+/// [`KeyTable::prepare_ranks`]); then the buckets finalized below
+/// `threshold`, how many, and (`list`) sorted the same way.
 #[allow(clippy::type_complexity)]
 pub fn tick_share(
     live: &mut LiveIndex,
@@ -154,25 +154,21 @@ pub fn tick_share(
     threshold: i128,
     keys: &KeyTable,
     ranked: bool,
-    sort_finalized: bool,
-) -> (Vec<(BucketRef, Agg)>, Vec<(BucketRef, ())>) {
+    list: bool,
+) -> (Vec<(BucketRef, Agg)>, Vec<(BucketRef, ())>, usize) {
     let mut ready = Vec::new();
     if let Some((before, w)) = newly {
-        let index = &*live;
-        index.for_each_ending_in(before, w, |b| {
-            if let Some(agg) = index.get(&b) {
-                ready.push((b, *agg));
-            }
-        });
+        live.for_each_ending_in(before, w, |b, agg| ready.push((b, *agg)));
     }
-    let mut finalized: Vec<(BucketRef, ())> = live
-        .finalize_below(threshold)
-        .into_iter()
-        .map(|b| (b, ()))
-        .collect();
+    let mut finalized: Vec<(BucketRef, ())> = Vec::new();
+    let mut count = 0;
+    live.finalize_below(threshold, |b| {
+        count += 1;
+        if list {
+            finalized.push((b, ()));
+        }
+    });
     sort_prepared(keys, ranked, &mut ready, |x| &x.0);
-    if sort_finalized {
-        sort_prepared(keys, ranked, &mut finalized, |x| &x.0);
-    }
-    (ready, finalized)
+    sort_prepared(keys, ranked, &mut finalized, |x| &x.0);
+    (ready, finalized, count)
 }

@@ -481,8 +481,13 @@ impl LiveIndex {
     }
 
     /// Calls `f` for every live bucket with `lo < end <= hi` (`lo = None`:
-    /// no lower bound).
-    pub fn for_each_ending_in(&self, lo: Option<i128>, hi: i128, mut f: impl FnMut(BucketRef)) {
+    /// no lower bound), with its aggregate.
+    pub fn for_each_ending_in(
+        &self,
+        lo: Option<i128>,
+        hi: i128,
+        mut f: impl FnMut(BucketRef, &Agg),
+    ) {
         use std::ops::Bound::{Excluded, Included, Unbounded};
         for index in &self.windows {
             match index {
@@ -499,13 +504,16 @@ impl LiveIndex {
                         }
                     }
                     for (start, keys) in a.buckets.range((lower, Included(upper))) {
-                        for &key in keys.keys() {
-                            f(BucketRef {
-                                window: a.window,
-                                key,
-                                start,
-                                end: start + size,
-                            });
+                        for (&key, agg) in keys {
+                            f(
+                                BucketRef {
+                                    window: a.window,
+                                    key,
+                                    start,
+                                    end: start + size,
+                                },
+                                agg,
+                            );
                         }
                     }
                 }
@@ -518,26 +526,32 @@ impl LiveIndex {
                         continue;
                     }
                     for &(end, key) in s.by_end.range((lower, Included((hi, KeyId::MAX)))) {
-                        let Some(start) = s.per_key.get(&key).and_then(|ss| start_of(ss, end))
-                        else {
+                        let found = s.per_key.get(&key).and_then(|ss| {
+                            let start = start_of(ss, end)?;
+                            Some((start, &ss.get(&start)?.agg))
+                        });
+                        let Some((start, agg)) = found else {
                             debug_assert!(false, "a by-end entry without its session");
                             continue;
                         };
-                        f(BucketRef {
-                            window: s.window,
-                            key,
-                            start,
-                            end,
-                        });
+                        f(
+                            BucketRef {
+                                window: s.window,
+                                key,
+                                start,
+                                end,
+                            },
+                            agg,
+                        );
                     }
                 }
             }
         }
     }
 
-    /// Removes and returns every live bucket with `end < threshold`.
-    pub fn finalize_below(&mut self, threshold: i128) -> Vec<BucketRef> {
-        let mut out = Vec::new();
+    /// Removes every live bucket with `end < threshold`, calling `out` with
+    /// each.
+    pub fn finalize_below(&mut self, threshold: i128, mut out: impl FnMut(BucketRef)) {
         for index in &mut self.windows {
             match index {
                 WindowIndex::Aligned(a) => {
@@ -545,12 +559,14 @@ impl LiveIndex {
                     let len = &mut a.len;
                     while a.buckets.pop_first_below(threshold - size, |start, keys| {
                         *len -= keys.len();
-                        out.extend(keys.keys().map(|&key| BucketRef {
-                            window,
-                            key,
-                            start,
-                            end: start + size,
-                        }));
+                        for &key in keys.keys() {
+                            out(BucketRef {
+                                window,
+                                key,
+                                start,
+                                end: start + size,
+                            });
+                        }
                     }) {}
                 }
                 WindowIndex::Session(s) => {
@@ -572,7 +588,7 @@ impl LiveIndex {
                             s.per_key.remove(&key);
                         }
                         s.len -= 1;
-                        out.push(BucketRef {
+                        out(BucketRef {
                             window: s.window,
                             key,
                             start,
@@ -582,7 +598,6 @@ impl LiveIndex {
                 }
             }
         }
-        out
     }
 
     /// Every live bucket of every window with its aggregate, in no particular

@@ -401,7 +401,7 @@ impl Processor {
         if let Some(w) = after {
             if before != after {
                 self.live
-                    .for_each_ending_in(before.map(|b| b as i128), w as i128, |b| {
+                    .for_each_ending_in(before.map(|b| b as i128), w as i128, |b, _| {
                         touches.push(b, None)
                     });
             }
@@ -441,7 +441,14 @@ impl Processor {
                 detail == Finalized::Addresses,
             )
         });
-        let (ready, finalized): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
+        let mut ready = Vec::with_capacity(k);
+        let mut finalized = Vec::with_capacity(k);
+        let mut finalized_count = 0;
+        for (r, f, n) in parts {
+            ready.push(r);
+            finalized.push(f);
+            finalized_count += n;
+        }
         let mut out = TickOutcome {
             watermark: Some(w),
             ..TickOutcome::default()
@@ -455,7 +462,7 @@ impl Processor {
                 result: row(names, keys, &b, &agg),
             })
         });
-        out.finalized_count = finalized.iter().map(Vec::len).sum();
+        out.finalized_count = finalized_count;
         if detail == Finalized::Addresses {
             out.finalized.reserve(out.finalized_count);
             merge_sorted(keys, ranked, finalized, |(b, ())| {
@@ -536,7 +543,7 @@ impl Processor {
             None => None,
         };
         let mut rows = Vec::new();
-        self.live.for_each_ending_in(None, w as i128, |b| {
+        self.live.for_each_ending_in(None, w as i128, |b, _| {
             if window.is_none_or(|x| x == b.window)
                 && key.is_none_or(|k| k == b.key)
                 && self.changelog.is_visible(&b)

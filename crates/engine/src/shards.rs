@@ -240,8 +240,14 @@ impl ShardedLive {
         self.shard(b.key).get(b)
     }
 
-    /// Calls `f` for every live bucket with `lo < end <= hi`, shard by shard.
-    pub fn for_each_ending_in(&self, lo: Option<i128>, hi: i128, mut f: impl FnMut(BucketRef)) {
+    /// Calls `f` for every live bucket with `lo < end <= hi`, shard by
+    /// shard, with its aggregate.
+    pub fn for_each_ending_in(
+        &self,
+        lo: Option<i128>,
+        hi: i128,
+        mut f: impl FnMut(BucketRef, &Agg),
+    ) {
         for shard in &self.shards {
             shard.for_each_ending_in(lo, hi, &mut f);
         }
@@ -259,7 +265,7 @@ impl ShardedLive {
     pub fn finalize_below(&mut self, threshold: i128) -> Vec<BucketRef> {
         let mut out = Vec::new();
         for shard in &mut self.shards {
-            out.extend(shard.finalize_below(threshold));
+            shard.finalize_below(threshold, |b| out.push(b));
         }
         out
     }
