@@ -28,7 +28,8 @@ impl AdvanceAll<'_> {
                 .map(|(partition, watermark)| Advance {
                     partition: partition.as_str().into(),
                     watermark: *watermark,
-                    detail,
+                    // (unused here: the call's `detail` applies to all)
+                    detail: Finalized::Count,
                 })
                 .collect(),
             detail,
@@ -81,6 +82,7 @@ impl Logged for AdvanceAll<'static> {
                 .map(|a| Advance {
                     partition: Cow::Owned(a.partition.into_owned()),
                     watermark: a.watermark,
+                    // (unused here, as above)
                     detail: Finalized::Count,
                 })
                 .collect(),
