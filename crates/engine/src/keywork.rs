@@ -158,7 +158,7 @@ pub fn tick_share(
 ) -> (Vec<(BucketRef, Agg)>, Vec<(BucketRef, ())>, usize) {
     let mut ready = Vec::new();
     if let Some((before, w)) = newly {
-        live.for_each_ending_in(before, w, |b, agg| ready.push((b, *agg)));
+        live.sweep_ready(before, w, |b, agg| ready.push((b, *agg)));
     }
     let mut finalized: Vec<(BucketRef, ())> = Vec::new();
     let mut count = 0;

@@ -401,7 +401,7 @@ impl Processor {
         if let Some(w) = after {
             if before != after {
                 self.live
-                    .for_each_ending_in(before.map(|b| b as i128), w as i128, |b, _| {
+                    .sweep_ready(before.map(|b| b as i128), w as i128, |b, _| {
                         touches.push(b, None)
                     });
             }
