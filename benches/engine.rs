@@ -246,6 +246,10 @@ fn main() {
             "fixed + sliding + session + stream-time 10s",
             r#""fixed_10s":{"kind":"fixed","size":10000},"sliding_10s_2s":{"kind":"sliding","size":10000,"step":2000},"session_50ms":{"kind":"session","gap":50},"stream_10s":{"kind":"stream_time","size":10000}"#,
         ),
+        (
+            "send's: fixed + sliding + session 1s",
+            r#""fixed_10s":{"kind":"fixed","size":10000},"sliding_10s_2s":{"kind":"sliding","size":10000,"step":2000},"session_1s":{"kind":"session","gap":1000}"#,
+        ),
     ];
     let mut fixed_rate = 0.0;
     let only = std::env::var("BENCH_ONLY").ok();

@@ -157,17 +157,19 @@ pub fn tick_share(
     list: bool,
 ) -> (Vec<(BucketRef, Agg)>, Vec<(BucketRef, ())>, usize) {
     let mut ready = Vec::new();
-    if let Some((before, w)) = newly {
-        live.sweep_ready(before, w, |b, agg| ready.push((b, *agg)));
-    }
     let mut finalized: Vec<(BucketRef, ())> = Vec::new();
     let mut count = 0;
-    live.finalize_below(threshold, |b| {
-        count += 1;
-        if list {
-            finalized.push((b, ()));
-        }
-    });
+    live.tick(
+        newly,
+        Some(threshold),
+        |b, agg| ready.push((b, *agg)),
+        |b| {
+            count += 1;
+            if list {
+                finalized.push((b, ()));
+            }
+        },
+    );
     sort_prepared(keys, ranked, &mut ready, |x| &x.0);
     sort_prepared(keys, ranked, &mut finalized, |x| &x.0);
     (ready, finalized, count)

@@ -107,6 +107,7 @@ mod idstr;
 mod keywork;
 pub mod late;
 mod live;
+mod session;
 mod num;
 pub mod segment_text;
 mod shards;

@@ -3,25 +3,18 @@
 //! Aligned windows (fixed, sliding, stream-time) keep their buckets by start,
 //! then by key: the end is `start + size`, so the start order is the end order
 //! that readiness (`end <= W`) and finalization (`W > end + lateness`) walk.
-//! Session windows keep, per key, their sessions by start (they never
-//! intersect or touch, so start order is also end order) plus a by-end
-//! queue ([`ByEnd`]): a key's sessions have distinct ends, and the start of
-//! the one ending at `end` is the last start before `end`.
+//! Session windows are in [`super::session`]: per key by start, plus a
+//! queue by end.
 //! Every operation a call or a tick makes costs O(log n) (amortized, for
 //! sessions) plus what it returns: nothing here scans all live buckets
 //! except the reads ([`LiveIndex::buckets`], used by checkpoints, and
 //! [`LiveIndex::for_each_ending_in`], used by queries and restores).
-//!
-//! docs/semantics.md, "Window assignment", sessions: every pair of live sessions of a window
-//! and key that intersect OR touch (`a.end == b.start`) is merged,
-//! transitively; the merged start is the minimum start, the merged end the
-//! maximum end, and the aggregate combines each unique accepted event once.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 
 use super::aggregate::Agg;
 use super::pipeline::WindowDef;
+use super::session::SessionWindow;
 use streamforge_keys::FxMap;
 use streamforge_keys::KeyId;
 
@@ -41,14 +34,6 @@ pub struct BucketRef {
     pub start: i128,
     /// Exclusive end.
     pub end: i128,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Session {
-    end: i128,
-    agg: Agg,
-    /// The stamp of the session's current by-end entry (see [`ByEnd`]).
-    stamp: u64,
 }
 
 /// Buckets of one aligned window: start -> key -> aggregate. The per-start
@@ -292,379 +277,6 @@ impl AlignedWindow {
     }
 }
 
-/// A session's entry in the by-end queue: its end, its key, and the stamp
-/// it had when the entry was made. Ordered by end only.
-#[derive(Debug, Clone, Copy)]
-struct EndEntry {
-    end: i128,
-    key: KeyId,
-    stamp: u64,
-}
-
-impl PartialEq for EndEntry {
-    fn eq(&self, other: &Self) -> bool {
-        self.end == other.end
-    }
-}
-impl Eq for EndEntry {}
-impl PartialOrd for EndEntry {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for EndEntry {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.end.cmp(&other.end)
-    }
-}
-
-/// The sessions of a window by end, for ticks: which sessions became ready
-/// (`before < end <= W`) and which are final (`end < threshold`).
-///
-/// Two min-heaps of [`EndEntry`], split at `swept` (the highest watermark a
-/// tick has swept): `pending` holds the entries ending after it, `ready`
-/// the others. A tick pops from `pending` what the new watermark reaches,
-/// and finalization pops from both what the threshold passes. Entries are
-/// never removed in place: when a session grows or merges, it gets a new
-/// stamp and a new entry, and the old entry goes stale (no live session of
-/// its key ends at its end with its stamp); stale entries are dropped when
-/// they are popped. A push is O(1) in the common case (a new end is mostly
-/// the largest) and a pop O(log n), where the ordered set this replaces
-/// paid a B-tree search for both an insert and a remove on every grown
-/// session.
-///
-/// Stale entries are bounded: when the queue holds more than twice the
-/// live sessions (plus a constant), it is rebuilt from them ([`ByEnd::
-/// rebuild`]), so its size follows the live sessions, never the events
-/// received, even while the watermark stands still.
-#[derive(Debug, Clone, Default)]
-struct ByEnd {
-    pending: BinaryHeap<Reverse<EndEntry>>,
-    ready: BinaryHeap<Reverse<EndEntry>>,
-    swept: Option<i128>,
-    next_stamp: u64,
-}
-
-/// Stale entries tolerated beyond twice the live sessions.
-const BY_END_SLACK: usize = 64;
-
-impl ByEnd {
-    /// A fresh stamp.
-    #[inline]
-    fn stamp(&mut self) -> u64 {
-        self.next_stamp += 1;
-        self.next_stamp
-    }
-
-    #[inline]
-    fn len(&self) -> usize {
-        self.pending.len() + self.ready.len()
-    }
-
-    /// Files a session's entry.
-    #[inline]
-    fn push(&mut self, end: i128, key: KeyId, stamp: u64) {
-        let e = Reverse(EndEntry { end, key, stamp });
-        if self.swept.is_some_and(|s| end <= s) {
-            self.ready.push(e);
-        } else {
-            self.pending.push(e);
-        }
-    }
-
-    /// Drops every entry and files one per live session anew.
-    fn rebuild(&mut self, per_key: &mut FxMap<KeyId, BTreeMap<i128, Session>>) {
-        self.pending.clear();
-        self.ready.clear();
-        for (&key, sessions) in per_key.iter_mut() {
-            for s in sessions.values_mut() {
-                s.stamp = self.stamp();
-                self.push(s.end, key, s.stamp);
-            }
-        }
-    }
-}
-
-/// The sessions of a session window: per key by start, plus a by-end queue.
-#[derive(Debug, Clone)]
-pub struct SessionWindow {
-    window: WinNo,
-    gap: i64,
-    per_key: FxMap<KeyId, BTreeMap<i128, Session>>,
-    by_end: ByEnd,
-    len: usize,
-}
-
-/// The live session an entry stands for, with its start: none if the
-/// entry is stale.
-#[inline]
-fn live_of(
-    per_key: &FxMap<KeyId, BTreeMap<i128, Session>>,
-    e: &EndEntry,
-) -> Option<(i128, Session)> {
-    let (&start, s) = per_key.get(&e.key)?.range(..e.end).next_back()?;
-    (s.end == e.end && s.stamp == e.stamp).then_some((start, *s))
-}
-
-impl SessionWindow {
-    /// Files a session's new by-end entry, after which the queue is
-    /// compacted if stale entries outnumber the live sessions.
-    #[inline]
-    fn file(&mut self, end: i128, key: KeyId, stamp: u64) {
-        self.by_end.push(end, key, stamp);
-        if self.by_end.len() > 2 * self.len + BY_END_SLACK {
-            self.by_end.rebuild(&mut self.per_key);
-        }
-    }
-
-    /// Adds an event: the session `[t, t + gap)` merged with every live
-    /// session of `key` it intersects or touches. `removed(b, agg)` is
-    /// called for each session that disappears (before it does); returns
-    /// the resulting session's address.
-    pub fn add(
-        &mut self,
-        key: KeyId,
-        timestamp: i64,
-        value: i64,
-        mut removed: impl FnMut(BucketRef, &Agg),
-    ) -> BucketRef {
-        let window = self.window;
-        let mut start = timestamp as i128;
-        let mut end = start + self.gap as i128;
-        let mut agg = Agg::of(value);
-        let sessions = self.per_key.entry(key).or_default();
-        // Sessions are disjoint and non-touching, so walking down from the
-        // last one starting at or before `end` visits exactly the ones that
-        // intersect or touch, while their end reaches `start`.
-        //
-        // The common cases first, without collecting: no session touches
-        // (a new one), or exactly one does (it grows, in place when its
-        // start stays).
-        let mut near = sessions.range(..=end).rev();
-        let first = near
-            .next()
-            .filter(|(_, s)| s.end >= start)
-            .map(|(&k, &s)| (k, s));
-        let second = near.next().is_some_and(|(_, s)| s.end >= start);
-        match (first, second) {
-            (None, _) => {
-                let stamp = self.by_end.stamp();
-                sessions.insert(start, Session { end, agg, stamp });
-                self.len += 1;
-                self.file(end, key, stamp);
-                return BucketRef {
-                    window,
-                    key,
-                    start,
-                    end,
-                };
-            }
-            (Some((s_start, s)), false) => {
-                removed(
-                    BucketRef {
-                        window,
-                        key,
-                        start: s_start,
-                        end: s.end,
-                    },
-                    &s.agg,
-                );
-                agg.merge(&s.agg);
-                start = start.min(s_start);
-                end = end.max(s.end);
-                // Same end: the entry stands; a new end: a new entry.
-                let stamp = if end == s.end {
-                    s.stamp
-                } else {
-                    self.by_end.stamp()
-                };
-                if start == s_start {
-                    if let Some(kept) = sessions.get_mut(&s_start) {
-                        *kept = Session { end, agg, stamp };
-                    }
-                } else {
-                    sessions.remove(&s_start);
-                    sessions.insert(start, Session { end, agg, stamp });
-                }
-                if end != s.end {
-                    self.file(end, key, stamp);
-                }
-                return BucketRef {
-                    window,
-                    key,
-                    start,
-                    end,
-                };
-            }
-            (Some(_), true) => {}
-        }
-        let mut merged: Vec<(i128, Session)> = Vec::new();
-        for (&s_start, s) in sessions.range(..=end).rev() {
-            if s.end < start {
-                break;
-            }
-            merged.push((s_start, *s));
-        }
-        for (s_start, s) in merged {
-            sessions.remove(&s_start);
-            removed(
-                BucketRef {
-                    window,
-                    key,
-                    start: s_start,
-                    end: s.end,
-                },
-                &s.agg,
-            );
-            self.len -= 1;
-            agg.merge(&s.agg);
-            start = start.min(s_start);
-            end = end.max(s.end);
-        }
-        let stamp = self.by_end.stamp();
-        sessions.insert(start, Session { end, agg, stamp });
-        self.len += 1;
-        self.file(end, key, stamp);
-        BucketRef {
-            window,
-            key,
-            start,
-            end,
-        }
-    }
-
-    /// Calls `f` for every live session with `lo < end <= hi`, in no
-    /// particular order. A tick's sweep: when `lo` is at least the last
-    /// sweep's `hi`, it pops only what became ready; otherwise it also
-    /// reads the ready entries.
-    fn sweep_ready(&mut self, lo: Option<i128>, hi: i128, mut f: impl FnMut(BucketRef, &Agg)) {
-        let window = self.window;
-        let after_lo = |end: i128| lo.is_none_or(|lo| end > lo);
-        let mut report = |start: i128, e: &EndEntry, s: &Session| {
-            f(
-                BucketRef {
-                    window,
-                    key: e.key,
-                    start,
-                    end: e.end,
-                },
-                &s.agg,
-            )
-        };
-        let behind = match (lo, self.by_end.swept) {
-            (_, None) => false,
-            (None, Some(_)) => true,
-            (Some(lo), Some(swept)) => lo < swept,
-        };
-        if behind {
-            for Reverse(e) in self.by_end.ready.iter() {
-                if after_lo(e.end) && e.end <= hi {
-                    if let Some((start, s)) = live_of(&self.per_key, e) {
-                        report(start, e, &s);
-                    }
-                }
-            }
-        }
-        while let Some(&Reverse(e)) = self.by_end.pending.peek() {
-            if e.end > hi {
-                break;
-            }
-            self.by_end.pending.pop();
-            if let Some((start, s)) = live_of(&self.per_key, &e) {
-                if after_lo(e.end) {
-                    report(start, &e, &s);
-                }
-                self.by_end.ready.push(Reverse(e));
-            }
-        }
-        if self.by_end.swept.is_none_or(|s| s < hi) {
-            self.by_end.swept = Some(hi);
-        }
-    }
-
-    /// Calls `f` for every live session with `lo < end <= hi`, in no
-    /// particular order: a read, which looks at every entry.
-    fn for_each_ending_in(&self, lo: Option<i128>, hi: i128, mut f: impl FnMut(BucketRef, &Agg)) {
-        let entries = self.by_end.pending.iter().chain(self.by_end.ready.iter());
-        for Reverse(e) in entries {
-            if lo.is_none_or(|lo| e.end > lo) && e.end <= hi {
-                if let Some((start, s)) = live_of(&self.per_key, e) {
-                    f(
-                        BucketRef {
-                            window: self.window,
-                            key: e.key,
-                            start,
-                            end: e.end,
-                        },
-                        &s.agg,
-                    );
-                }
-            }
-        }
-    }
-
-    /// Removes every live session with `end < threshold`, calling `out`
-    /// with each.
-    fn finalize_below(&mut self, threshold: i128, mut out: impl FnMut(BucketRef)) {
-        for heap in [&mut self.by_end.ready, &mut self.by_end.pending] {
-            while let Some(&Reverse(e)) = heap.peek() {
-                if e.end >= threshold {
-                    break;
-                }
-                heap.pop();
-                let Some((start, _)) = live_of(&self.per_key, &e) else {
-                    continue;
-                };
-                if let Some(sessions) = self.per_key.get_mut(&e.key) {
-                    sessions.remove(&start);
-                    if sessions.is_empty() {
-                        self.per_key.remove(&e.key);
-                    }
-                }
-                self.len -= 1;
-                out(BucketRef {
-                    window: self.window,
-                    key: e.key,
-                    start,
-                    end: e.end,
-                });
-            }
-        }
-    }
-
-    /// Puts a session in place: `check` says whether to refuse one that
-    /// intersects or touches a live session of its key.
-    fn insert(&mut self, b: BucketRef, agg: Agg, check: bool) -> Result<(), String> {
-        let sessions = self.per_key.entry(b.key).or_default();
-        if check {
-            if let Some((_, prev)) = sessions.range(..=b.end).next_back() {
-                if prev.end >= b.start {
-                    return Err(format!(
-                        "sessions [{}, {}) and another of the same window and key intersect or touch",
-                        b.start, b.end
-                    ));
-                }
-            }
-        }
-        let stamp = self.by_end.stamp();
-        if sessions
-            .insert(
-                b.start,
-                Session {
-                    end: b.end,
-                    agg,
-                    stamp,
-                },
-            )
-            .is_none()
-        {
-            self.len += 1;
-        }
-        self.file(b.end, b.key, stamp);
-        Ok(())
-    }
-}
-
 /// All live buckets of all windows.
 ///
 /// Aligned to 128 bytes, as is each window's part: with key-hash shards, the
@@ -704,13 +316,9 @@ impl LiveIndex {
                     WindowDef::StreamTime { size } => {
                         aligned(AlignedDef::StreamTime { size }, size)
                     }
-                    WindowDef::Session { gap } => WindowIndex::Session(SessionWindow {
-                        window,
-                        gap,
-                        per_key: FxMap::default(),
-                        by_end: ByEnd::default(),
-                        len: 0,
-                    }),
+                    WindowDef::Session { gap } => {
+                        WindowIndex::Session(SessionWindow::new(window, gap))
+                    }
                 }
             })
             .collect();
@@ -723,7 +331,7 @@ impl LiveIndex {
             .iter()
             .map(|w| match w {
                 WindowIndex::Aligned(a) => a.len,
-                WindowIndex::Session(s) => s.len,
+                WindowIndex::Session(s) => s.len(),
             })
             .sum()
     }
@@ -744,10 +352,7 @@ impl LiveIndex {
                 }
                 a.buckets.get(b.start, b.key)
             }
-            WindowIndex::Session(s) => {
-                let session = s.per_key.get(&b.key)?.get(&b.start)?;
-                (session.end == b.end).then_some(&session.agg)
-            }
+            WindowIndex::Session(s) => s.get(b.key, b.start, b.end),
         }
     }
 
@@ -769,42 +374,56 @@ impl LiveIndex {
         }
     }
 
-    /// What [`LiveIndex::for_each_ending_in`] calls `f` with, for a tick
-    /// from watermark `lo` to `hi`: a session window pops only the sessions
-    /// the watermark reached since its last sweep (when `lo` is behind that
+    /// A tick's work: `ready(b, agg)` for every live bucket with
+    /// `lo < end <= hi` when `newly` is `Some((lo, hi))` (what
+    /// [`LiveIndex::for_each_ending_in`] would call `f` with), then `fin(b)`
+    /// for every one with `end < threshold` when there is a threshold,
+    /// which is removed. A session window pops only the sessions the
+    /// watermark reached since its last sweep (when `lo` is behind that
     /// sweep, it also reads those it swept before).
-    pub fn sweep_ready(&mut self, lo: Option<i128>, hi: i128, mut f: impl FnMut(BucketRef, &Agg)) {
+    pub fn tick(
+        &mut self,
+        newly: Option<(Option<i128>, i128)>,
+        threshold: Option<i128>,
+        mut ready: impl FnMut(BucketRef, &Agg),
+        mut fin: impl FnMut(BucketRef),
+    ) {
         for index in &mut self.windows {
             match index {
-                WindowIndex::Aligned(a) => a.for_each_ending_in(lo, hi, &mut f),
-                WindowIndex::Session(s) => s.sweep_ready(lo, hi, &mut f),
+                WindowIndex::Aligned(a) => {
+                    if let Some((lo, hi)) = newly {
+                        a.for_each_ending_in(lo, hi, &mut ready);
+                    }
+                    if let Some(threshold) = threshold {
+                        let (window, size) = (a.window, a.size);
+                        let len = &mut a.len;
+                        while a.buckets.pop_first_below(threshold - size, |start, keys| {
+                            *len -= keys.len();
+                            for &key in keys.keys() {
+                                fin(BucketRef {
+                                    window,
+                                    key,
+                                    start,
+                                    end: start + size,
+                                });
+                            }
+                        }) {}
+                    }
+                }
+                WindowIndex::Session(s) => s.tick(newly, threshold, &mut ready, &mut fin),
             }
         }
     }
 
+    /// The sweep of [`LiveIndex::tick`] alone.
+    pub fn sweep_ready(&mut self, lo: Option<i128>, hi: i128, f: impl FnMut(BucketRef, &Agg)) {
+        self.tick(Some((lo, hi)), None, f, |_| {});
+    }
+
     /// Removes every live bucket with `end < threshold`, calling `out` with
-    /// each.
-    pub fn finalize_below(&mut self, threshold: i128, mut out: impl FnMut(BucketRef)) {
-        for index in &mut self.windows {
-            match index {
-                WindowIndex::Aligned(a) => {
-                    let (window, size) = (a.window, a.size);
-                    let len = &mut a.len;
-                    while a.buckets.pop_first_below(threshold - size, |start, keys| {
-                        *len -= keys.len();
-                        for &key in keys.keys() {
-                            out(BucketRef {
-                                window,
-                                key,
-                                start,
-                                end: start + size,
-                            });
-                        }
-                    }) {}
-                }
-                WindowIndex::Session(s) => s.finalize_below(threshold, &mut out),
-            }
-        }
+    /// each: the finalization of [`LiveIndex::tick`] alone.
+    pub fn finalize_below(&mut self, threshold: i128, out: impl FnMut(BucketRef)) {
+        self.tick(None, Some(threshold), |_, _| {}, out);
     }
 
     /// Every live bucket of every window with its aggregate, in no particular
@@ -827,21 +446,7 @@ impl LiveIndex {
                         }
                     }
                 }
-                WindowIndex::Session(s) => {
-                    for (&key, sessions) in &s.per_key {
-                        for (&start, session) in sessions {
-                            f(
-                                BucketRef {
-                                    window: s.window,
-                                    key,
-                                    start,
-                                    end: session.end,
-                                },
-                                &session.agg,
-                            );
-                        }
-                    }
-                }
+                WindowIndex::Session(s) => s.buckets(&mut f),
             }
         }
     }
@@ -910,7 +515,7 @@ mod tests {
 
     fn queue_len(live: &LiveIndex) -> (usize, usize) {
         match &live.windows[1] {
-            WindowIndex::Session(s) => (s.by_end.len(), s.len),
+            WindowIndex::Session(s) => (s.queue_len(), s.len()),
             WindowIndex::Aligned(_) => unreachable!(),
         }
     }
@@ -945,11 +550,12 @@ mod tests {
                             .collect();
                         let mut got = BTreeSet::new();
                         let mut aggs = Vec::new();
+                        let mut combined = live.clone();
                         live.sweep_ready(lo, hi, |b, agg| {
                             assert!(got.insert((b.window, b.key, b.start, b.end)));
                             aggs.push((b, *agg));
                         });
-                        for (b, agg) in aggs {
+                        for &(b, agg) in &aggs {
                             assert_eq!(live.get(&b), Some(&agg));
                         }
                         assert_eq!(got, want, "seed {seed}: sweep ({lo:?}, {hi}]");
@@ -963,6 +569,23 @@ mod tests {
                         });
                         assert_eq!(got, gone, "seed {seed}: finalize below {threshold}");
                         assert_eq!(all(&live), kept);
+                        // The same in one pass.
+                        let (mut ready, mut fin) = (Vec::new(), BTreeSet::new());
+                        combined.tick(
+                            Some((lo, hi)),
+                            Some(threshold),
+                            |b, agg| ready.push((b, *agg)),
+                            |b| assert!(fin.insert((b.window, b.key, b.start, b.end))),
+                        );
+                        let key = |x: &(BucketRef, Agg)| (x.0.window, x.0.key, x.0.start);
+                        ready.sort_unstable_by_key(key);
+                        aggs.sort_unstable_by_key(key);
+                        assert_eq!(ready, aggs, "seed {seed}: one pass");
+                        assert_eq!(fin, gone, "seed {seed}: one pass");
+                        assert_eq!(all(&combined), kept);
+                        if rng.below(2) == 0 {
+                            live = combined;
+                        }
                     }
                     2 => {
                         // A read.
@@ -992,29 +615,8 @@ mod tests {
                     }
                 }
                 let (queue, sessions) = queue_len(&live);
-                assert!(queue <= 2 * sessions + BY_END_SLACK + 1, "seed {seed}");
+                assert!(queue <= 2 * sessions + 64 + 1, "seed {seed}");
             }
         }
-    }
-
-    /// One key's session grown by a million events while the watermark
-    /// stands still leaves a queue of at most a few dozen entries.
-    #[test]
-    fn a_growing_session_leaves_no_trail() {
-        let defs = [WindowDef::Fixed { size: 10 }, WindowDef::Session { gap: 5 }];
-        let mut live = LiveIndex::new(defs.iter());
-        let WindowIndex::Session(s) = &mut live.windows[1] else {
-            unreachable!()
-        };
-        for ts in 0..1_000_000 {
-            s.add(7, ts, 1, |_, _| {});
-        }
-        assert_eq!(s.len, 1);
-        assert!(s.by_end.len() <= 2 + BY_END_SLACK + 1, "{}", s.by_end.len());
-        let mut ready = Vec::new();
-        s.sweep_ready(None, 2_000_000, |b, agg| {
-            ready.push((b.start, b.end, agg.count))
-        });
-        assert_eq!(ready, vec![(0, 1_000_004, 1_000_000)]);
     }
 }
