@@ -607,18 +607,21 @@ fn a_flipped_byte_in_a_stored_block_names_its_segment_and_is_never_used() {
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.body.contains(&needle), "{}", r.body);
     assert_eq!(s.get("/status").body, status, "nothing changed");
-    // The envelope is never served with other content: it ends short.
+    // The envelope is never served with other content: it ends short (or,
+    // if the damage is found before the head is sent, the connection
+    // closes with no answer at all).
     let r = s
         .client
         .get(s.url(&format!("/checkpoints/{}", c["id"])))
-        .send()
-        .expect("GET");
-    let announced = r.content_length();
-    if let Ok(b) = r.bytes() {
-        assert!(
-            Some(b.len() as u64) != announced,
-            "a damaged envelope was served whole"
-        );
+        .send();
+    if let Ok(r) = r {
+        let announced = r.content_length();
+        if let Ok(b) = r.bytes() {
+            assert!(
+                Some(b.len() as u64) != announced,
+                "a damaged envelope was served whole"
+            );
+        }
     }
     assert!(s.stderr().contains(&needle), "{}", s.stderr());
     // What does not need the damaged block goes on: new events, and a

@@ -21,6 +21,16 @@ pub struct Agg {
 }
 
 impl Agg {
+    /// All zeros: filler for a free table slot, never a bucket's aggregate
+    /// (a bucket holds at least one event).
+    pub(crate) const ZERO: Agg = Agg {
+        count: 0,
+        sum_lo: 0,
+        sum_hi: 0,
+        min: 0,
+        max: 0,
+    };
+
     /// The aggregate of `count` values with this exact sum, smallest and
     /// largest (a restored bucket: [`Agg::check_bounds`] says whether it
     /// is consistent).

@@ -13,28 +13,12 @@
 use std::collections::BTreeMap;
 
 use super::aggregate::Agg;
+use super::key_aggs::KeyAggs;
 use super::pipeline::WindowDef;
 use super::session::SessionWindow;
-use streamforge_keys::FxMap;
 use streamforge_keys::KeyId;
 
-/// Index of a window in the pipeline's name order. A `usize` (not a
-/// narrower integer a large pipeline could wrap): a bucket address is 48
-/// bytes either way (its `i128` bounds align it to 16).
-pub type WinNo = usize;
-
-/// A bucket address in interned form.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct BucketRef {
-    /// Window.
-    pub window: WinNo,
-    /// Key.
-    pub key: KeyId,
-    /// Inclusive start.
-    pub start: i128,
-    /// Exclusive end.
-    pub end: i128,
-}
+pub use super::bucket::{BucketRef, WinNo};
 
 /// Buckets of one aligned window: start -> key -> aggregate. The per-start
 /// key maps live in a slab so that a small direct-mapped cache of recently
@@ -43,7 +27,7 @@ pub struct BucketRef {
 #[derive(Debug, Clone, Default)]
 struct AlignedBuckets {
     by_start: BTreeMap<i128, u32>,
-    slab: Vec<FxMap<KeyId, Agg>>,
+    slab: Vec<KeyAggs>,
     free: Vec<u32>,
     cache: [(i128, u32); 8],
 }
@@ -87,7 +71,7 @@ impl AlignedBuckets {
                 let slot = match self.free.pop() {
                     Some(slot) => slot,
                     None => {
-                        self.slab.push(FxMap::default());
+                        self.slab.push(KeyAggs::default());
                         (self.slab.len() - 1) as u32
                     }
                 };
@@ -101,37 +85,27 @@ impl AlignedBuckets {
 
     #[inline]
     fn get(&self, start: i128, key: KeyId) -> Option<&Agg> {
-        self.slab[self.slot(start)? as usize].get(&key)
+        self.slab[self.slot(start)? as usize].get(key)
     }
 
     /// Adds a value; returns whether the bucket is new.
     #[inline]
     fn add(&mut self, start: i128, key: KeyId, value: i64) -> bool {
         let slot = self.slot_mut(start);
-        let keys = &mut self.slab[slot as usize];
-        match keys.get_mut(&key) {
-            Some(agg) => {
-                agg.add(value);
-                false
-            }
-            None => {
-                keys.insert(key, Agg::of(value));
-                true
-            }
-        }
+        self.slab[slot as usize].add(key, value)
     }
 
     /// Inserts a restored bucket; false if the address exists.
     fn insert(&mut self, start: i128, key: KeyId, agg: Agg) -> bool {
         let slot = self.slot_mut(start);
-        self.slab[slot as usize].insert(key, agg).is_none()
+        self.slab[slot as usize].insert(key, agg)
     }
 
     /// Starts and key maps with `start` in the range.
     fn range(
         &self,
         range: impl std::ops::RangeBounds<i128>,
-    ) -> impl Iterator<Item = (i128, &FxMap<KeyId, Agg>)> {
+    ) -> impl Iterator<Item = (i128, &KeyAggs)> {
         self.by_start
             .range(range)
             .map(|(&start, &slot)| (start, &self.slab[slot as usize]))
@@ -139,11 +113,7 @@ impl AlignedBuckets {
 
     /// Removes the window with the smallest start if it is below `limit`;
     /// calls `f` with its start and keys.
-    fn pop_first_below(
-        &mut self,
-        limit: i128,
-        mut f: impl FnMut(i128, &FxMap<KeyId, Agg>),
-    ) -> bool {
+    fn pop_first_below(&mut self, limit: i128, mut f: impl FnMut(i128, &KeyAggs)) -> bool {
         let Some((&start, &slot)) = self.by_start.first_key_value() else {
             return false;
         };
@@ -156,11 +126,7 @@ impl AlignedBuckets {
         }
         let keys = &mut self.slab[slot as usize];
         f(start, keys);
-        if keys.capacity() > 1 << 16 {
-            *keys = FxMap::default();
-        } else {
-            keys.clear();
-        }
+        keys.clear();
         self.free.push(slot);
         true
     }
@@ -262,7 +228,7 @@ impl AlignedWindow {
             }
         }
         for (start, keys) in self.buckets.range((lower, Included(upper))) {
-            for (&key, agg) in keys {
+            for (key, agg) in keys.iter() {
                 f(
                     BucketRef {
                         window: self.window,
@@ -399,7 +365,7 @@ impl LiveIndex {
                         let len = &mut a.len;
                         while a.buckets.pop_first_below(threshold - size, |start, keys| {
                             *len -= keys.len();
-                            for &key in keys.keys() {
+                            for (key, _) in keys.iter() {
                                 fin(BucketRef {
                                     window,
                                     key,
@@ -433,7 +399,7 @@ impl LiveIndex {
             match index {
                 WindowIndex::Aligned(a) => {
                     for (start, keys) in a.buckets.range(..) {
-                        for (&key, agg) in keys {
+                        for (key, agg) in keys.iter() {
                             f(
                                 BucketRef {
                                     window: a.window,

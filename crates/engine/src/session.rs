@@ -15,7 +15,7 @@ use std::cmp::Reverse;
 use std::collections::{btree_map, BTreeMap, BinaryHeap};
 
 use super::aggregate::Agg;
-use super::live::{BucketRef, WinNo};
+use super::bucket::{BucketRef, WinNo};
 use streamforge_keys::{FxMap, KeyId};
 
 #[derive(Debug, Clone, Copy)]
@@ -285,10 +285,7 @@ pub struct SessionWindow {
 /// The live session an entry stands for, with its start: none if the
 /// entry is stale.
 #[inline]
-fn live_of(
-    per_key: &FxMap<KeyId, KeySessions>,
-    e: &EndEntry,
-) -> Option<(i128, Session)> {
+fn live_of(per_key: &FxMap<KeyId, KeySessions>, e: &EndEntry) -> Option<(i128, Session)> {
     let (start, s) = per_key.get(&e.key)?.last_before(e.end)?;
     (s.end == e.end && s.stamp == e.stamp).then_some((start, *s))
 }
@@ -514,7 +511,12 @@ impl SessionWindow {
 
     /// Calls `f` for every live session with `lo < end <= hi`, in no
     /// particular order: a read, which looks at every entry.
-    pub(crate) fn for_each_ending_in(&self, lo: Option<i128>, hi: i128, mut f: impl FnMut(BucketRef, &Agg)) {
+    pub(crate) fn for_each_ending_in(
+        &self,
+        lo: Option<i128>,
+        hi: i128,
+        mut f: impl FnMut(BucketRef, &Agg),
+    ) {
         let entries = self.by_end.pending.iter().chain(self.by_end.ready.iter());
         for Reverse(e) in entries {
             if lo.is_none_or(|lo| e.end > lo) && e.end <= hi {
@@ -565,7 +567,6 @@ impl SessionWindow {
         Ok(())
     }
 }
-
 
 impl SessionWindow {
     /// An empty session window.
@@ -688,7 +689,10 @@ mod tests {
                 ks.last_before(bound).map(|(k, _)| k),
                 model.range(..bound).next_back().map(|(&k, _)| k)
             );
-            assert_eq!(ks.get(bound).map(|s| s.end), model.get(&bound).map(|s| s.end));
+            assert_eq!(
+                ks.get(bound).map(|s| s.end),
+                model.get(&bound).map(|s| s.end)
+            );
             assert_eq!(ks.is_empty(), model.is_empty());
             let all: Vec<i128> = ks.iter().map(|(k, _)| k).collect();
             assert_eq!(all, model.keys().copied().collect::<Vec<_>>());
