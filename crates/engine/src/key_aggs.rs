@@ -144,9 +144,12 @@ impl KeyAggs {
             .map(|s| (s.key, &s.agg))
     }
 
-    /// Removes every bucket; keeps the slots unless there are many.
+    /// Removes every bucket. Keeps the slots for the next start unless
+    /// there are many, or many more than this start used: clearing and
+    /// reading a table cost its slots, so a table a burst once grew must
+    /// not make every later start that reuses it pay for the burst.
     pub fn clear(&mut self) {
-        if self.slots.len() > KEEP_SLOTS {
+        if self.slots.len() > KEEP_SLOTS || self.slots.len() > 4 * self.len.max(MIN_SLOTS) {
             self.slots = Vec::new();
         } else {
             self.slots.fill(FREE);
@@ -214,5 +217,26 @@ mod tests {
             want.sort_unstable_by_key(|x| x.0);
             assert_eq!(all, want);
         }
+    }
+
+    /// A table grown by one large start is released when a start that
+    /// used a small part of it is cleared, so later starts do not clear
+    /// and read its slots.
+    #[test]
+    fn a_burst_does_not_stay_in_the_table() {
+        let mut t = KeyAggs::default();
+        for key in 0..10_000 {
+            t.add(key, 1);
+        }
+        t.clear();
+        assert!(t.slots.len() >= 20_000, "kept for a start of the same size");
+        t.add(1, 1);
+        t.clear();
+        assert!(t.slots.is_empty(), "released: {} slots", t.slots.len());
+        for key in 0..10 {
+            t.add(key, 1);
+        }
+        t.clear();
+        assert!(!t.slots.is_empty() && t.slots.len() <= 4 * MIN_SLOTS);
     }
 }

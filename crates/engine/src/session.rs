@@ -313,6 +313,12 @@ impl SessionWindow {
         mut removed: impl FnMut(BucketRef, &Agg),
     ) -> BucketRef {
         let window = self.window;
+        let at = |start: i128, end: i128| BucketRef {
+            window,
+            key,
+            start,
+            end,
+        };
         let mut start = timestamp as i128;
         let mut end = start + self.gap as i128;
         let mut agg = Agg::of(value);
@@ -336,23 +342,10 @@ impl SessionWindow {
                 sessions.insert(start, Session { end, agg, stamp });
                 self.len += 1;
                 self.file(end, key, stamp);
-                return BucketRef {
-                    window,
-                    key,
-                    start,
-                    end,
-                };
+                return at(start, end);
             }
             (Some((s_start, s)), false) => {
-                removed(
-                    BucketRef {
-                        window,
-                        key,
-                        start: s_start,
-                        end: s.end,
-                    },
-                    &s.agg,
-                );
+                removed(at(s_start, s.end), &s.agg);
                 agg.merge(&s.agg);
                 start = start.min(s_start);
                 end = end.max(s.end);
@@ -373,12 +366,7 @@ impl SessionWindow {
                 if end != s.end {
                     self.file(end, key, stamp);
                 }
-                return BucketRef {
-                    window,
-                    key,
-                    start,
-                    end,
-                };
+                return at(start, end);
             }
             (Some(_), true) => {}
         }
@@ -391,15 +379,7 @@ impl SessionWindow {
         }
         for (s_start, s) in merged {
             sessions.remove(s_start);
-            removed(
-                BucketRef {
-                    window,
-                    key,
-                    start: s_start,
-                    end: s.end,
-                },
-                &s.agg,
-            );
+            removed(at(s_start, s.end), &s.agg);
             self.len -= 1;
             agg.merge(&s.agg);
             start = start.min(s_start);
@@ -409,12 +389,7 @@ impl SessionWindow {
         sessions.insert(start, Session { end, agg, stamp });
         self.len += 1;
         self.file(end, key, stamp);
-        BucketRef {
-            window,
-            key,
-            start,
-            end,
-        }
+        at(start, end)
     }
 
     /// A tick's work on the sessions, in one pass over the queue:
@@ -493,6 +468,12 @@ impl SessionWindow {
         if let Some((_, hi)) = newly {
             if self.by_end.swept.is_none_or(|s| s < hi) {
                 self.by_end.swept = Some(hi);
+            }
+        }
+        // A burst of sessions, once final, leaves no large heap behind.
+        for heap in [&mut self.by_end.pending, &mut self.by_end.ready] {
+            if heap.capacity() > 4 * heap.len() + 1024 {
+                heap.shrink_to(2 * heap.len() + 64);
             }
         }
     }
@@ -640,6 +621,20 @@ mod tests {
             |_| {},
         );
         assert_eq!(ready, vec![(0, 1_000_004, 1_000_000)]);
+    }
+
+    /// A burst of live sessions, once final, leaves no large heap behind.
+    #[test]
+    fn the_queue_shrinks_after_a_burst() {
+        let mut s = SessionWindow::new(0, 5);
+        for key in 0..100_000 {
+            s.add(key, 0, 1, |_, _| {});
+        }
+        assert!(s.by_end.pending.capacity() >= 100_000);
+        let mut fin = 0;
+        s.tick(Some((None, 10)), Some(10), |_, _| {}, |_| fin += 1);
+        assert_eq!((fin, s.len()), (100_000, 0));
+        assert!(s.by_end.pending.capacity() <= 1024 && s.by_end.ready.capacity() <= 1024);
     }
 
     /// A key's sessions answer like a B-tree through every move between
