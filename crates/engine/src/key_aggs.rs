@@ -167,13 +167,8 @@ mod tests {
     /// dense ids and for ids spread over the whole range.
     #[test]
     fn key_aggs_answer_like_a_map() {
-        let mut x = 0x9e37_79b9_u64;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = crate::test_rng::Rng(0x9e37_79b9);
+        let mut next = |n: u64| rng.below(n);
         for spread in [1_000u64, 100_000, EMPTY as u64] {
             let mut t = KeyAggs::default();
             let mut m: BTreeMap<KeyId, Agg> = BTreeMap::new();

@@ -116,6 +116,8 @@ mod shards;
 pub use shards::{Executor, MAX_SHARDS};
 mod sources;
 mod str_index;
+#[cfg(test)]
+mod test_rng;
 pub use sources::Flushed;
 mod watermark;
 mod window;

@@ -459,17 +459,7 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
-    /// splitmix64, for seeded operation sequences.
-    struct Rng(u64);
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            (z ^ (z >> 31)) % n
-        }
-    }
+    use crate::test_rng::Rng;
 
     fn all(live: &LiveIndex) -> BTreeSet<(usize, u32, i128, i128)> {
         let mut out = BTreeSet::new();

@@ -641,13 +641,8 @@ mod tests {
     /// the vector and the tree.
     #[test]
     fn key_sessions_answer_like_a_btree() {
-        let mut x = 0x1234_5678_u64;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = crate::test_rng::Rng(0x1234_5678);
+        let mut next = |n: u64| rng.below(n);
         let session = |end: i128| Session {
             end,
             agg: Agg::of(1),

@@ -254,7 +254,7 @@ impl ShardedLive {
     }
 
     /// [`LiveIndex::sweep_ready`], shard by shard: a tick's
-    /// [`Shards::for_each_ending_in`].
+    /// [`ShardedLive::for_each_ending_in`].
     pub fn sweep_ready(&mut self, lo: Option<i128>, hi: i128, mut f: impl FnMut(BucketRef, &Agg)) {
         for shard in &mut self.shards {
             shard.sweep_ready(lo, hi, &mut f);
