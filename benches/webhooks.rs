@@ -17,6 +17,10 @@
 //! Each prints requests/s, p50/p99 latency and the server's CPU per request
 //! (from /proc), and the ratio of each webhook shape's CPU to `events`'.
 //! The signature is computed by the client (its CPU is not the server's).
+//! Beside them, how the box's two cores were shared: the client's own CPU
+//! per request and the share of the run the box was idle (from
+//! `/proc/stat`). On a box the client shares, requests/s is bounded by the
+//! cores divided by server plus client CPU per request, less the idle.
 //!
 //! `cargo build --release && cargo bench --bench webhooks`; environment:
 //! `BENCH_C` connections (16), `BENCH_N` requests per shape and round
@@ -31,7 +35,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
-use http_support::{binary, cpu_seconds, Conn, Server};
+use http_support::{binary, box_ticks, cpu_seconds, Conn, Server};
 use sha2::Sha256;
 
 const SECRET: &str = "whsec_bench_secret";
@@ -133,6 +137,11 @@ struct Figures {
     cpu_us: f64,
     /// Calls per commit (the mean group size) during the run.
     per_commit: f64,
+    /// The load generator's own CPU per request (it shares the box).
+    client_us: f64,
+    /// The share of the box's CPU time that was idle (or waiting for
+    /// I/O) during the run: neither the server nor the client had work.
+    idle: f64,
 }
 
 /// `streamforge_commit_group_calls`' count and sum from `/metrics`: how
@@ -176,10 +185,12 @@ fn run(server: &Server, shape: &'static str, clients: usize, n: usize, base: u64
         .collect();
     let groups0 = commit_groups(&server.addr);
     let cpu0 = cpu_seconds(server.pid());
+    let (client0, box0) = (cpu_seconds(std::process::id()), box_ticks());
     let t = Instant::now();
     let mut lat = load(&server.addr, work);
     let wall = t.elapsed().as_secs_f64();
     let cpu = cpu_seconds(server.pid()) - cpu0;
+    let (client1, box1) = (cpu_seconds(std::process::id()), box_ticks());
     let groups1 = commit_groups(&server.addr);
     lat.sort();
     let q = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)].as_secs_f64() * 1e3;
@@ -189,6 +200,8 @@ fn run(server: &Server, shape: &'static str, clients: usize, n: usize, base: u64
         p99_ms: q(0.99),
         cpu_us: cpu / lat.len() as f64 * 1e6,
         per_commit: (groups1.1 - groups0.1) / (groups1.0 - groups0.0).max(1.0),
+        client_us: (client1 - client0) / lat.len() as f64 * 1e6,
+        idle: (box1.0 - box0.0) as f64 / (box1.1 - box0.1).max(1) as f64,
     }
 }
 
@@ -340,24 +353,26 @@ fn main() {
             let shape = &shapes[i];
             let f = run(&server, shape, clients, n, (round * n) as u64);
             println!(
-                "round {round} {shape:>10}: {:>8.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  server CPU {:>6.1} us/request  {:>5.1} calls/commit",
-                f.rps, f.p50_ms, f.p99_ms, f.cpu_us, f.per_commit
+                "round {round} {shape:>10}: {:>8.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms  server CPU {:>6.1} us/request  {:>5.1} calls/commit  client CPU {:>5.1} us/request  box idle {:>4.1}%",
+                f.rps, f.p50_ms, f.p99_ms, f.cpu_us, f.per_commit, f.client_us, f.idle * 100.0
             );
             all[i].push(f);
         }
     }
     println!("\nmedians of {runs} rounds ({clients} connections):");
-    println!("| shape | requests/s | p50 | p99 | server CPU per request | CPU vs events |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    println!("| shape | requests/s | p50 | p99 | server CPU per request | CPU vs events | client CPU per request | box idle |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let base = median(all[0].iter().map(|f| f.cpu_us).collect());
     for (i, shape) in shapes.iter().enumerate() {
         let cpu = median(all[i].iter().map(|f| f.cpu_us).collect());
         println!(
-            "| {shape} | {:.0} | {:.2} ms | {:.2} ms | {cpu:.1} us | {:.2}x |",
+            "| {shape} | {:.0} | {:.2} ms | {:.2} ms | {cpu:.1} us | {:.2}x | {:.1} us | {:.1}% |",
             median(all[i].iter().map(|f| f.rps).collect()),
             median(all[i].iter().map(|f| f.p50_ms).collect()),
             median(all[i].iter().map(|f| f.p99_ms).collect()),
-            cpu / base
+            cpu / base,
+            median(all[i].iter().map(|f| f.client_us).collect()),
+            median(all[i].iter().map(|f| f.idle).collect()) * 100.0
         );
     }
     // per-round ratios (same round: the fairest pairing on a noisy box)

@@ -140,7 +140,7 @@ impl Conn {
 }
 
 #[allow(unused_imports)] // each bench uses some of them
-pub use streamforge_testkit::{clk_tck, cpu_seconds, get_status, proc_io, proc_kib};
+pub use streamforge_testkit::{box_ticks, clk_tck, cpu_seconds, get_status, proc_io, proc_kib};
 
 pub fn binary() -> PathBuf {
     std::env::var("STREAMFORGE_BIN").map_or_else(

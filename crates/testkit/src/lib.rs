@@ -149,6 +149,26 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     (t(14) + t(15)) / clk_tck()
 }
 
+/// The whole machine's CPU time so far, from `/proc/stat`: `(idle,
+/// total)` in clock ticks over every core, idle counting I/O wait (a core
+/// with nothing to run). The share of a run the box spent idle is the
+/// ratio of the two deltas around it.
+pub fn box_ticks() -> (u64, u64) {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<u64> = s
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is
+    // already counted in user)
+    let idle = f.get(3).copied().unwrap_or(0) + f.get(4).copied().unwrap_or(0);
+    (idle, f.iter().take(8).sum())
+}
+
 /// A `/proc/PID/status` field in bytes (`VmRSS`, `VmHWM`).
 pub fn proc_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
