@@ -154,7 +154,11 @@ pub fn cpu_seconds(pid: u32) -> f64 {
 /// with nothing to run). The share of a run the box spent idle is the
 /// ratio of the two deltas around it.
 pub fn box_ticks() -> (u64, u64) {
-    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    stat_ticks(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
+}
+
+/// [`box_ticks`] of a `/proc/stat` text.
+fn stat_ticks(s: &str) -> (u64, u64) {
     let f: Vec<u64> = s
         .lines()
         .next()
@@ -309,5 +313,21 @@ impl Broker {
 impl Drop for Broker {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn box_ticks_count_idle_and_iowait_of_the_all_cores_line() {
+        let stat = "cpu  100 5 50 800 40 3 2 1 7 0\ncpu0 50 2 25 400 20 1 1 0 3 0\nintr 1 2\n";
+        // idle 800 + iowait 40; total: the first eight fields (guest is
+        // inside user already)
+        assert_eq!(stat_ticks(stat), (840, 1001));
+        assert_eq!(stat_ticks(""), (0, 0));
+        let (idle, total) = box_ticks();
+        assert!(total > 0 && idle <= total, "{idle} of {total}");
     }
 }
