@@ -25,7 +25,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -72,15 +72,43 @@ pub async fn serve(
         let app = app.clone();
         let signal_tx = signal_tx.clone();
         let close_rx = close_rx.clone();
+        let open = Open::new();
         tokio::spawn(Inline::new(async move {
             connection(stream, app, &signal_tx).await;
-            drop(close_rx);
+            drop((close_rx, open));
         }));
     }
     drop(listener);
     drop(close_rx);
     close_tx.closed().await;
     Ok(())
+}
+
+/// Connections open in this process (accepted and not yet ended).
+static OPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// How many connections this process serves right now. A handler whose
+/// connection is the only one knows no other request can be waiting to
+/// be read (the ingest thread's in-place rule on a runtime of one
+/// worker).
+pub fn open_connections() -> usize {
+    OPEN.load(Ordering::Relaxed)
+}
+
+/// One open connection, counted in [`OPEN`] until dropped.
+struct Open;
+
+impl Open {
+    fn new() -> Open {
+        OPEN.fetch_add(1, Ordering::Relaxed);
+        Open
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        OPEN.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Serves one connection until it ends; once the shutdown signal came, it

@@ -457,7 +457,11 @@ async fn fast(
         return Some(to_json(&a).map(|b| json_response(StatusCode::OK, b)));
     }
     let body = Box::new(mapping::deliveries_body(partition, events));
-    let out = match queue.call(svc, body, Framing::Json, Prefer::Minimal).await {
+    let lone = crate::serve::open_connections() <= 1;
+    let out = match queue
+        .call(svc, body, Framing::Json, Prefer::Minimal, lone)
+        .await
+    {
         Called::Answered(Ok(out)) => out,
         // An identity conflict: the full path keeps it on the rejected
         // page (nothing was applied).

@@ -156,7 +156,13 @@ pub async fn post_events(
     if body.len() <= SMALL_BODY {
         if let Some(queue) = st.ingest_queue(&svc) {
             match queue
-                .call(&svc, Box::new(body.clone()), framing, prefer)
+                .call(
+                    &svc,
+                    Box::new(body.clone()),
+                    framing,
+                    prefer,
+                    crate::serve::open_connections() <= 1,
+                )
                 .await
             {
                 Called::Answered(out) => {

@@ -166,3 +166,65 @@ fn single_event_calls_with_readers_checkpoints_and_a_failed_commit() {
     let again = start(&db, &[]);
     assert_eq!(again.snapshot(), want, "the same state after SIGKILL");
 }
+
+/// On a runtime of one worker (`TOKIO_WORKER_THREADS=1`, as a server given
+/// one CPU gets), single-event calls from many connections are still
+/// grouped into commits. A call alone in flight runs in place (blocking its
+/// worker for its commit) only while its connection is the only one open;
+/// otherwise the single worker would never read the other connections
+/// meanwhile, every call would find itself alone, and each would commit
+/// alone.
+#[test]
+fn one_worker_still_groups_the_single_event_calls_of_many_connections() {
+    let dir = tempdir();
+    let s = start_env(
+        &dir.path().join("one-worker.db"),
+        &[],
+        &[("TOKIO_WORKER_THREADS", "1")],
+    );
+    let (threads, per) = (16, 25);
+    let groups = |s: &Server| {
+        (
+            s.metric("streamforge_commit_group_calls_count"),
+            s.metric("streamforge_commit_group_calls_sum"),
+        )
+    };
+    let before = groups(&s);
+    std::thread::scope(|sc| {
+        for t in 0..threads {
+            let s = &s;
+            sc.spawn(move || {
+                let client = reqwest::blocking::Client::new();
+                for i in 0..per {
+                    let body = delivery(
+                        &format!("p{}", t % 4),
+                        None,
+                        &format!("one-{t}-{i}"),
+                        &format!("k{}", i % 3),
+                        (t * per + i) as i64,
+                        1,
+                    );
+                    let r = client
+                        .post(s.url("/events"))
+                        .header("content-type", "application/json")
+                        .header("prefer", "return=minimal")
+                        .body(body)
+                        .send()
+                        .expect("an answer");
+                    assert_eq!(r.status().as_u16(), 200, "{}", r.text().unwrap_or_default());
+                }
+            });
+        }
+    });
+    let after = groups(&s);
+    let (commits, calls) = (after.0 - before.0, after.1 - before.1);
+    assert_eq!(
+        calls as usize,
+        threads * per,
+        "every call was committed once"
+    );
+    assert!(
+        calls / commits >= 2.0,
+        "{calls} calls in {commits} commits: the calls of 16 connections were not grouped"
+    );
+}
