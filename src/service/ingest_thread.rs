@@ -22,7 +22,7 @@
 //! the only one open: with a single worker (a server given one CPU),
 //! blocking it would stop every other connection from being read
 //! meanwhile, so every call would find itself alone and commit alone
-//! (about 4,000 calls/s at 64 connections, against 30,000-38,000 handed
+//! (about 4,000 calls/s at 64 connections, against 24,000-38,000 handed
 //! over).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
