@@ -59,6 +59,7 @@ pub mod cli;
 pub mod config;
 pub mod inbound;
 pub mod kafka;
+pub mod logs;
 pub use streamforge_engine as engine;
 pub use streamforge_nexmark as nexmark;
 pub use streamforge_patterns as patterns;

@@ -35,16 +35,31 @@ fn main() -> ExitCode {
         Command::Serve(args) => args,
         Command::Client(cmd) => return exit(streamforge::cli::run(cmd)),
     };
-    tracing_subscriber::fmt()
+    // Access lines are batched (`streamforge::logs`); without the flusher
+    // thread every line is written at once.
+    let logs = streamforge::logs::Logs::stderr();
+    let subscriber = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr)
         // colours only for a person at a terminal, never in log files
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-    exit(serve(args))
+        .with_ansi(std::io::stderr().is_terminal());
+    match &logs {
+        Ok(logs) => {
+            subscriber.with_writer(logs.clone()).init();
+            logs.flush_on_panic();
+        }
+        Err(e) => {
+            subscriber.with_writer(std::io::stderr).init();
+            tracing::warn!(error = %e, "cannot start the log flusher; access lines are written one by one");
+        }
+    }
+    let result = serve(args);
+    if let Ok(logs) = &logs {
+        logs.flush();
+    }
+    exit(result)
 }
 
 fn exit(result: anyhow::Result<()>) -> ExitCode {
