@@ -130,9 +130,7 @@ fn flusher<W: Write + Send + 'static>(shared: std::sync::Weak<Shared<W>>, after:
             // this thread.
             let (state, _) = s
                 .filled
-                .wait_timeout_while(state, Duration::from_secs(1), |st| {
-                    st.pending.is_empty()
-                })
+                .wait_timeout_while(state, Duration::from_secs(1), |st| st.pending.is_empty())
                 .unwrap_or_else(PoisonError::into_inner);
             if state.pending.is_empty() {
                 continue;
