@@ -35,29 +35,62 @@ impl std::fmt::Debug for HistoryDb {
 /// A block: its segment and number.
 type BlockKey = (SegId, u64);
 
+/// A decoded block, with where each of its items is.
+///
+/// The items are found once, when the block is loaded: a duplicate's
+/// lookup is then a slice of the block, where finding item `i` in the text
+/// walked every byte of the items before it (up to 511 of them, about 20
+/// KB). Webhook producers resend events seconds later; with half the
+/// single-event requests such retries, that walk was 17% of the server's
+/// CPU (BENCHMARKS.md, "Issue 35, eleventh pass").
+struct Block {
+    text: Vec<u8>,
+    /// Each item's byte range, or `None` for a text that is not a list of
+    /// items (checked blocks always are; such a text is walked as before).
+    items: Option<Vec<(usize, usize)>>,
+}
+
+impl Block {
+    fn new(text: Vec<u8>) -> Block {
+        let items = item_ranges(&text).ok();
+        Block { text, items }
+    }
+
+    /// Item `index` of the block.
+    fn item(&self, index: u64) -> Option<&[u8]> {
+        match &self.items {
+            Some(items) => {
+                let &(a, b) = items.get(usize::try_from(index).ok()?)?;
+                self.text.get(a..b)
+            }
+            None => streamforge_engine::segment_text::item(&self.text, index),
+        }
+    }
+}
+
 /// Decoded blocks, the most recently used few.
 #[derive(Default)]
 struct BlockCache {
-    blocks: Vec<(BlockKey, std::sync::Arc<Vec<u8>>)>,
+    blocks: Vec<(BlockKey, std::sync::Arc<Block>)>,
 }
 
-/// Decoded blocks kept (about 20 KB each).
+/// Decoded blocks kept (about 20 KB each, and 8 KB of item ranges).
 const CACHED_BLOCKS: usize = 32;
 
 impl BlockCache {
-    fn get(&mut self, key: (SegId, u64)) -> Option<std::sync::Arc<Vec<u8>>> {
+    fn get(&mut self, key: (SegId, u64)) -> Option<std::sync::Arc<Block>> {
         let i = self.blocks.iter().position(|(k, _)| *k == key)?;
         let hit = self.blocks.remove(i);
-        let text = hit.1.clone();
+        let block = hit.1.clone();
         self.blocks.push(hit);
-        Some(text)
+        Some(block)
     }
 
-    fn put(&mut self, key: (SegId, u64), text: std::sync::Arc<Vec<u8>>) {
+    fn put(&mut self, key: (SegId, u64), block: std::sync::Arc<Block>) {
         if self.blocks.len() >= CACHED_BLOCKS {
             self.blocks.remove(0);
         }
-        self.blocks.push((key, text));
+        self.blocks.push((key, block));
     }
 }
 
@@ -250,7 +283,7 @@ impl HistoryDb {
         self.last.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    fn block(&self, seg: SegId, block: u64) -> Result<std::sync::Arc<Vec<u8>>> {
+    fn block(&self, seg: SegId, block: u64) -> Result<std::sync::Arc<Block>> {
         if let Some(hit) = self
             .cache
             .lock()
@@ -261,17 +294,17 @@ impl HistoryDb {
         }
         let text = block_text(&self.reader(), seg, block)?
             .ok_or_else(|| Error::Corrupt(format!("segment {seg} has no block {block}")))?;
-        let text = std::sync::Arc::new(text);
+        let decoded = std::sync::Arc::new(Block::new(text));
         self.cache
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .put((seg, block), text.clone());
-        Ok(text)
+            .put((seg, block), decoded.clone());
+        Ok(decoded)
     }
 
     fn item(&self, seg: SegId, index: u64) -> Result<Vec<u8>> {
-        let text = self.block(seg, index / BLOCK_ITEMS)?;
-        streamforge_engine::segment_text::item(&text, index % BLOCK_ITEMS)
+        self.block(seg, index / BLOCK_ITEMS)?
+            .item(index % BLOCK_ITEMS)
             .map(<[u8]>::to_vec)
             .ok_or_else(|| Error::Corrupt(format!("segment {seg} has no item {index}")))
     }
@@ -355,5 +388,37 @@ impl streamforge_engine::history::HistoryStore for HistoryDb {
         index: u64,
     ) -> std::result::Result<Option<ChunkRec>, streamforge_engine::history::StoreFault> {
         segment_chunk(&self.reader(), seg, index).map_err(fault)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Block;
+    use streamforge_engine::segment_text::item;
+
+    #[test]
+    fn a_blocks_items_are_the_items_a_walk_finds() {
+        // strings holding commas, brackets, escaped quotes and backslashes
+        let text = br#"["a",1],["b,c",2],["[d]",3],["q\"u,o\\",4],[["n",[5]],6],["",7]"#;
+        let b = Block::new(text.to_vec());
+        assert!(b.items.is_some());
+        for i in 0..8 {
+            assert_eq!(b.item(i), item(text, i), "item {i}");
+        }
+        assert_eq!(b.item(5), Some(&br#"["",7]"#[..]));
+        assert_eq!(b.item(6), None);
+        assert_eq!(Block::new(Vec::new()).item(0), None);
+    }
+
+    #[test]
+    fn a_text_that_is_no_list_of_items_is_walked_as_before() {
+        // a string left open: no ranges, and each lookup walks the text
+        let text = br#"["a",1],["b"#;
+        let b = Block::new(text.to_vec());
+        assert!(b.items.is_none());
+        for i in 0..3 {
+            assert_eq!(b.item(i), item(text, i), "item {i}");
+        }
+        assert_eq!(b.item(0), Some(&br#"["a",1]"#[..]));
     }
 }
