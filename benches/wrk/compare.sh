@@ -8,6 +8,8 @@
 #
 # Needs wrk (apt-get install wrk). The servers run with the default log
 # level (one access line per request) unless RUST_LOG is set.
+# RESEND_AFTER=N makes every other request a retry of the event sent N
+# requests before it (benches/wrk/single_event.lua).
 set -euo pipefail
 OLD=$1; NEW=$2; C=${3:-64}; D=${4:-8}; R=${5:-3}
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -37,28 +37,39 @@ type BlockKey = (SegId, u64);
 
 /// A decoded block, with where each of its items is.
 ///
-/// The items are found once, when the block is loaded: a duplicate's
-/// lookup is then a slice of the block, where finding item `i` in the text
-/// walked every byte of the items before it (up to 511 of them, about 20
-/// KB). Webhook producers resend events seconds later; with half the
-/// single-event requests such retries, that walk was 17% of the server's
-/// CPU (BENCHMARKS.md, "Issue 35, eleventh pass").
+/// Finding item `i` in a block's text walks every byte of the items before
+/// it (up to 511 of them, about 20 KB). Webhook producers resend events
+/// seconds later, so consecutive duplicates mostly find their events in the
+/// same few blocks: with half the single-event requests such retries, that
+/// walk was 17% of the server's CPU (BENCHMARKS.md, "Issue 35, eleventh
+/// pass"). So the first lookup in a cached block finds all its items in
+/// one pass, and later ones are a slice. The lookup that loads a block
+/// walks as before: a block read once costs no more than it did.
 struct Block {
     text: Vec<u8>,
-    /// Each item's byte range, or `None` for a text that is not a list of
-    /// items (checked blocks always are; such a text is walked as before).
-    items: Option<Vec<(usize, usize)>>,
+    /// Each item's byte range (found at the block's first reuse), or
+    /// `None` for a text that is not a list of items (a checked block
+    /// always is; such a text is walked at every lookup).
+    items: std::sync::OnceLock<Option<Vec<(usize, usize)>>>,
 }
 
 impl Block {
     fn new(text: Vec<u8>) -> Block {
-        let items = item_ranges(&text).ok();
-        Block { text, items }
+        Block {
+            text,
+            items: std::sync::OnceLock::new(),
+        }
     }
 
-    /// Item `index` of the block.
-    fn item(&self, index: u64) -> Option<&[u8]> {
-        match &self.items {
+    /// Item `index` of the block; `reused`: the block came from the cache
+    /// (its items are worth finding all at once).
+    fn item(&self, index: u64, reused: bool) -> Option<&[u8]> {
+        let items = if reused {
+            self.items.get_or_init(|| item_ranges(&self.text).ok())
+        } else {
+            self.items.get().unwrap_or(&None)
+        };
+        match items {
             Some(items) => {
                 let &(a, b) = items.get(usize::try_from(index).ok()?)?;
                 self.text.get(a..b)
@@ -283,14 +294,15 @@ impl HistoryDb {
         self.last.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    fn block(&self, seg: SegId, block: u64) -> Result<std::sync::Arc<Block>> {
+    /// Block `block` of segment `seg`, and whether it came from the cache.
+    fn block(&self, seg: SegId, block: u64) -> Result<(std::sync::Arc<Block>, bool)> {
         if let Some(hit) = self
             .cache
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get((seg, block))
         {
-            return Ok(hit);
+            return Ok((hit, true));
         }
         let text = block_text(&self.reader(), seg, block)?
             .ok_or_else(|| Error::Corrupt(format!("segment {seg} has no block {block}")))?;
@@ -299,12 +311,13 @@ impl HistoryDb {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .put((seg, block), decoded.clone());
-        Ok(decoded)
+        Ok((decoded, false))
     }
 
     fn item(&self, seg: SegId, index: u64) -> Result<Vec<u8>> {
-        self.block(seg, index / BLOCK_ITEMS)?
-            .item(index % BLOCK_ITEMS)
+        let (block, reused) = self.block(seg, index / BLOCK_ITEMS)?;
+        block
+            .item(index % BLOCK_ITEMS, reused)
             .map(<[u8]>::to_vec)
             .ok_or_else(|| Error::Corrupt(format!("segment {seg} has no item {index}")))
     }
@@ -401,13 +414,17 @@ mod tests {
         // strings holding commas, brackets, escaped quotes and backslashes
         let text = br#"["a",1],["b,c",2],["[d]",3],["q\"u,o\\",4],[["n",[5]],6],["",7]"#;
         let b = Block::new(text.to_vec());
-        assert!(b.items.is_some());
+        // a fresh block is walked; its first reuse finds every item
+        assert_eq!(b.item(3, false), item(text, 3));
+        assert!(b.items.get().is_none());
         for i in 0..8 {
-            assert_eq!(b.item(i), item(text, i), "item {i}");
+            assert_eq!(b.item(i, true), item(text, i), "item {i}");
+            assert_eq!(b.item(i, false), item(text, i), "item {i}");
         }
-        assert_eq!(b.item(5), Some(&br#"["",7]"#[..]));
-        assert_eq!(b.item(6), None);
-        assert_eq!(Block::new(Vec::new()).item(0), None);
+        assert!(matches!(b.items.get(), Some(Some(_))));
+        assert_eq!(b.item(5, true), Some(&br#"["",7]"#[..]));
+        assert_eq!(b.item(6, true), None);
+        assert_eq!(Block::new(Vec::new()).item(0, true), None);
     }
 
     #[test]
@@ -415,10 +432,10 @@ mod tests {
         // a string left open: no ranges, and each lookup walks the text
         let text = br#"["a",1],["b"#;
         let b = Block::new(text.to_vec());
-        assert!(b.items.is_none());
         for i in 0..3 {
-            assert_eq!(b.item(i), item(text, i), "item {i}");
+            assert_eq!(b.item(i, true), item(text, i), "item {i}");
         }
-        assert_eq!(b.item(0), Some(&br#"["a",1]"#[..]));
+        assert!(matches!(b.items.get(), Some(None)));
+        assert_eq!(b.item(0, true), Some(&br#"["a",1]"#[..]));
     }
 }
