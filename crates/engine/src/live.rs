@@ -214,6 +214,35 @@ impl AlignedWindow {
 
     /// Calls `f` for every bucket with `lo < end <= hi`: the starts of
     /// `(lo - size, hi - size]`.
+    /// Whether [`LiveIndex::tick`] with `newly` and `threshold` would find
+    /// a bucket of this window (ready or final).
+    fn tick_has_work(&self, newly: Option<(Option<i128>, i128)>, threshold: Option<i128>) -> bool {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let size = self.size;
+        if let Some(t) = threshold {
+            let first = self.buckets.by_start.first_key_value();
+            if first.is_some_and(|(&start, _)| start < t - size) {
+                return true;
+            }
+        }
+        let Some((lo, hi)) = newly else { return false };
+        let upper = hi - size;
+        let lower = match lo {
+            Some(lo) => Excluded(lo - size),
+            None => Unbounded,
+        };
+        if let Excluded(l) = lower {
+            if l >= upper {
+                return false;
+            }
+        }
+        self.buckets
+            .by_start
+            .range((lower, Included(upper)))
+            .next()
+            .is_some()
+    }
+
     fn for_each_ending_in(&self, lo: Option<i128>, hi: i128, mut f: impl FnMut(BucketRef, &Agg)) {
         use std::ops::Bound::{Excluded, Included, Unbounded};
         let size = self.size;
@@ -381,6 +410,21 @@ impl LiveIndex {
         }
     }
 
+    /// Whether [`LiveIndex::tick`] with these arguments would find any
+    /// bucket (ready or final). False means the tick would call neither
+    /// `ready` nor `fin`; true may still find none (a session window counts
+    /// its stale queue entries).
+    pub fn tick_has_work(
+        &self,
+        newly: Option<(Option<i128>, i128)>,
+        threshold: Option<i128>,
+    ) -> bool {
+        self.windows.iter().any(|index| match index {
+            WindowIndex::Aligned(a) => a.tick_has_work(newly, threshold),
+            WindowIndex::Session(s) => s.tick_has_work(newly, threshold),
+        })
+    }
+
     /// The sweep of [`LiveIndex::tick`] alone.
     pub fn sweep_ready(&mut self, lo: Option<i128>, hi: i128, f: impl FnMut(BucketRef, &Agg)) {
         self.tick(Some((lo, hi)), None, f, |_| {});
@@ -478,11 +522,13 @@ mod tests {
 
     /// Ticks' sweeps, reads and finalization agree with a scan of every
     /// live bucket, over random events and watermarks on a fixed and a
-    /// session window, including sweeps that start behind the last one;
+    /// session window, including sweeps that start behind the last one; a
+    /// tick `tick_has_work` calls idle finds nothing;
     /// and the by-end queue stays within twice the live sessions (plus the
     /// slack), however long the watermark stands still.
     #[test]
     fn the_by_end_queue_answers_what_a_scan_would() {
+        let mut idle_ticks = 0;
         for seed in 0..200u64 {
             let mut rng = Rng(seed);
             let defs = [WindowDef::Fixed { size: 10 }, WindowDef::Session { gap: 5 }];
@@ -525,7 +571,10 @@ mod tests {
                         });
                         assert_eq!(got, gone, "seed {seed}: finalize below {threshold}");
                         assert_eq!(all(&live), kept);
-                        // The same in one pass.
+                        // The same in one pass; a tick said to have no
+                        // work finds nothing.
+                        let has_work = combined.tick_has_work(Some((lo, hi)), Some(threshold));
+                        idle_ticks += usize::from(!has_work);
                         let (mut ready, mut fin) = (Vec::new(), BTreeSet::new());
                         combined.tick(
                             Some((lo, hi)),
@@ -539,6 +588,9 @@ mod tests {
                         assert_eq!(ready, aggs, "seed {seed}: one pass");
                         assert_eq!(fin, gone, "seed {seed}: one pass");
                         assert_eq!(all(&combined), kept);
+                        if !has_work {
+                            assert!(ready.is_empty() && fin.is_empty(), "seed {seed}: idle tick");
+                        }
                         if rng.below(2) == 0 {
                             live = combined;
                         }
@@ -574,5 +626,7 @@ mod tests {
                 assert!(queue <= 2 * sessions + 64 + 1, "seed {seed}");
             }
         }
+        // ticks with nothing to find were met (and found nothing)
+        assert!(idle_ticks > 100, "{idle_ticks} idle ticks");
     }
 }

@@ -478,6 +478,32 @@ impl SessionWindow {
         }
     }
 
+    /// Whether [`SessionWindow::tick`] with these arguments would pop a
+    /// queue entry or read the swept ones (false: it finds no session;
+    /// true: it may, or may find only stale entries).
+    pub(crate) fn tick_has_work(
+        &self,
+        newly: Option<(Option<i128>, i128)>,
+        threshold: Option<i128>,
+    ) -> bool {
+        let passes = |e: &Reverse<EndEntry>| threshold.is_some_and(|t| e.0.end < t);
+        if let Some((lo, hi)) = newly {
+            let behind = match (lo, self.by_end.swept) {
+                (_, None) => false,
+                (None, Some(_)) => true,
+                (Some(lo), Some(swept)) => lo < swept,
+            };
+            if behind && !self.by_end.ready.is_empty() {
+                return true;
+            }
+            if self.by_end.pending.peek().is_some_and(|e| e.0.end <= hi) {
+                return true;
+            }
+        }
+        self.by_end.ready.peek().is_some_and(passes)
+            || self.by_end.pending.peek().is_some_and(passes)
+    }
+
     /// Removes `key`'s session at `start` (its entry goes stale).
     fn remove(&mut self, key: KeyId, start: i128) {
         if let Some(sessions) = self.per_key.get_mut(&key) {

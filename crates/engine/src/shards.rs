@@ -172,6 +172,18 @@ impl ShardedLive {
         &mut self.shards[s]
     }
 
+    /// Whether a tick with these arguments would find any bucket in any
+    /// shard ([`LiveIndex::tick_has_work`]).
+    pub fn tick_has_work(
+        &self,
+        newly: Option<(Option<i128>, i128)>,
+        threshold: Option<i128>,
+    ) -> bool {
+        self.shards
+            .iter()
+            .any(|s| s.tick_has_work(newly, threshold))
+    }
+
     /// Runs `f(shard index, shard, input)` for every shard, side by side
     /// through the executor when there is one, and returns the results in
     /// shard order.
