@@ -9,7 +9,8 @@
 # Needs wrk (apt-get install wrk). The servers run with the default log
 # level (one access line per request) unless RUST_LOG is set.
 # RESEND_AFTER=N makes every other request a retry of the event sent N
-# requests before it (benches/wrk/single_event.lua).
+# requests before it (benches/wrk/single_event.lua); WATERMARK=1 gives the
+# partition a watermark that follows the events, so windows close.
 set -euo pipefail
 OLD=$1; NEW=$2; C=${3:-64}; D=${4:-8}; R=${5:-3}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -18,7 +19,13 @@ export WRK_THREADS=1
 HZ=$(getconf CLK_TCK)
 one() {
   local bin=$1 dir; dir=$(mktemp -d)
-  echo '{"partitions":["events"],"windows":{"per_minute":{"kind":"fixed","size":60000}},"lateness":0}' > "$dir/pipeline.json"
+  if [ -n "${WATERMARK:-}" ]; then
+    # the watermark follows the events (5 s out of order): windows close as
+    # the run goes, and each close emits its changes
+    echo '{"partitions":["events"],"windows":{"per_minute":{"kind":"fixed","size":60000}},"lateness":0,"watermarks":{"events":{"max_out_of_orderness":5000}}}' > "$dir/pipeline.json"
+  else
+    echo '{"partitions":["events"],"windows":{"per_minute":{"kind":"fixed","size":60000}},"lateness":0}' > "$dir/pipeline.json"
+  fi
   "$bin" serve --addr 127.0.0.1:$PORT --db "$dir/db" --pipeline "$dir/pipeline.json" > "$dir/log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 600); do curl -sf -o /dev/null http://127.0.0.1:$PORT/readyz && break; sleep 0.05; done
