@@ -98,6 +98,19 @@ impl<W: Write + Send + 'static> Logs<W> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Appends to the waiting lines with `add`; writes them out once they
+    /// reach [`FLUSH_BYTES`], wakes the flusher for a first line.
+    fn buffer(&self, add: impl FnOnce(&mut Vec<u8>)) {
+        let mut state = self.lock();
+        let first = state.pending.is_empty();
+        add(&mut state.pending);
+        if state.pending.len() >= FLUSH_BYTES {
+            state.drain();
+        } else if first {
+            self.shared.filled.notify_one();
+        }
+    }
+
     /// Writes the waiting access lines out now.
     pub fn flush(&self) {
         self.lock().drain();
@@ -147,6 +160,117 @@ fn flusher<W: Write + Send + 'static>(shared: std::sync::Weak<Shared<W>>, after:
     }
 }
 
+/// The log that access lines go to directly ([`access_line`]), once
+/// [`Logs::take_access_lines`] made it so.
+static ACCESS: std::sync::OnceLock<Logs<io::Stderr>> = std::sync::OnceLock::new();
+
+impl Logs<io::Stderr> {
+    /// Access lines are written by [`access_line`] from now on, formatted
+    /// here as the log's formatter (`tracing_subscriber::fmt`, colours off)
+    /// formats them, without the formatter's general machinery: that was
+    /// 2.5 us per request, 15% of a `GET /healthz` at 64 connections
+    /// (BENCHMARKS.md, "Issue 35, eleventh pass"). Only for a log without
+    /// colours (a file or a pipe, never a terminal).
+    pub fn take_access_lines(&self) {
+        let _ = ACCESS.set(self.clone());
+    }
+}
+
+/// Writes one access line as
+/// `tracing::info!(target: "streamforge::access", %method, path = %path,
+/// status, ms, "request")` would appear in the log, if the log takes them
+/// ([`Logs::take_access_lines`]); false otherwise (the caller logs the
+/// event through `tracing`). The caller has checked that the log's filter
+/// lets access lines through.
+pub fn access_line(method: &str, path: &str, status: u16, ms: f64) -> bool {
+    let Some(logs) = ACCESS.get() else {
+        return false;
+    };
+    let now = std::time::SystemTime::now();
+    logs.buffer(|out| write_access(out, now, method, path, status, ms));
+    true
+}
+
+/// Appends the access line [`access_line`] writes.
+fn write_access(
+    out: &mut Vec<u8>,
+    now: std::time::SystemTime,
+    method: &str,
+    path: &str,
+    status: u16,
+    ms: f64,
+) {
+    timestamp(now, out);
+    out.extend_from_slice(b"  INFO ");
+    out.extend_from_slice(ACCESS_TARGET.as_bytes());
+    out.extend_from_slice(b": request method=");
+    out.extend_from_slice(method.as_bytes());
+    out.extend_from_slice(b" path=");
+    out.extend_from_slice(path.as_bytes());
+    let _ = write!(out, " status={status} ms={ms:?}");
+    out.push(b'\n');
+}
+
+/// `time` as the log's formatter writes it (RFC 3339, UTC, microseconds:
+/// `2026-12-06T18:22:13.202442Z`); the date and time of day of the same
+/// second are formatted once per thread.
+fn timestamp(time: std::time::SystemTime, out: &mut Vec<u8>) {
+    use std::cell::Cell;
+    thread_local! {
+        static SECOND: Cell<(u64, [u8; 20])> = const { Cell::new((u64::MAX, [0; 20])) };
+    }
+    let since = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let (secs, micros) = (since.as_secs(), since.subsec_micros());
+    let (cached, mut prefix) = SECOND.get();
+    if cached != secs {
+        prefix = date_time(secs);
+        SECOND.set((secs, prefix));
+    }
+    out.extend_from_slice(&prefix);
+    let mut digits = [b'0'; 6];
+    let mut m = micros;
+    for d in digits.iter_mut().rev() {
+        *d = b'0' + (m % 10) as u8;
+        m /= 10;
+    }
+    out.extend_from_slice(&digits);
+    out.push(b'Z');
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.` of a second since the epoch (years 1970-9999).
+fn date_time(secs: u64) -> [u8; 20] {
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days as i64);
+    let mut out = [0u8; 20];
+    let mut w = &mut out[..];
+    let _ = write!(
+        w,
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    );
+    out
+}
+
+/// Year, month, day of a day count since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
 /// One line's writer: buffered (an access line) or direct.
 pub struct Line<'a, W: Write + Send + 'static> {
     logs: &'a Logs<W>,
@@ -160,17 +284,11 @@ impl<W: Write + Send + 'static> Write for Line<'_, W> {
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        let mut state = self.logs.lock();
         if self.buffered {
-            let first = state.pending.is_empty();
-            state.pending.extend_from_slice(buf);
-            if state.pending.len() >= FLUSH_BYTES {
-                state.drain();
-            } else if first {
-                self.logs.shared.filled.notify_one();
-            }
+            self.logs.buffer(|pending| pending.extend_from_slice(buf));
             Ok(())
         } else {
+            let mut state = self.logs.lock();
             // The access lines made before this line go first.
             state.drain();
             state.out.write_all(buf)?;
@@ -269,6 +387,67 @@ mod tests {
         }
         assert_eq!(sink.text().len(), n * l.len());
         assert_eq!(sink.writes(), 1);
+    }
+
+    #[test]
+    fn time_stamps_are_the_formatters() {
+        let at = |secs: u64, micros: u32| {
+            let mut out = Vec::new();
+            let t = std::time::UNIX_EPOCH
+                + Duration::from_secs(secs)
+                + Duration::from_micros(u64::from(micros));
+            timestamp(t, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        // expected values from Python's datetime
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(at(951_782_400, 7), "2000-02-29T00:00:00.000007Z");
+        assert_eq!(at(1_709_164_800, 999_999), "2024-02-29T00:00:00.999999Z");
+        assert_eq!(at(1_796_581_333, 202_442), "2026-12-06T18:22:13.202442Z");
+        assert_eq!(at(1_234_567_890, 10), "2009-02-13T23:31:30.000010Z");
+        assert_eq!(at(4_102_444_799, 500_000), "2099-12-31T23:59:59.500000Z");
+        // the same second again (the cached prefix), then the next
+        assert_eq!(at(1_796_581_333, 1), "2026-12-06T18:22:13.000001Z");
+        assert_eq!(at(1_796_581_334, 0), "2026-12-06T18:22:14.000000Z");
+    }
+
+    /// The direct line is, after its time stamp, byte for byte what the
+    /// `tracing` event gives through the log's formatter (colours off).
+    #[test]
+    fn a_direct_access_line_is_the_formatters_line() {
+        let sink = Sink::default();
+        let logs = Logs::start(sink.clone(), Duration::from_secs(3600)).unwrap();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(logs.clone())
+            .finish();
+        let method = axum::http::Method::POST;
+        let path = "/ingest/st ripe";
+        let (status, ms) = (409u16, 0.125f64);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(target: "streamforge::access", %method, path = %path, status, ms, "request");
+        });
+        logs.flush();
+        let via_tracing = sink.text();
+        let mut direct = Vec::new();
+        write_access(
+            &mut direct,
+            std::time::SystemTime::now(),
+            method.as_str(),
+            path,
+            status,
+            ms,
+        );
+        // the time stamps differ (made at different moments), not their
+        // length; the rest is the same bytes
+        let stamp = "2026-12-06T18:22:13.202442Z".len();
+        assert_eq!(via_tracing.len(), direct.len(), "{via_tracing}");
+        assert_eq!(
+            via_tracing.as_bytes()[stamp..],
+            direct[stamp..],
+            "{via_tracing}"
+        );
+        assert_eq!(via_tracing.as_bytes()[stamp - 1], b'Z');
     }
 
     #[test]

@@ -49,6 +49,9 @@ fn main() -> ExitCode {
         Ok(logs) => {
             subscriber.with_writer(logs.clone()).init();
             logs.flush_on_panic();
+            if !std::io::stderr().is_terminal() {
+                logs.take_access_lines();
+            }
         }
         Err(e) => {
             subscriber.with_writer(std::io::stderr).init();

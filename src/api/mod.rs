@@ -437,14 +437,19 @@ async fn observe(State(st): State<AppState>, req: Request, next: Next) -> Respon
         seconds,
     );
     if let Some((method, path)) = seen {
-        tracing::info!(
-            target: "streamforge::access",
-            %method,
-            path = %path,
-            status,
-            ms = (seconds * 1000.0 * 1000.0).round() / 1000.0,
-            "request"
-        );
+        let ms = (seconds * 1000.0 * 1000.0).round() / 1000.0;
+        // The same line, formatted directly (`logs::access_line`) when the
+        // log takes it so.
+        if !crate::logs::access_line(method.as_str(), &path, status, ms) {
+            tracing::info!(
+                target: "streamforge::access",
+                %method,
+                path = %path,
+                status,
+                ms,
+                "request"
+            );
+        }
     }
     resp
 }
