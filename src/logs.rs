@@ -9,6 +9,10 @@
 //! after its first line, whichever comes first: the `buffer=` and `flush=`
 //! of nginx's `access_log`.
 //!
+//! When the log has no colours (a file or a pipe), access lines are also
+//! formatted here ([`access_line`]), in the formatter's exact format,
+//! without the cost of its general machinery.
+//!
 //! Every other line (start-up, checkpoints, warnings, errors) is written
 //! at once, after whatever access lines wait before it, so the log keeps
 //! the order in which lines were made. The buffer is also written out when
