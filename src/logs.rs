@@ -247,7 +247,7 @@ fn timestamp(time: std::time::SystemTime, out: &mut Vec<u8>) {
 fn date_time(secs: u64) -> [u8; 20] {
     let days = secs / 86_400;
     let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days as i64);
+    let (y, m, d) = streamforge_store::civil_from_days(days as i64);
     let mut out = [0u8; 20];
     let mut w = &mut out[..];
     let _ = write!(
@@ -258,21 +258,6 @@ fn date_time(secs: u64) -> [u8; 20] {
         rem % 60
     );
     out
-}
-
-/// Year, month, day of a day count since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// One line's writer: buffered (an access line) or direct.

@@ -217,33 +217,21 @@ impl AlignedWindow {
     /// Whether [`LiveIndex::tick`] with `newly` and `threshold` would find
     /// a bucket of this window (ready or final).
     fn tick_has_work(&self, newly: Option<(Option<i128>, i128)>, threshold: Option<i128>) -> bool {
-        use std::ops::Bound::{Excluded, Included, Unbounded};
-        let size = self.size;
         if let Some(t) = threshold {
             let first = self.buckets.by_start.first_key_value();
-            if first.is_some_and(|(&start, _)| start < t - size) {
+            if first.is_some_and(|(&start, _)| start < t - self.size) {
                 return true;
             }
         }
-        let Some((lo, hi)) = newly else { return false };
-        let upper = hi - size;
-        let lower = match lo {
-            Some(lo) => Excluded(lo - size),
-            None => Unbounded,
-        };
-        if let Excluded(l) = lower {
-            if l >= upper {
-                return false;
-            }
-        }
-        self.buckets
-            .by_start
-            .range((lower, Included(upper)))
-            .next()
-            .is_some()
+        newly.is_some_and(|(lo, hi)| self.starts_ending_in(lo, hi).next().is_some())
     }
 
-    fn for_each_ending_in(&self, lo: Option<i128>, hi: i128, mut f: impl FnMut(BucketRef, &Agg)) {
+    /// The starts (with their keys) of the buckets with `lo < end <= hi`.
+    fn starts_ending_in(
+        &self,
+        lo: Option<i128>,
+        hi: i128,
+    ) -> impl Iterator<Item = (i128, &KeyAggs)> {
         use std::ops::Bound::{Excluded, Included, Unbounded};
         let size = self.size;
         let lower = match lo {
@@ -251,19 +239,23 @@ impl AlignedWindow {
             None => Unbounded,
         };
         let upper = hi - size;
-        if let Excluded(l) = lower {
-            if l >= upper {
-                return;
-            }
-        }
-        for (start, keys) in self.buckets.range((lower, Included(upper))) {
+        // An empty range (a B-tree range panics on a start past its end).
+        let empty = matches!(lower, Excluded(l) if l >= upper);
+        (!empty)
+            .then(|| self.buckets.range((lower, Included(upper))))
+            .into_iter()
+            .flatten()
+    }
+
+    fn for_each_ending_in(&self, lo: Option<i128>, hi: i128, mut f: impl FnMut(BucketRef, &Agg)) {
+        for (start, keys) in self.starts_ending_in(lo, hi) {
             for (key, agg) in keys.iter() {
                 f(
                     BucketRef {
                         window: self.window,
                         key,
                         start,
-                        end: start + size,
+                        end: start + self.size,
                     },
                     agg,
                 );
